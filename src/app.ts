@@ -1,0 +1,93 @@
+import type { Redis } from 'ioredis';
+import type { Config } from './config.ts';
+import { RedPacketService } from './domain/redPackets/service.ts';
+import type { PrismaClient } from './generated/prisma/client.ts';
+import { type Database, openDatabase } from './infra/db/database.ts';
+import { applyMigrations } from './infra/db/migrations.ts';
+import { Journal } from './infra/journal/journal.ts';
+import type { Logger } from './infra/logger.ts';
+import { RateLimiter } from './infra/rateLimit.ts';
+import { checkRedisServer, connectRedis, createRedis } from './infra/redis/connection.ts';
+import { LiveEvents } from './infra/redis/pubsub.ts';
+import { Scripts } from './infra/redis/scripts.ts';
+import { every } from './infra/ticker.ts';
+
+/** Everything one instance holds: connections, the shared machinery and the domain services. */
+export interface App {
+  config: Config;
+  log: Logger;
+  db: Database;
+  prisma: PrismaClient;
+  redis: Redis;
+  scripts: Scripts;
+  journal: Journal;
+  events: LiveEvents;
+  rateLimiter: RateLimiter;
+  redPackets: RedPacketService;
+  /** Redis and the database answer; migrations ran at start. */
+  checkReady(): Promise<{ redis: boolean; database: boolean }>;
+  /** Stops background work, commits what the journal holds, closes connections. */
+  close(): Promise<void>;
+}
+
+export async function createApp(config: Config, log: Logger): Promise<App> {
+  const redisOptions = { url: config.REDIS_URL, keyPrefix: config.REDIS_KEY_PREFIX };
+  const redis = createRedis(redisOptions, 'commands');
+  await connectRedis(redis, config.REDIS_URL);
+  const publisher = createRedis(redisOptions, 'publisher');
+  const subscriber = createRedis(redisOptions, 'subscriber');
+  let db: Database | undefined;
+  try {
+    await checkRedisServer(redis, log);
+    await Promise.all([connectRedis(publisher, config.REDIS_URL), connectRedis(subscriber, config.REDIS_URL)]);
+    db = await openDatabase(config);
+    await applyMigrations(db, log);
+  } catch (error) {
+    for (const connection of [redis, publisher, subscriber]) connection.disconnect();
+    await db?.close();
+    throw error;
+  }
+  const database = db;
+
+  const scripts = new Scripts(redis);
+  const journal = new Journal(redis, database.prisma, log, {
+    batchMax: config.JOURNAL_BATCH_MAX,
+    batchWaitMs: config.JOURNAL_BATCH_WAIT_MS,
+    sweepAfterMs: config.JOURNAL_SWEEP_AFTER_MS,
+  });
+  const events = new LiveEvents(publisher, subscriber, config.REDIS_KEY_PREFIX);
+  const rateLimiter = new RateLimiter(scripts, config.RATE_LIMIT_MUTATIONS, config.RATE_LIMIT_WINDOW_MS);
+  const redPackets = new RedPacketService({ prisma: database.prisma, redis, scripts, journal, events, log });
+
+  const stopTasks = [
+    every(config.SWEEP_INTERVAL_MS, 'journal sweep', () => journal.sweep(), log),
+    every(config.SWEEP_INTERVAL_MS, 'red packet settlement', () => redPackets.settleExpired(), log),
+  ];
+
+  return {
+    config,
+    log,
+    db: database,
+    prisma: database.prisma,
+    redis,
+    scripts,
+    journal,
+    events,
+    rateLimiter,
+    redPackets,
+    async checkReady() {
+      const [redisUp, databaseUp] = await Promise.all([
+        redis.ping().then(() => true, () => false),
+        database.ping().then(() => true, () => false),
+      ]);
+      return { redis: redisUp, database: databaseUp };
+    },
+    async close() {
+      await Promise.all(stopTasks.map((stop) => stop()));
+      await journal.drain();
+      await events.close();
+      await Promise.all([redis.quit(), publisher.quit(), subscriber.quit()].map((quit) => quit.catch(() => undefined)));
+      await database.close();
+    },
+  };
+}

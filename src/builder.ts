@@ -1,0 +1,50 @@
+import SchemaBuilder from '@pothos/core';
+import ErrorsPlugin from '@pothos/plugin-errors';
+import PrismaPlugin from '@pothos/plugin-prisma';
+import ScopeAuthPlugin from '@pothos/plugin-scope-auth';
+import ValidationPlugin from '@pothos/plugin-validation';
+import type { Context } from './context.ts';
+import { ErrorCode, graphqlError } from './errors.ts';
+import type PrismaTypes from './generated/pothos-prisma-types.ts';
+import { getDatamodel } from './generated/pothos-prisma-types.ts';
+import { ADMIN_ROLE } from './infra/auth/tokens.ts';
+
+export const builder = new SchemaBuilder<{
+  Context: Context;
+  PrismaTypes: PrismaTypes;
+  AuthScopes: { signedIn: boolean; admin: boolean };
+  Scalars: { DateTime: { Input: Date; Output: Date | string } };
+  DefaultFieldNullability: false;
+}>({
+  plugins: [ScopeAuthPlugin, ErrorsPlugin, ValidationPlugin, PrismaPlugin],
+  defaultFieldNullability: false,
+  scopeAuth: {
+    authScopes: (context) => ({
+      signedIn: context.viewer !== null,
+      admin: context.viewer?.roles.includes(ADMIN_ROLE) ?? false,
+    }),
+    unauthorizedError: (_parent, context) =>
+      context.viewer
+        ? graphqlError(ErrorCode.forbidden, 'you do not have the role this operation needs')
+        : graphqlError(ErrorCode.unauthenticated, 'sign in: send Authorization: Bearer <token>'),
+  },
+  // Only the problem classes a field lists become union members; anything else stays a GraphQL error.
+  errors: { defaultTypes: [] },
+  validation: {
+    validationError: (failure) =>
+      graphqlError(ErrorCode.badUserInput, failure.issues.map((issue) => issue.message).join('; '), {
+        issues: failure.issues.map((issue) => ({
+          path: issue.path?.map((part) => (typeof part === 'object' ? part.key : part)),
+          message: issue.message,
+        })),
+      }),
+  },
+  prisma: {
+    client: (context) => context.app.prisma,
+    dmmf: getDatamodel(),
+  },
+});
+
+builder.queryType({});
+builder.mutationType({});
+builder.subscriptionType({});

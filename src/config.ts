@@ -1,0 +1,65 @@
+import { z } from 'zod';
+import { readOrCreateDevSecret } from './infra/auth/devSecret.ts';
+
+const intFromEnv = (fallback: number, min = 0) => z.coerce.number().int().min(min).default(fallback);
+
+const envSchema = z.object({
+  NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
+  HOST: z.string().default('0.0.0.0'),
+  PORT: intFromEnv(4000),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+
+  DATABASE_URL: z.string().url().optional(),
+  PGLITE_DIR: z.string().default('./.data/pglite'),
+  DATABASE_POOL_SIZE: intFromEnv(10, 1),
+
+  REDIS_URL: z.string().url().default('redis://127.0.0.1:6379'),
+  REDIS_KEY_PREFIX: z.string().default('cb:'),
+
+  JWT_SECRET: z.string().min(32, 'JWT_SECRET must be at least 32 characters').optional(),
+
+  RATE_LIMIT_MUTATIONS: intFromEnv(30),
+  RATE_LIMIT_WINDOW_MS: intFromEnv(1000, 1),
+
+  GRAPHQL_MAX_DEPTH: intFromEnv(10, 1),
+  GRAPHQL_MAX_COST: intFromEnv(5000, 1),
+  GRAPHQL_MAX_ALIASES: intFromEnv(15, 1),
+  GRAPHQL_MAX_TOKENS: intFromEnv(2000, 1),
+
+  JOURNAL_BATCH_MAX: intFromEnv(256, 1),
+  JOURNAL_BATCH_WAIT_MS: intFromEnv(5, 0),
+  JOURNAL_SWEEP_AFTER_MS: intFromEnv(3000, 100),
+  SWEEP_INTERVAL_MS: intFromEnv(1000, 50),
+  SHUTDOWN_TIMEOUT_MS: intFromEnv(10_000, 100),
+});
+
+export type Env = z.infer<typeof envSchema>;
+
+export interface Config extends Omit<Env, 'JWT_SECRET'> {
+  jwtSecret: string;
+  /** True when JWT_SECRET was unset and the development secret in .data/ is used. */
+  jwtSecretGenerated: boolean;
+  databaseSchema: string | undefined;
+}
+
+export class ConfigError extends Error {}
+
+/** Parses the environment once; every problem is reported in one line per variable. */
+export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
+  const cleaned = Object.fromEntries(Object.entries(source).filter(([, value]) => value !== ''));
+  const parsed = envSchema.safeParse(cleaned);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`);
+    throw new ConfigError(`invalid configuration: ${lines.join('; ')}`);
+  }
+  const { JWT_SECRET, ...env } = parsed.data;
+  if (!JWT_SECRET && env.NODE_ENV === 'production') {
+    throw new ConfigError('JWT_SECRET is required when NODE_ENV=production (at least 32 characters)');
+  }
+  return {
+    ...env,
+    jwtSecret: JWT_SECRET ?? readOrCreateDevSecret(),
+    jwtSecretGenerated: !JWT_SECRET,
+    databaseSchema: env.DATABASE_URL ? new URL(env.DATABASE_URL).searchParams.get('schema') ?? undefined : undefined,
+  };
+}

@@ -1,0 +1,26 @@
+import { z } from 'zod';
+import { SPLIT_LIMITS, splitProblem, widestMaxAmount } from './split.ts';
+
+const MAX_EXPIRY_SECONDS = 7 * 24 * 3600;
+
+/** createRedPacket's input, checked as a whole: every bound, and that the split is possible. */
+export const createRedPacketInput = z
+  .object({
+    totalAmount: z.number().int().min(1).max(SPLIT_LIMITS.maxTotalAmount),
+    count: z.number().int().min(1).max(SPLIT_LIMITS.maxCount),
+    mode: z.enum(['RANDOM', 'NORMAL', 'EQUAL']),
+    minAmount: z.number().int().min(1),
+    maxAmount: z.number().int().min(1).nullish(),
+    expiresInSeconds: z.number().int().min(1).max(MAX_EXPIRY_SECONDS),
+    greeting: z.string().trim().max(64).nullish(),
+  })
+  .superRefine((input, ctx) => {
+    if (input.maxAmount != null && input.maxAmount < input.minAmount) {
+      ctx.addIssue({ code: 'custom', path: ['maxAmount'], message: 'maxAmount must be at least minAmount' });
+      return;
+    }
+    const problem = splitProblem({ ...input, maxAmount: input.maxAmount ?? widestMaxAmount(input.totalAmount, input.count, input.minAmount) });
+    if (problem) ctx.addIssue({ code: 'custom', path: ['count'], message: `impossible split: ${problem}` });
+  });
+
+export type CreateRedPacketInput = z.infer<typeof createRedPacketInput>;

@@ -1,0 +1,175 @@
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import type { PrismaClient } from '../../generated/prisma/client.ts';
+import type { Journal } from '../../infra/journal/journal.ts';
+import type { Logger } from '../../infra/logger.ts';
+import { hydrate } from '../../infra/redis/hydration.ts';
+import type { LiveEvents } from '../../infra/redis/pubsub.ts';
+import type { Scripts } from '../../infra/redis/scripts.ts';
+import { redisTimeMs } from '../../infra/redis/time.ts';
+import { NotFound } from '../problems.ts';
+import { type RandomSource, cryptoRandom } from '../random.ts';
+import type { CreateRedPacketInput } from './input.ts';
+import { grabJournalHandler, loadSnapshot, packetsDueForSettlement, settleRefund } from './persistence.ts';
+import { AlreadyGrabbed, RedPacketEmpty, RedPacketExpired } from './problems.ts';
+import { splitAmount, widestMaxAmount } from './split.ts';
+import { type RedPacketSnapshot, type RedPacketState, RedPacketStore, redPacketKeys, retainUntil } from './store.ts';
+
+export interface GrabbedShare {
+  packetId: string;
+  amount: number;
+  remainingCount: number;
+  grabbedAt: Date;
+}
+
+export class GrabNotConfirmedError extends Error {}
+
+export interface RedPacketDeps {
+  prisma: PrismaClient;
+  redis: Redis;
+  scripts: Scripts;
+  journal: Journal;
+  events: LiveEvents;
+  log: Logger;
+  random?: RandomSource;
+}
+
+/** How many times a grab rebuilds the packet and tries again before giving up. */
+const GRAB_ATTEMPTS = 3;
+const SETTLE_BATCH = 100;
+
+const topic = (packetId: string) => `redPacket:${packetId}`;
+
+export class RedPacketService {
+  private readonly store: RedPacketStore;
+
+  constructor(private readonly deps: RedPacketDeps) {
+    this.store = new RedPacketStore(deps.redis, deps.scripts);
+    deps.journal.register(grabJournalHandler);
+  }
+
+  async create(senderId: string, input: CreateRedPacketInput): Promise<RedPacketState> {
+    const maxAmount = input.maxAmount ?? widestMaxAmount(input.totalAmount, input.count, input.minAmount);
+    const shareAmounts = splitAmount({ ...input, maxAmount }, this.deps.random ?? cryptoRandom);
+    const expiresAt = new Date((await redisTimeMs(this.deps.redis)) + input.expiresInSeconds * 1000);
+    const packet = await this.deps.prisma.redPacket.create({
+      data: {
+        id: randomUUID(),
+        senderId,
+        totalAmount: input.totalAmount,
+        count: input.count,
+        mode: input.mode,
+        minAmount: input.minAmount,
+        maxAmount,
+        greeting: input.greeting ?? null,
+        shareAmounts,
+        expiresAt,
+      },
+    });
+    await this.writeToRedis({ ...packet, refundedAmount: null, grabs: [] });
+    return (await this.store.readState(packet.id))!;
+  }
+
+  /** Takes one share for the user. Resolves only once the grab is committed in PostgreSQL. */
+  async grab(userId: string, packetId: string): Promise<GrabbedShare> {
+    for (let attempt = 1; attempt <= GRAB_ATTEMPTS; attempt++) {
+      const reply = await this.store.grab(packetId, userId, randomUUID());
+      switch (reply.kind) {
+        case 'missing':
+          if (!(await this.rebuild(packetId))) throw new NotFound('red packet', packetId);
+          continue;
+        case 'already':
+          throw new AlreadyGrabbed({ userId, amount: reply.amount, grabbedAt: new Date(reply.grabbedAtMs) });
+        case 'empty':
+          throw new RedPacketEmpty();
+        case 'expired':
+          throw new RedPacketExpired(await this.expiresAt(packetId));
+        case 'granted': {
+          const outcome = await this.deps.journal.commit(reply.entry);
+          if (outcome === 'conflict') {
+            // Redis handed out a share PostgreSQL had already given away (Redis lost
+            // data and was rebuilt while grabs were in flight). Rebuild and retry.
+            this.deps.log.warn({ packetId, userId }, 'grab conflicted with a durable grab; rebuilding the packet');
+            await this.store.invalidate(packetId);
+            continue;
+          }
+          this.deps.events.publishLatest(topic(packetId), () => this.store.readState(packetId));
+          return { packetId, amount: reply.amount, remainingCount: reply.remainingCount, grabbedAt: new Date(reply.grabbedAtMs) };
+        }
+      }
+    }
+    throw new GrabNotConfirmedError('the red packet is being rebuilt; try again');
+  }
+
+  async get(packetId: string): Promise<RedPacketState | null> {
+    const state = await this.store.readState(packetId);
+    if (state) return state;
+    return (await this.rebuild(packetId)) ? this.store.readState(packetId) : null;
+  }
+
+  watch(packetId: string): AsyncGenerator<RedPacketState> {
+    return this.deps.events.currentThenChanges(topic(packetId), () => this.get(packetId), (state) => state.version);
+  }
+
+  /** Grabbed shares, oldest first. Only committed grabs, which is every acknowledged one. */
+  shares(packetId: string) {
+    return this.deps.prisma.redPacketGrab.findMany({ where: { packetId }, orderBy: [{ grabbedAt: 'asc' }, { shareIndex: 'asc' }] });
+  }
+
+  /** The largest share, the earliest grab on a tie. */
+  bestLuck(packetId: string) {
+    return this.deps.prisma.redPacketGrab.findFirst({
+      where: { packetId },
+      orderBy: [{ amount: 'desc' }, { grabbedAt: 'asc' }, { shareIndex: 'asc' }],
+    });
+  }
+
+  /**
+   * Refunds what expired packets have left, whether or not anyone asks about them.
+   * A packet is settled only once its journal is empty: after expiry no grab can be
+   * added, so an empty journal means every grab is in PostgreSQL.
+   */
+  async settleExpired(): Promise<number> {
+    let settled = 0;
+    for (const packetId of await packetsDueForSettlement(this.deps.prisma, SETTLE_BATCH)) {
+      const state = await this.get(packetId);
+      if (!state || Date.parse(state.expiresAt) > (await redisTimeMs(this.deps.redis))) continue;
+      if ((await this.store.journalLength(packetId)) > 0) continue;
+      const refundedAmount = await settleRefund(this.deps.prisma, packetId);
+      if (refundedAmount === null) continue;
+      if (refundedAmount !== state.remainingAmount) {
+        this.deps.log.error({ packetId, refundedAmount, redisRemaining: state.remainingAmount }, 'refund differs from the amount Redis holds');
+      }
+      await this.store.recordRefund(packetId, refundedAmount);
+      this.deps.log.info({ packetId, senderId: state.senderId, refundedAmount }, 'refunded an expired red packet');
+      this.deps.events.publishLatest(topic(packetId), () => this.store.readState(packetId));
+      settled++;
+    }
+    return settled;
+  }
+
+  private async expiresAt(packetId: string): Promise<Date> {
+    const state = await this.store.readState(packetId);
+    return state ? new Date(state.expiresAt) : new Date();
+  }
+
+  /** Rebuilds the packet's keys from PostgreSQL; false if it does not exist. */
+  private rebuild(packetId: string): Promise<boolean> {
+    const keys = redPacketKeys(packetId);
+    return hydrate(this.deps.redis, keys, async () => {
+      // Entries still in the stream are grabs Redis made before it lost the packet's
+      // other keys; persist them first so the rebuild counts them.
+      await this.deps.journal.commitStream(keys.journal);
+      const snapshot = await loadSnapshot(this.deps.prisma, packetId);
+      if (!snapshot) return false;
+      await this.writeToRedis(snapshot);
+      return true;
+    });
+  }
+
+  private async writeToRedis(snapshot: RedPacketSnapshot): Promise<void> {
+    const keys = redPacketKeys(snapshot.id);
+    await this.deps.journal.trackStream(keys.journal, retainUntil(snapshot.expiresAt));
+    await this.store.write(snapshot);
+  }
+}

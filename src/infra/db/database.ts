@@ -1,0 +1,112 @@
+import { mkdirSync } from 'node:fs';
+import { PGlite } from '@electric-sql/pglite';
+import { PrismaPg } from '@prisma/adapter-pg';
+import pg from 'pg';
+import { PrismaPGlite } from 'pglite-prisma-adapter';
+import type { Config } from '../../config.ts';
+import { PrismaClient } from '../../generated/prisma/client.ts';
+import { StartupError, describeCause } from '../startupError.ts';
+
+/** A connection that can run multi-statement SQL; what the migration runner needs. */
+export interface SqlSession {
+  exec(sql: string): Promise<void>;
+  query<Row>(sql: string, params?: unknown[]): Promise<Row[]>;
+}
+
+export interface Database {
+  readonly prisma: PrismaClient;
+  readonly kind: 'postgresql' | 'pglite';
+  /** Runs fn on one connection that holds the migration lock for its duration. */
+  withMigrationSession<T>(fn: (session: SqlSession) => Promise<T>): Promise<T>;
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+// Any constant works; it only has to be the same for every instance of the app.
+const MIGRATION_LOCK_ID = 7_281_546_021;
+
+export async function openDatabase(config: Config): Promise<Database> {
+  return config.DATABASE_URL ? openPostgres(config, config.DATABASE_URL) : openPglite(config.PGLITE_DIR);
+}
+
+async function openPostgres(config: Config, databaseUrl: string): Promise<Database> {
+  const url = new URL(databaseUrl);
+  url.searchParams.delete('schema');
+  const schema = config.databaseSchema;
+  const pool = new pg.Pool({
+    connectionString: url.toString(),
+    max: config.DATABASE_POOL_SIZE,
+    // Raw SQL (migrations, the hand-written queries) must see the same schema Prisma targets.
+    ...(schema ? { options: `-c search_path="${schema}"` } : {}),
+  });
+  pool.on('error', () => {
+    // Idle clients that lose their server are dropped by pg; queries report the error.
+  });
+  try {
+    const client = await pool.connect();
+    if (schema) await client.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
+    client.release();
+  } catch (error) {
+    await pool.end().catch(() => undefined);
+    throw new StartupError(
+      `PostgreSQL is unreachable at DATABASE_URL (${url.host}${url.pathname}): ${describeCause(error)}. ` +
+        'Set DATABASE_URL to a reachable server, or unset it to use the embedded PGlite database.',
+    );
+  }
+  const prisma = new PrismaClient({ adapter: new PrismaPg(pool, schema ? { schema } : undefined) });
+  return {
+    prisma,
+    kind: 'postgresql',
+    async withMigrationSession(fn) {
+      const client = await pool.connect();
+      try {
+        await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_ID]);
+        try {
+          return await fn({
+            exec: async (sql) => void (await client.query(sql)),
+            query: async (sql, params) => (await client.query(sql, params)).rows,
+          });
+        } finally {
+          await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_ID]);
+        }
+      } finally {
+        client.release();
+      }
+    },
+    async ping() {
+      await pool.query('SELECT 1');
+    },
+    async close() {
+      await prisma.$disconnect();
+      await pool.end();
+    },
+  };
+}
+
+async function openPglite(dir: string): Promise<Database> {
+  let client: PGlite;
+  try {
+    mkdirSync(dir, { recursive: true });
+    client = await PGlite.create(dir);
+  } catch (error) {
+    throw new StartupError(`cannot open the embedded database in PGLITE_DIR=${dir}: ${describeCause(error)}`);
+  }
+  const prisma = new PrismaClient({ adapter: new PrismaPGlite(client) });
+  return {
+    prisma,
+    kind: 'pglite',
+    // PGlite is one connection owned by this process, so no lock is needed.
+    withMigrationSession: (fn) =>
+      fn({
+        exec: async (sql) => void (await client.exec(sql)),
+        query: async <Row>(sql: string, params?: unknown[]) => (await client.query<Row>(sql, params)).rows,
+      }),
+    async ping() {
+      await client.query('SELECT 1');
+    },
+    async close() {
+      await prisma.$disconnect();
+      await client.close();
+    },
+  };
+}

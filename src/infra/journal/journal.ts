@@ -1,0 +1,214 @@
+import type { Redis } from 'ioredis';
+import type { Prisma, PrismaClient } from '../../generated/prisma/client.ts';
+import { groupBy } from '../collections.ts';
+import type { Logger } from '../logger.ts';
+import { redisTimeMs } from '../redis/time.ts';
+
+/** One entry of a campaign's journal stream, as the allocating script wrote it. */
+export interface JournalEntry {
+  stream: string;
+  /** The stream id; its first part is the Redis time in ms when the script ran. */
+  id: string;
+  fields: Record<string, string>;
+}
+
+export type Tx = Prisma.TransactionClient;
+
+export interface JournalHandler {
+  /** Matches the entry's `kind` field. */
+  kind: string;
+  /**
+   * Writes the entries inside the group-commit transaction. Writes must be idempotent
+   * (unique keys), because a sweeper may persist the same entry again. Returns the
+   * ids of entries that clash with a different durable grant: those are dropped and
+   * their callers told, never acknowledged.
+   */
+  persist(tx: Tx, entries: JournalEntry[]): Promise<Set<string>>;
+}
+
+export type PersistOutcome = 'persisted' | 'conflict';
+
+export interface JournalOptions {
+  batchMax: number;
+  batchWaitMs: number;
+  sweepAfterMs: number;
+}
+
+interface Waiter {
+  entry: JournalEntry;
+  resolve(outcome: PersistOutcome): void;
+  reject(error: Error): void;
+}
+
+const STREAM_REGISTRY = 'journal:streams';
+const COMMIT_ATTEMPTS = 3;
+const SWEEP_BATCH = 1000;
+
+export class JournalCommitError extends Error {}
+
+/** Turns the flat [field, value, ...] list that XADD and XRANGE use into an entry. */
+export function journalEntry(stream: string, id: string, flatFields: string[]): JournalEntry {
+  const fields: Record<string, string> = {};
+  for (let i = 0; i + 1 < flatFields.length; i += 2) fields[flatFields[i]!] = flatFields[i + 1]!;
+  return { stream, id, fields };
+}
+
+/**
+ * The bridge from Redis allocations to PostgreSQL. Scripts XADD an entry to their
+ * campaign's stream; `commit` queues it for a group commit (one transaction for up
+ * to `batchMax` entries or whatever waited `batchWaitMs`), deletes it from the
+ * stream once durable, and resolves. `sweep` persists entries that a dead process
+ * left behind.
+ */
+export class Journal {
+  private readonly handlers = new Map<string, JournalHandler>();
+  private queue: Waiter[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private flushing: Promise<void> | undefined;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly prisma: PrismaClient,
+    private readonly log: Logger,
+    private readonly options: JournalOptions,
+  ) {}
+
+  register(handler: JournalHandler): void {
+    this.handlers.set(handler.kind, handler);
+  }
+
+  /**
+   * Makes the sweeper watch a campaign's stream until `untilMs` (Redis time). Call it
+   * before the first allocation can happen, i.e. when the campaign's keys are written.
+   */
+  async trackStream(stream: string, untilMs: number): Promise<void> {
+    await this.redis.zadd(STREAM_REGISTRY, 'GT', untilMs, stream);
+  }
+
+  /** Resolves once the entry is committed in PostgreSQL (the durable ack). */
+  commit(entry: JournalEntry): Promise<PersistOutcome> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ entry, resolve, reject });
+      this.schedule();
+    });
+  }
+
+  /** Waits until everything queued so far is committed or has failed. */
+  async drain(): Promise<void> {
+    while (this.queue.length > 0 || this.flushing) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+      await (this.flushing ?? this.flush());
+    }
+  }
+
+  /** Persists entries older than `sweepAfterMs`; returns how many it handled. */
+  async sweep(): Promise<number> {
+    const nowMs = await redisTimeMs(this.redis);
+    const registered = await this.redis.zrange(STREAM_REGISTRY, 0, -1, 'WITHSCORES');
+    let handled = 0;
+    for (let i = 0; i < registered.length; i += 2) {
+      const stream = registered[i]!;
+      const trackedUntil = Number(registered[i + 1]);
+      const stale = await this.redis.xrange(stream, '-', String(nowMs - this.options.sweepAfterMs), 'COUNT', SWEEP_BATCH);
+      if (stale.length > 0) {
+        this.log.warn({ stream, entries: stale.length }, 'sweeping journal entries left behind');
+        await Promise.allSettled(this.commitAll(stream, stale));
+        handled += stale.length;
+      } else if (trackedUntil < nowMs && (await this.redis.xlen(stream)) === 0) {
+        await this.redis.multi().zrem(STREAM_REGISTRY, stream).del(stream).exec();
+      }
+    }
+    return handled;
+  }
+
+  /** Persists every entry in one stream now, whatever its age. */
+  async commitStream(stream: string): Promise<void> {
+    for (let round = 0; round < 100; round++) {
+      const entries = await this.redis.xrange(stream, '-', '+', 'COUNT', SWEEP_BATCH);
+      if (entries.length === 0) return;
+      await Promise.all(this.commitAll(stream, entries));
+    }
+  }
+
+  private commitAll(stream: string, entries: [id: string, fields: string[]][]): Promise<PersistOutcome>[] {
+    return entries.map(([id, flat]) => this.commit(journalEntry(stream, id, flat)));
+  }
+
+  private schedule(): void {
+    if (this.flushing) return;
+    if (this.queue.length >= this.options.batchMax) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+      void this.flush();
+    } else {
+      this.timer ??= setTimeout(() => {
+        this.timer = undefined;
+        void this.flush();
+      }, this.options.batchWaitMs);
+    }
+  }
+
+  private flush(): Promise<void> {
+    this.flushing ??= (async () => {
+      try {
+        while (this.queue.length > 0) {
+          await this.commitBatch(this.queue.splice(0, this.options.batchMax));
+        }
+      } finally {
+        this.flushing = undefined;
+      }
+    })();
+    return this.flushing;
+  }
+
+  private async commitBatch(batch: Waiter[]): Promise<void> {
+    const unique = new Map<string, JournalEntry>();
+    for (const { entry } of batch) unique.set(`${entry.stream}\u0000${entry.id}`, entry);
+    const entries = [...unique.values()];
+    let conflicts: Set<string>;
+    try {
+      conflicts = await this.persistWithRetry(entries);
+    } catch (error) {
+      // The entries stay in their streams; the sweeper retries them later.
+      this.log.error({ err: error, entries: entries.length }, 'group commit failed');
+      const failure = new JournalCommitError('the grant could not be confirmed in the database; it may still be applied');
+      for (const waiter of batch) waiter.reject(failure);
+      return;
+    }
+    await this.deleteFromStreams(entries).catch((error: unknown) => {
+      this.log.warn({ err: error }, 'could not delete persisted journal entries; the sweeper will re-persist them harmlessly');
+    });
+    for (const waiter of batch) waiter.resolve(conflicts.has(waiter.entry.id) ? 'conflict' : 'persisted');
+  }
+
+  private async persistWithRetry(entries: JournalEntry[]): Promise<Set<string>> {
+    const byKind = groupBy(entries, (entry) => {
+      const handler = this.handlers.get(entry.fields.kind ?? '');
+      if (!handler) throw new Error(`no journal handler for kind "${entry.fields.kind}"`);
+      return handler;
+    });
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.prisma.$transaction(async (tx) => {
+          const conflicts = new Set<string>();
+          for (const [handler, ofKind] of byKind) {
+            for (const id of await handler.persist(tx, ofKind)) conflicts.add(id);
+          }
+          return conflicts;
+        });
+      } catch (error) {
+        if (attempt >= COMMIT_ATTEMPTS) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 20 * 2 ** attempt));
+      }
+    }
+  }
+
+  private async deleteFromStreams(entries: JournalEntry[]): Promise<void> {
+    const pipeline = this.redis.pipeline();
+    for (const [stream, ofStream] of groupBy(entries, (entry) => entry.stream)) {
+      pipeline.xdel(stream, ...ofStream.map((entry) => entry.id));
+    }
+    await pipeline.exec();
+  }
+}

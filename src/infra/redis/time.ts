@@ -1,0 +1,7 @@
+import type { Redis } from 'ioredis';
+
+/** Redis TIME in ms: the one clock every instance and every script agrees on. */
+export async function redisTimeMs(redis: Redis): Promise<number> {
+  const [seconds, micros] = await redis.time();
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+}

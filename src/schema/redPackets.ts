@@ -1,0 +1,138 @@
+import { builder } from '../builder.ts';
+import { viewerOf } from '../context.ts';
+import { NotFound } from '../domain/problems.ts';
+import { createRedPacketInput } from '../domain/redPackets/input.ts';
+import { AlreadyGrabbed, type GrabbedShareView, RedPacketEmpty, RedPacketExpired } from '../domain/redPackets/problems.ts';
+import type { GrabbedShare } from '../domain/redPackets/service.ts';
+import { type RedPacketState, redPacketStatus } from '../domain/redPackets/store.ts';
+import { ErrorCode, graphqlError } from '../errors.ts';
+import { asProblem } from './common.ts';
+
+const SplitMode = builder.enumType('SplitMode', {
+  description: 'RANDOM: WeChat "double average"; NORMAL: bell-shaped around the mean; EQUAL: equal shares.',
+  values: ['RANDOM', 'NORMAL', 'EQUAL'] as const,
+});
+
+const RedPacketStatus = builder.enumType('RedPacketStatus', { values: ['ACTIVE', 'EMPTY', 'EXPIRED'] as const });
+
+const RedPacketShare = builder.objectRef<GrabbedShareView>('RedPacketShare').implement({
+  fields: (t) => ({
+    userId: t.exposeID('userId'),
+    amount: t.exposeInt('amount'),
+    grabbedAt: t.expose('grabbedAt', { type: 'DateTime' }),
+  }),
+});
+
+const RedPacket = builder.objectRef<RedPacketState>('RedPacket').implement({
+  fields: (t) => ({
+    id: t.exposeID('id'),
+    senderId: t.exposeID('senderId'),
+    totalAmount: t.exposeInt('totalAmount', { description: 'In cents (fen).' }),
+    count: t.exposeInt('count'),
+    mode: t.expose('mode', { type: SplitMode }),
+    greeting: t.exposeString('greeting', { nullable: true }),
+    status: t.field({ type: RedPacketStatus, resolve: (packet) => redPacketStatus(packet, Date.now()) }),
+    remainingCount: t.exposeInt('remainingCount'),
+    remainingAmount: t.exposeInt('remainingAmount'),
+    expiresAt: t.expose('expiresAt', { type: 'DateTime' }),
+    shares: t.field({
+      type: [RedPacketShare],
+      description: 'Grabbed shares, oldest first.',
+      resolve: (packet, _args, { app }) => app.redPackets.shares(packet.id),
+    }),
+    bestLuck: t.field({
+      type: RedPacketShare,
+      nullable: true,
+      description: 'The largest share (the earliest grab on a tie), once the packet is EMPTY.',
+      resolve: (packet, _args, { app }) => (packet.remainingCount === 0 ? app.redPackets.bestLuck(packet.id) : null),
+    }),
+    refundedAmount: t.int({
+      description: 'Returned to the sender after expiry; 0 until the packet is settled.',
+      resolve: (packet) => packet.refundedAmount ?? 0,
+    }),
+  }),
+});
+
+const GrabbedShareRef = builder.objectRef<GrabbedShare>('GrabbedShare').implement({
+  fields: (t) => ({
+    packetId: t.exposeID('packetId'),
+    amount: t.exposeInt('amount'),
+    remainingCount: t.exposeInt('remainingCount'),
+    grabbedAt: t.expose('grabbedAt', { type: 'DateTime' }),
+  }),
+});
+
+builder.objectType(AlreadyGrabbed, {
+  name: 'AlreadyGrabbed',
+  ...asProblem(AlreadyGrabbed),
+  fields: (t) => ({ share: t.field({ type: RedPacketShare, resolve: (problem) => problem.share }) }),
+});
+builder.objectType(RedPacketEmpty, { name: 'RedPacketEmpty', ...asProblem(RedPacketEmpty) });
+builder.objectType(RedPacketExpired, {
+  name: 'RedPacketExpired',
+  ...asProblem(RedPacketExpired),
+  fields: (t) => ({ expiresAt: t.expose('expiresAt', { type: 'DateTime' }) }),
+});
+
+const CreateRedPacketInput = builder.inputType('CreateRedPacketInput', {
+  fields: (t) => ({
+    totalAmount: t.int({ required: true, description: 'In cents (fen), at most 100,000,000.' }),
+    count: t.int({ required: true, description: 'How many shares, at most 10,000.' }),
+    mode: t.field({ type: SplitMode, defaultValue: 'RANDOM' }),
+    minAmount: t.int({ defaultValue: 1 }),
+    maxAmount: t.int({ description: 'Defaults to the largest share the other bounds allow.' }),
+    expiresInSeconds: t.int({ defaultValue: 86_400 }),
+    greeting: t.string(),
+  }),
+  validate: createRedPacketInput,
+});
+
+
+builder.queryField('redPacket', (t) =>
+  t.field({
+    type: RedPacket,
+    nullable: true,
+    authScopes: { signedIn: true },
+    args: { id: t.arg.id({ required: true }) },
+    resolve: (_root, { id }, { app }) => app.redPackets.get(String(id)),
+  }),
+);
+
+builder.mutationField('createRedPacket', (t) =>
+  t.field({
+    type: RedPacket,
+    description: 'Splits the amount now; the caller is the sender.',
+    authScopes: { signedIn: true },
+    args: { input: t.arg({ type: CreateRedPacketInput, required: true }) },
+    resolve: (_root, { input }, context) => context.app.redPackets.create(viewerOf(context).userId, createRedPacketInput.parse(input)),
+  }),
+);
+
+builder.mutationField('grabRedPacket', (t) =>
+  t.field({
+    type: GrabbedShareRef,
+    description: 'Takes one share; a success is already committed in PostgreSQL.',
+    authScopes: { signedIn: true },
+    errors: {
+      types: [AlreadyGrabbed, RedPacketEmpty, RedPacketExpired, NotFound],
+      directResult: true,
+      union: { name: 'GrabRedPacketResult' },
+    },
+    args: { packetId: t.arg.id({ required: true }) },
+    resolve: (_root, { packetId }, context) => context.app.redPackets.grab(viewerOf(context).userId, String(packetId)),
+  }),
+);
+
+builder.subscriptionField('redPacketUpdated', (t) =>
+  t.field({
+    type: RedPacket,
+    description: 'The current state first, then the state after every grab and at expiry.',
+    authScopes: { signedIn: true },
+    args: { packetId: t.arg.id({ required: true }) },
+    subscribe: async (_root, { packetId }, { app }) => {
+      if (!(await app.redPackets.get(String(packetId)))) throw graphqlError(ErrorCode.notFound, `red packet ${packetId} does not exist`);
+      return app.redPackets.watch(String(packetId));
+    },
+    resolve: (state) => state,
+  }),
+);
