@@ -1,0 +1,139 @@
+import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
+import { type ExecutionResult, print } from 'graphql';
+import { createClient } from 'graphql-ws';
+import { Agent, fetch } from 'undici';
+import WebSocket from 'ws';
+import { ADMIN_ROLE, signToken } from '../../src/infra/auth/tokens.ts';
+import { TEST_JWT_SECRET } from './env.ts';
+
+export function tokenFor(userId: string, options: { admin?: boolean } = {}): Promise<string> {
+  return signToken(TEST_JWT_SECRET, { userId, roles: options.admin ? [ADMIN_ROLE] : [] });
+}
+
+// Bounded so a storm of hundreds of requests queues in the client instead of
+// overflowing the server's accept backlog.
+const agent = new Agent({ connections: 256, pipelining: 1 });
+
+export interface GraphqlResponse<T> {
+  status: number;
+  body: ExecutionResult<T> & { errors?: { message: string; extensions?: Record<string, unknown> }[] };
+}
+
+/** POST a typed document over HTTP. */
+export async function gql<T, V>(
+  url: string,
+  document: TypedDocumentNode<T, V> | string,
+  variables?: V,
+  token?: string,
+): Promise<GraphqlResponse<T>> {
+  const response = await fetch(url, {
+    method: 'POST',
+    dispatcher: agent,
+    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    body: JSON.stringify({ query: typeof document === 'string' ? document : print(document), variables }),
+  });
+  return { status: response.status, body: (await response.json()) as GraphqlResponse<T>['body'] };
+}
+
+/** The data of a successful response; fails loudly on errors. */
+export async function gqlData<T, V>(url: string, document: TypedDocumentNode<T, V>, variables: V, token?: string): Promise<T> {
+  const { body } = await gql(url, document, variables, token);
+  if (body.errors?.length || !body.data) throw new Error(`GraphQL errors: ${JSON.stringify(body.errors)}`);
+  return body.data;
+}
+
+export function errorCodes(response: GraphqlResponse<unknown>): unknown[] {
+  return (response.body.errors ?? []).map((error) => error.extensions?.code);
+}
+
+/** A live subscription that collects every event, over SSE or graphql-ws. */
+export interface Subscription<T> {
+  events: ExecutionResult<T>[];
+  /** Resolves once `predicate` holds for the events received so far. */
+  until(predicate: (events: ExecutionResult<T>[]) => boolean, timeoutMs?: number): Promise<ExecutionResult<T>[]>;
+  close(): void;
+}
+
+function collector<T>(): { events: ExecutionResult<T>[]; push(event: ExecutionResult<T>): void; until: Subscription<T>['until'] } {
+  const events: ExecutionResult<T>[] = [];
+  const waiters = new Set<() => void>();
+  return {
+    events,
+    push(event) {
+      events.push(event);
+      for (const wake of waiters) wake();
+    },
+    until(predicate, timeoutMs = 10_000) {
+      return new Promise((resolve, reject) => {
+        const check = () => {
+          if (predicate(events)) {
+            waiters.delete(check);
+            clearTimeout(timer);
+            resolve(events);
+          }
+        };
+        const timer = setTimeout(() => {
+          waiters.delete(check);
+          reject(new Error(`timed out; events so far: ${JSON.stringify(events)}`));
+        }, timeoutMs);
+        waiters.add(check);
+        check();
+      });
+    },
+  };
+}
+
+/** Subscribes over Server-Sent Events, Yoga's default transport for the web. */
+export function subscribeSse<T, V>(url: string, document: TypedDocumentNode<T, V>, variables: V, token?: string): Subscription<T> {
+  const { events, push, until } = collector<T>();
+  const abort = new AbortController();
+  void (async () => {
+    const response = await fetch(url, {
+      method: 'POST',
+      signal: abort.signal,
+      headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+      body: JSON.stringify({ query: print(document), variables }),
+    });
+    const decoder = new TextDecoder();
+    let buffer = '';
+    for await (const chunk of response.body!) {
+      buffer += decoder.decode(chunk as Uint8Array, { stream: true });
+      let boundary: number;
+      while ((boundary = buffer.indexOf('\n\n')) >= 0) {
+        const message = buffer.slice(0, boundary);
+        buffer = buffer.slice(boundary + 2);
+        const data = message.split('\n').filter((line) => line.startsWith('data:')).map((line) => line.slice(5).trim()).join('\n');
+        if (data) push(JSON.parse(data) as ExecutionResult<T>);
+      }
+    }
+  })().catch(() => undefined);
+  return { events, until, close: () => abort.abort() };
+}
+
+/** Subscribes over graphql-ws, the transport mini-programs use. */
+export function subscribeWs<T, V>(url: string, document: TypedDocumentNode<T, V>, variables: V, token?: string): Subscription<T> {
+  const { events, push, until } = collector<T>();
+  const client = createClient({
+    url: url.replace(/^http/, 'ws'),
+    webSocketImpl: WebSocket,
+    connectionParams: token ? { authorization: `Bearer ${token}` } : {},
+    retryAttempts: 0,
+    lazy: true,
+  });
+  const dispose = client.subscribe<T>(
+    { query: print(document), variables: variables as Record<string, unknown> },
+    {
+      next: (event) => push(event as ExecutionResult<T>),
+      error: (error) => push({ errors: Array.isArray(error) ? error : [{ message: String((error as Error).message ?? error) }] } as ExecutionResult<T>),
+      complete: () => undefined,
+    },
+  );
+  return {
+    events,
+    until,
+    close: () => {
+      dispose();
+      void client.dispose();
+    },
+  };
+}

@@ -1,0 +1,37 @@
+import { randomBytes } from 'node:crypto';
+
+export const TEST_JWT_SECRET = 'test-secret-that-is-at-least-32-characters-long';
+export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/test';
+export const TEST_REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+export interface TestEnv {
+  /** The file's own PostgreSQL schema and Redis key prefix, so files run in parallel. */
+  schema: string;
+  keyPrefix: string;
+  vars: Record<string, string>;
+}
+
+/** Environment for servers started by one test file. */
+export function testEnv(name: string, overrides: Record<string, string> = {}): TestEnv {
+  const suffix = randomBytes(3).toString('hex');
+  const schema = `t_${name.replace(/\W/g, '_')}_${suffix}`;
+  const keyPrefix = `t:${name}:${suffix}:`;
+  const url = new URL(TEST_DATABASE_URL);
+  url.searchParams.set('schema', schema);
+  return {
+    schema,
+    keyPrefix,
+    vars: {
+      NODE_ENV: 'test',
+      PORT: '0',
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'info',
+      DATABASE_URL: url.toString(),
+      REDIS_URL: TEST_REDIS_URL,
+      REDIS_KEY_PREFIX: keyPrefix,
+      JWT_SECRET: TEST_JWT_SECRET,
+      RATE_LIMIT_MUTATIONS: '0',
+      ...overrides,
+    },
+  };
+}
