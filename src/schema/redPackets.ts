@@ -123,6 +123,17 @@ builder.mutationField('grabRedPacket', (t) =>
   }),
 );
 
+builder.mutationField('closeRedPacket', (t) =>
+  t.field({
+    type: RedPacket,
+    description: 'Operators: ends the packet now; what is left is refunded to the sender within seconds.',
+    authScopes: { admin: true },
+    errors: { types: [NotFound], directResult: true, union: { name: 'CloseRedPacketResult' } },
+    args: { packetId: t.arg.id({ required: true }) },
+    resolve: (_root, { packetId }, { app }) => app.redPackets.close(String(packetId)),
+  }),
+);
+
 builder.subscriptionField('redPacketUpdated', (t) =>
   t.field({
     type: RedPacket,

@@ -101,6 +101,20 @@ export class RedPacketService {
     throw new GrabNotConfirmedError('the red packet is being rebuilt; try again');
   }
 
+  /**
+   * Ends a packet now (an operator stopping a campaign early). The settlement worker
+   * then refunds what is left, as for any expired packet.
+   */
+  async close(packetId: string): Promise<RedPacketState> {
+    const now = new Date(await redisTimeMs(this.deps.redis));
+    // PostgreSQL first: it is what a rebuild reads, so a crash in between cannot reopen the packet.
+    const { count } = await this.deps.prisma.redPacket.updateMany({ where: { id: packetId, expiresAt: { gt: now } }, data: { expiresAt: now } });
+    if (count > 0) await this.store.expireNow(packetId, now.getTime());
+    const state = await this.get(packetId);
+    if (!state) throw new NotFound('red packet', packetId);
+    return state;
+  }
+
   async get(packetId: string): Promise<RedPacketState | null> {
     const state = await this.store.readState(packetId);
     if (state) return state;

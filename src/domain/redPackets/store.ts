@@ -137,6 +137,10 @@ export class RedPacketStore {
     await tx.exec();
   }
 
+  async expireNow(packetId: string, nowMs: number): Promise<void> {
+    await this.scripts.run('hsetIfExists', [redPacketKeys(packetId).meta], ['expiresAtMs', nowMs]);
+  }
+
   async recordRefund(packetId: string, refundedAmount: number): Promise<void> {
     await this.scripts.run('hsetIfExists', [redPacketKeys(packetId).meta], ['refundedAmount', refundedAmount]);
   }
