@@ -53,6 +53,7 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
   const journal = new Journal(redis, database.prisma, log, {
     batchMax: config.JOURNAL_BATCH_MAX,
     batchWaitMs: config.JOURNAL_BATCH_WAIT_MS,
+    maxInFlight: config.JOURNAL_MAX_INFLIGHT,
     sweepAfterMs: config.JOURNAL_SWEEP_AFTER_MS,
   });
   const events = new LiveEvents(publisher, subscriber, config.REDIS_KEY_PREFIX);

@@ -28,6 +28,7 @@ const envSchema = z.object({
 
   JOURNAL_BATCH_MAX: intFromEnv(256, 1),
   JOURNAL_BATCH_WAIT_MS: intFromEnv(5, 0),
+  JOURNAL_MAX_INFLIGHT: intFromEnv(4, 1),
   JOURNAL_SWEEP_AFTER_MS: intFromEnv(3000, 100),
   SWEEP_INTERVAL_MS: intFromEnv(1000, 50),
   SHUTDOWN_TIMEOUT_MS: intFromEnv(10_000, 100),

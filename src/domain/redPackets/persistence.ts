@@ -1,4 +1,4 @@
-import type { JournalEntry, JournalHandler, Tx } from '../../infra/journal/journal.ts';
+import type { JournalEntry, JournalHandler } from '../../infra/journal/journal.ts';
 import type { PrismaClient } from '../../generated/prisma/client.ts';
 import type { RedPacketSnapshot } from './store.ts';
 
@@ -11,10 +11,10 @@ import type { RedPacketSnapshot } from './store.ts';
  */
 export const grabJournalHandler: JournalHandler = {
   kind: 'redPacket.grab',
-  async persist(tx: Tx, entries: JournalEntry[]): Promise<Set<string>> {
+  async persist(db: PrismaClient, entries: JournalEntry[]): Promise<Set<string>> {
     const rows = entries.map(({ fields }) => fields);
     const grantIds = rows.map((row) => row.grant!);
-    const inserted = await tx.$queryRawUnsafe<{ id: string }[]>(
+    const inserted = await db.$queryRawUnsafe<{ id: string }[]>(
       `WITH open_packets AS (
          SELECT id FROM red_packet WHERE id = ANY($2::text[]) AND refunded_at IS NULL FOR SHARE
        )
@@ -36,7 +36,7 @@ export const grabJournalHandler: JournalHandler = {
     const missing = grantIds.filter((id) => !durable.has(id));
     if (missing.length > 0) {
       // Already there from an earlier commit (a sweeper replay) counts as durable.
-      const replayed = await tx.redPacketGrab.findMany({ where: { id: { in: missing } }, select: { id: true } });
+      const replayed = await db.redPacketGrab.findMany({ where: { id: { in: missing } }, select: { id: true } });
       for (const row of replayed) durable.add(row.id);
     }
     return new Set(entries.filter(({ fields }) => !durable.has(fields.grant!)).map((entry) => entry.id));

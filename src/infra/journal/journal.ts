@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import type { Prisma, PrismaClient } from '../../generated/prisma/client.ts';
+import type { PrismaClient } from '../../generated/prisma/client.ts';
 import { groupBy } from '../collections.ts';
 import type { Logger } from '../logger.ts';
 import { redisTimeMs } from '../redis/time.ts';
@@ -12,18 +12,17 @@ export interface JournalEntry {
   fields: Record<string, string>;
 }
 
-export type Tx = Prisma.TransactionClient;
-
 export interface JournalHandler {
   /** Matches the entry's `kind` field. */
   kind: string;
   /**
-   * Writes the entries inside the group-commit transaction. Writes must be idempotent
-   * (unique keys), because a sweeper may persist the same entry again. Returns the
-   * ids of entries that clash with a different durable grant: those are dropped and
-   * their callers told, never acknowledged.
+   * Writes a batch of entries. Each statement must be atomic on its own and
+   * idempotent (unique keys), because a sweeper may persist the same entry again;
+   * batches of different kinds are not one transaction. Returns the ids of entries
+   * that clash with a different durable grant: those are dropped and their callers
+   * told, never acknowledged.
    */
-  persist(tx: Tx, entries: JournalEntry[]): Promise<Set<string>>;
+  persist(db: PrismaClient, entries: JournalEntry[]): Promise<Set<string>>;
 }
 
 export type PersistOutcome = 'persisted' | 'conflict';
@@ -31,6 +30,8 @@ export type PersistOutcome = 'persisted' | 'conflict';
 export interface JournalOptions {
   batchMax: number;
   batchWaitMs: number;
+  /** Batches committing at once. More than one hides database round trips behind each other. */
+  maxInFlight: number;
   sweepAfterMs: number;
 }
 
@@ -55,16 +56,16 @@ export function journalEntry(stream: string, id: string, flatFields: string[]): 
 
 /**
  * The bridge from Redis allocations to PostgreSQL. Scripts XADD an entry to their
- * campaign's stream; `commit` queues it for a group commit (one transaction for up
- * to `batchMax` entries or whatever waited `batchWaitMs`), deletes it from the
- * stream once durable, and resolves. `sweep` persists entries that a dead process
- * left behind.
+ * campaign's stream; `commit` queues it for a group commit (one statement per kind
+ * for up to `batchMax` entries, or whatever waited `batchWaitMs`), deletes it from
+ * the stream once durable, and resolves. `sweep` persists entries that a dead
+ * process left behind.
  */
 export class Journal {
   private readonly handlers = new Map<string, JournalHandler>();
   private queue: Waiter[] = [];
   private timer: NodeJS.Timeout | undefined;
-  private flushing: Promise<void> | undefined;
+  private readonly inFlight = new Set<Promise<void>>();
 
   constructor(
     private readonly redis: Redis,
@@ -95,10 +96,11 @@ export class Journal {
 
   /** Waits until everything queued so far is committed or has failed. */
   async drain(): Promise<void> {
-    while (this.queue.length > 0 || this.flushing) {
+    while (this.queue.length > 0 || this.inFlight.size > 0) {
       clearTimeout(this.timer);
       this.timer = undefined;
-      await (this.flushing ?? this.flush());
+      this.startBatches();
+      await Promise.race(this.inFlight);
     }
   }
 
@@ -135,31 +137,30 @@ export class Journal {
     return entries.map(([id, flat]) => this.commit(journalEntry(stream, id, flat)));
   }
 
+  /**
+   * A full batch starts at once; a partial one waits up to `batchWaitMs` for company.
+   * When every slot is busy, entries simply queue and the next free slot takes them.
+   */
   private schedule(): void {
-    if (this.flushing) return;
     if (this.queue.length >= this.options.batchMax) {
-      clearTimeout(this.timer);
-      this.timer = undefined;
-      void this.flush();
+      this.startBatches();
     } else {
       this.timer ??= setTimeout(() => {
         this.timer = undefined;
-        void this.flush();
+        this.startBatches();
       }, this.options.batchWaitMs);
     }
   }
 
-  private flush(): Promise<void> {
-    this.flushing ??= (async () => {
-      try {
-        while (this.queue.length > 0) {
-          await this.commitBatch(this.queue.splice(0, this.options.batchMax));
-        }
-      } finally {
-        this.flushing = undefined;
-      }
-    })();
-    return this.flushing;
+  private startBatches(): void {
+    while (this.queue.length > 0 && this.inFlight.size < this.options.maxInFlight) {
+      const batch = this.commitBatch(this.queue.splice(0, this.options.batchMax)).finally(() => {
+        this.inFlight.delete(batch);
+        // Whatever queued meanwhile has waited long enough.
+        this.startBatches();
+      });
+      this.inFlight.add(batch);
+    }
   }
 
   private async commitBatch(batch: Waiter[]): Promise<void> {
@@ -190,13 +191,11 @@ export class Journal {
     });
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.prisma.$transaction(async (tx) => {
-          const conflicts = new Set<string>();
-          for (const [handler, ofKind] of byKind) {
-            for (const id of await handler.persist(tx, ofKind)) conflicts.add(id);
-          }
-          return conflicts;
-        });
+        const conflicts = new Set<string>();
+        for (const [handler, ofKind] of byKind) {
+          for (const id of await handler.persist(this.prisma, ofKind)) conflicts.add(id);
+        }
+        return conflicts;
       } catch (error) {
         if (attempt >= COMMIT_ATTEMPTS) throw error;
         await new Promise((resolve) => setTimeout(resolve, 20 * 2 ** attempt));

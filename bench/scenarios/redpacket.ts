@@ -1,0 +1,177 @@
+/**
+ * The red-packet grab three ways, on the same machine in the same run:
+ *  (a) grabRedPacket over HTTP with the durable ack (the product),
+ *  (b) the same Lua script through ioredis alone (the ceiling),
+ *  (c) the grab in PostgreSQL alone, one transaction with FOR UPDATE SKIP LOCKED.
+ * Options: --grabs N (default 100000), --connections N (default 200).
+ */
+import { randomUUID } from 'node:crypto';
+import autocannon from 'autocannon';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { RedPacketStore, redPacketKeys } from '../../src/domain/redPackets/store.ts';
+import { splitAmount } from '../../src/domain/redPackets/split.ts';
+import { Scripts } from '../../src/infra/redis/scripts.ts';
+import { tokenFor } from '../../test/support/client.ts';
+import { TEST_DATABASE_URL, TEST_REDIS_URL, testEnv } from '../../test/support/env.ts';
+import { startServerProcess } from '../../test/support/server.ts';
+import { openStores } from '../../test/support/stores.ts';
+import { type Measurement, machine, measureConcurrent, perSecond, printTable } from '../support.ts';
+
+const MAX_SHARES_PER_PACKET = 10_000;
+const PACKET_TOTAL = 1_000_000;
+
+function option(args: string[], name: string, fallback: number): number {
+  const index = args.indexOf(`--${name}`);
+  return index >= 0 ? Number(args[index + 1]) : fallback;
+}
+
+export async function run(args: string[]): Promise<void> {
+  const grabs = option(args, 'grabs', 100_000);
+  const connections = option(args, 'connections', 200);
+  const packets = Math.ceil(grabs / MAX_SHARES_PER_PACKET);
+  const usersPerPacket = Math.min(grabs, MAX_SHARES_PER_PACKET);
+  console.log(`red-packet grab: ${grabs} grabs over ${packets} packets of ${usersPerPacket} shares, ${connections} connections; ${machine()}`);
+
+  const env = testEnv('bench_rp', { LOG_LEVEL: 'info', RATE_LIMIT_MUTATIONS: '0' });
+  const stores = openStores(env);
+  const server = await startServerProcess(env.vars);
+  const violations: string[] = [];
+  try {
+    const a = await viaHttp(server.url, grabs, connections, packets, usersPerPacket, stores.sql, violations);
+    const b = await viaScript(env.keyPrefix, grabs, connections, violations);
+    const c = await viaPostgres(env.schema, grabs, connections, violations);
+    console.log();
+    printTable([a, b, c]);
+    console.log();
+    console.log(`a/b = ${(perSecond(a) / perSecond(b)).toFixed(2)}  (share of the script ceiling the full stack reaches)`);
+    console.log(`a/c = ${(perSecond(a) / perSecond(c)).toFixed(2)}  (Redis + group commit against PostgreSQL alone)`);
+    console.log(`invariant violations: ${violations.length}`);
+    for (const violation of violations) console.log(`  - ${violation}`);
+  } finally {
+    await server.stop();
+    await stores.cleanup();
+  }
+}
+
+/** (a) The product: HTTP + GraphQL + Lua + group commit to PostgreSQL before the response. */
+async function viaHttp(url: string, grabs: number, connections: number, packets: number, usersPerPacket: number, sql: pg.Pool, violations: string[]): Promise<Measurement> {
+  const sender = await tokenFor('bench-sender');
+  const packetIds: string[] = [];
+  for (let p = 0; p < packets; p++) {
+    const response = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${sender}` },
+      body: JSON.stringify({ query: `mutation { createRedPacket(input: { totalAmount: ${PACKET_TOTAL}, count: ${usersPerPacket}, mode: RANDOM }) { id } }` }),
+    });
+    packetIds.push(((await response.json()) as { data: { createRedPacket: { id: string } } }).data.createRedPacket.id);
+  }
+  const tokens = await Promise.all(Array.from({ length: usersPerPacket }, (_, i) => tokenFor(`bench-user-${i}`)));
+  const bodies = packetIds.map((id) => JSON.stringify({ query: `mutation { grabRedPacket(packetId: "${id}") { __typename ... on GrabbedShare { amount } } }` }));
+
+  let sent = 0;
+  let granted = 0;
+  let other = 0;
+  const result = await autocannon({
+    url,
+    connections,
+    amount: grabs,
+    method: 'POST',
+    requests: [
+      {
+        setupRequest: (request) => {
+          const i = sent++;
+          return {
+            ...request,
+            body: bodies[Math.floor(i / usersPerPacket) % bodies.length],
+            headers: { 'content-type': 'application/json', authorization: `Bearer ${tokens[i % usersPerPacket]}` },
+          };
+        },
+        onResponse: (status, body) => {
+          if (status === 200 && body.includes('GrabbedShare')) granted++;
+          else other++;
+        },
+      },
+    ],
+  });
+  if (result.errors > 0 || result.non2xx > 0) violations.push(`(a) ${result.errors} errors, ${result.non2xx} non-2xx responses`);
+  if (granted !== grabs) violations.push(`(a) ${granted} grabs granted, expected ${grabs} (${other} other replies)`);
+  const { rows } = await sql.query<{ n: string; total: string }>('SELECT count(*) AS n, COALESCE(sum(amount), 0) AS total FROM red_packet_grab');
+  if (Number(rows[0]!.n) !== granted) violations.push(`(a) PostgreSQL holds ${rows[0]!.n} grabs, clients were acknowledged ${granted}`);
+  if (granted === grabs && Number(rows[0]!.total) !== packets * PACKET_TOTAL) violations.push(`(a) granted amounts sum to ${rows[0]!.total}`);
+  return {
+    label: '(a) HTTP grabRedPacket, durable ack',
+    operations: result.requests.total,
+    seconds: result.duration,
+    p50Ms: result.latency.p50,
+    p99Ms: result.latency.p99,
+  };
+}
+
+/** (b) The ceiling: the grab script alone through ioredis, no GraphQL, no PostgreSQL. */
+async function viaScript(keyPrefix: string, grabs: number, connections: number, violations: string[]): Promise<Measurement> {
+  const redis = new Redis(TEST_REDIS_URL, { keyPrefix });
+  const scripts = new Scripts(redis);
+  const store = new RedPacketStore(redis, scripts);
+  const packetId = `ceiling-${randomUUID()}`;
+  await store.write({
+    id: packetId,
+    senderId: 'bench',
+    totalAmount: grabs * 100,
+    count: grabs,
+    mode: 'EQUAL',
+    greeting: null,
+    expiresAt: new Date(Date.now() + 3600_000),
+    shareAmounts: splitAmount({ totalAmount: grabs * 100, count: grabs, minAmount: 1, maxAmount: grabs * 100, mode: 'EQUAL' }),
+    refundedAmount: null,
+    grabs: [],
+  });
+  let granted = 0;
+  const measurement = await measureConcurrent('(b) Lua script via ioredis (ceiling)', grabs, connections, async (i) => {
+    const reply = await store.grab(packetId, `u${i}`, randomUUID());
+    if (reply.kind === 'granted') granted++;
+  });
+  if (granted !== grabs) violations.push(`(b) ${granted} of ${grabs} script grabs granted`);
+  const keys = redPacketKeys(packetId);
+  await redis.del(keys.meta, keys.shares, keys.grabs, keys.journal);
+  redis.disconnect();
+  return measurement;
+}
+
+/** (c) What a team without Redis builds: one transaction per grab in PostgreSQL. */
+async function viaPostgres(schema: string, grabs: number, connections: number, violations: string[]): Promise<Measurement> {
+  const pool = new pg.Pool({ connectionString: TEST_DATABASE_URL, max: 20, options: `-c search_path="${schema}"` });
+  await pool.query(`
+    CREATE TABLE pg_only_share (packet_id text NOT NULL, share_index int NOT NULL, amount int NOT NULL, user_id text, grabbed_at timestamptz,
+      PRIMARY KEY (packet_id, share_index));
+    CREATE UNIQUE INDEX pg_only_share_user ON pg_only_share (packet_id, user_id);
+    CREATE INDEX pg_only_share_free ON pg_only_share (packet_id) WHERE user_id IS NULL;`);
+  const shares = splitAmount({ totalAmount: grabs * 100, count: grabs, minAmount: 1, maxAmount: grabs * 100, mode: 'EQUAL' });
+  await pool.query(`INSERT INTO pg_only_share (packet_id, share_index, amount) SELECT 'p', i - 1, a FROM unnest($1::int[]) WITH ORDINALITY AS t(a, i)`, [shares]);
+  let granted = 0;
+  const measurement = await measureConcurrent('(c) PostgreSQL only, SKIP LOCKED', grabs, connections, async (i) => {
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      const { rows } = await client.query(
+        `UPDATE pg_only_share SET user_id = $1, grabbed_at = now()
+         WHERE (packet_id, share_index) = (
+           SELECT packet_id, share_index FROM pg_only_share WHERE packet_id = 'p' AND user_id IS NULL
+           AND NOT EXISTS (SELECT 1 FROM pg_only_share WHERE packet_id = 'p' AND user_id = $1)
+           LIMIT 1 FOR UPDATE SKIP LOCKED)
+         RETURNING amount`,
+        [`u${i}`],
+      );
+      await client.query('COMMIT');
+      if (rows.length === 1) granted++;
+    } catch (error) {
+      await client.query('ROLLBACK');
+      throw error;
+    } finally {
+      client.release();
+    }
+  });
+  if (granted !== grabs) violations.push(`(c) ${granted} of ${grabs} PostgreSQL grabs granted`);
+  await pool.end();
+  return measurement;
+}

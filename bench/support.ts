@@ -1,0 +1,48 @@
+import { cpus } from 'node:os';
+
+export interface Measurement {
+  label: string;
+  operations: number;
+  seconds: number;
+  p50Ms: number;
+  p99Ms: number;
+}
+
+export const perSecond = (m: Measurement) => m.operations / m.seconds;
+
+/** Runs `operation` `total` times with `concurrency` in flight, timing each call. */
+export async function measureConcurrent(label: string, total: number, concurrency: number, operation: (i: number) => Promise<unknown>): Promise<Measurement> {
+  const latencies = new Float64Array(total);
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < total) {
+        const i = next++;
+        const t0 = performance.now();
+        await operation(i);
+        latencies[i] = performance.now() - t0;
+      }
+    }),
+  );
+  const seconds = (performance.now() - started) / 1000;
+  const sorted = Array.from(latencies).sort((a, b) => a - b);
+  return { label, operations: total, seconds, p50Ms: percentile(sorted, 0.5), p99Ms: percentile(sorted, 0.99) };
+}
+
+export function percentile(sorted: ArrayLike<number>, q: number): number {
+  return sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+}
+
+export function printTable(measurements: Measurement[]): void {
+  const rows = measurements.map((m) => [m.label, m.operations.toString(), perSecond(m).toFixed(0), m.p50Ms.toFixed(2), m.p99Ms.toFixed(2)]);
+  const header = ['scenario', 'ops', 'ops/s', 'p50 ms', 'p99 ms'];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
+  const line = (cells: string[]) => cells.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join('  ');
+  console.log(line(header));
+  for (const row of rows) console.log(line(row));
+}
+
+export function machine(): string {
+  return `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, Node ${process.version}`;
+}
