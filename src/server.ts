@@ -6,7 +6,7 @@ import maxAliases from '@escape.tech/graphql-armor-max-aliases';
 import maxDepth from '@escape.tech/graphql-armor-max-depth';
 import maxTokens from '@escape.tech/graphql-armor-max-tokens';
 import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
-import type { ExecutionArgs } from 'graphql';
+import type { ExecutionArgs, GraphQLError } from 'graphql';
 import { type Plugin, createYoga } from 'graphql-yoga';
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer } from 'ws';
@@ -29,10 +29,15 @@ export interface RunningServer {
 }
 
 function armorPlugins(config: Config): Plugin[] {
+  // Report rejections as ordinary validation errors (which carry BAD_USER_INPUT) instead of throwing.
+  const rejection = {
+    propagateOnRejection: false,
+    onReject: [(context: { reportError(error: GraphQLError): void } | null, error: GraphQLError) => context?.reportError(error)],
+  };
   const plugins: Plugin[] = [
-    maxDepth.maxDepthPlugin({ n: config.GRAPHQL_MAX_DEPTH }),
-    costLimit.costLimitPlugin({ maxCost: config.GRAPHQL_MAX_COST }),
-    maxAliases.maxAliasesPlugin({ n: config.GRAPHQL_MAX_ALIASES }),
+    maxDepth.maxDepthPlugin({ n: config.GRAPHQL_MAX_DEPTH, ...rejection }),
+    costLimit.costLimitPlugin({ maxCost: config.GRAPHQL_MAX_COST, ...rejection }),
+    maxAliases.maxAliasesPlugin({ n: config.GRAPHQL_MAX_ALIASES, ...rejection }),
     maxTokens.maxTokensPlugin({ n: config.GRAPHQL_MAX_TOKENS }),
   ];
   if (config.NODE_ENV === 'production') plugins.push(blockFieldSuggestions.blockFieldSuggestionsPlugin());

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { type AddressInfo, createServer as createNetServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -27,7 +28,11 @@ export async function startServerProcess(vars: Record<string, string>, timeoutMs
   child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start in ${timeoutMs} ms:\n${output}`)), timeoutMs);
+    const timer = setTimeout(() => {
+      // Do not leave a half-started server behind.
+      child.kill('SIGKILL');
+      reject(new Error(`server did not start in ${timeoutMs} ms:\n${output}`));
+    }, timeoutMs);
     const onData = () => {
       const match = /listening on (http:\/\/\S+)"/.exec(output) ?? /"url":"(http:\/\/[^"]+)"/.exec(output);
       if (match) {
@@ -59,17 +64,40 @@ export async function startServerProcess(vars: Record<string, string>, timeoutMs
 }
 
 /** Runs `src/main.ts` expecting it to refuse to start; resolves with its exit code and output. */
-export async function runUntilExit(vars: Record<string, string>, timeoutMs = 30_000): Promise<{ code: number | null; output: string }> {
+export async function runUntilExit(
+  vars: Record<string, string>,
+  timeoutMs = 30_000,
+): Promise<{ code: number | null; output: string; stdout: string; stderr: string }> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
     cwd: ROOT,
     env: { ...process.env, ...vars },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
-  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (chunk: Buffer) => {
+    output += chunk.toString();
+    stdout += chunk.toString();
+  });
+  child.stderr!.on('data', (chunk: Buffer) => {
+    output += chunk.toString();
+    stderr += chunk.toString();
+  });
   const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
   const [code] = await once(child, 'exit');
   clearTimeout(timer);
-  return { code: code as number | null, output };
+  return { code: code as number | null, output, stdout, stderr };
+}
+
+/** A TCP port on 127.0.0.1 that nothing listens on (it was free a moment ago). */
+export async function freePort(): Promise<number> {
+  const server = createNetServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', resolve);
+  });
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
 }

@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import { ServiceUnavailableError } from '../../errors.ts';
 import type { PrismaClient } from '../../generated/prisma/client.ts';
 import type { Journal } from '../../infra/journal/journal.ts';
 import type { Logger } from '../../infra/logger.ts';
-import { hydrate } from '../../infra/redis/hydration.ts';
+import { hydrate, withRebuild } from '../../infra/redis/hydration.ts';
 import type { LiveEvents } from '../../infra/redis/pubsub.ts';
 import type { Scripts } from '../../infra/redis/scripts.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
@@ -22,7 +23,7 @@ export interface GrabbedShare {
   grabbedAt: Date;
 }
 
-export class GrabNotConfirmedError extends Error {}
+export class GrabNotConfirmedError extends ServiceUnavailableError {}
 
 export interface RedPacketDeps {
   prisma: PrismaClient;
@@ -34,7 +35,7 @@ export interface RedPacketDeps {
   random?: RandomSource;
 }
 
-/** How many times a grab rebuilds the packet and tries again before giving up. */
+/** How many times a grab that clashed with a durable grab rebuilds the packet and tries again. */
 const GRAB_ATTEMPTS = 3;
 const SETTLE_BATCH = 100;
 
@@ -73,11 +74,9 @@ export class RedPacketService {
   /** Takes one share for the user. Resolves only once the grab is committed in PostgreSQL. */
   async grab(userId: string, packetId: string): Promise<GrabbedShare> {
     for (let attempt = 1; attempt <= GRAB_ATTEMPTS; attempt++) {
-      const reply = await this.store.grab(packetId, userId, randomUUID());
+      const reply = await withRebuild(() => this.store.grab(packetId, userId, randomUUID()), () => this.rebuild(packetId));
+      if (!reply) throw new NotFound('red packet', packetId);
       switch (reply.kind) {
-        case 'missing':
-          if (!(await this.rebuild(packetId))) throw new NotFound('red packet', packetId);
-          continue;
         case 'already':
           throw new AlreadyGrabbed({ userId, amount: reply.amount, grabbedAt: new Date(reply.grabbedAtMs) });
         case 'empty':

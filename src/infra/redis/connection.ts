@@ -19,14 +19,20 @@ export function createRedis({ url, keyPrefix }: RedisOptions, name: string): Red
 }
 
 export async function connectRedis(redis: Redis, url: string): Promise<void> {
+  // Without a listener ioredis prints "Unhandled error event" and a stack to stderr;
+  // the socket error is also the useful cause (connect() itself only says "Connection is closed").
+  let socketError: unknown;
+  const onError = (error: unknown) => (socketError ??= error);
+  redis.on('error', onError);
   try {
     await redis.connect();
   } catch (error) {
     redis.disconnect();
     throw new StartupError(
-      `Redis is unreachable at REDIS_URL=${redactUrl(url)}: ${describeCause(error)}. Set REDIS_URL to a reachable server.`,
+      `Redis is unreachable at REDIS_URL=${redactUrl(url)}: ${describeCause(socketError ?? error)}. Set REDIS_URL to a reachable server.`,
     );
   }
+  redis.off('error', onError);
 }
 
 /** Eviction would silently drop stock and locks, so only `noeviction` is accepted. */

@@ -36,3 +36,22 @@ export async function hydrate(
   }
   throw new HydrationTimeoutError(`timed out waiting for ${keys.meta} to be rebuilt`);
 }
+
+const REBUILD_ATTEMPTS = 3;
+
+/**
+ * Runs a script call that answers `{ kind: 'missing' }` when the campaign's keys are
+ * gone; rebuilds the campaign from PostgreSQL and calls again. Resolves with null
+ * when the campaign does not exist at all.
+ */
+export async function withRebuild<Reply extends { kind: string }>(
+  call: () => Promise<Reply>,
+  rebuild: () => Promise<boolean>,
+): Promise<Exclude<Reply, { kind: 'missing' }> | null> {
+  for (let attempt = 1; attempt <= REBUILD_ATTEMPTS; attempt++) {
+    const reply = await call();
+    if (reply.kind !== 'missing') return reply as Exclude<Reply, { kind: 'missing' }>;
+    if (!(await rebuild())) return null;
+  }
+  throw new HydrationTimeoutError('campaign keys vanished again right after each rebuild');
+}

@@ -1,0 +1,76 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CreateRedPacketDocument, GrabRedPacketDocument, RedPacketDocument } from './gql/generated.ts';
+import { gqlData, tokenFor } from './support/client.ts';
+import { TEST_REDIS_URL, testEnv } from './support/env.ts';
+import { stopAll, stopWithin } from './support/lifecycle.ts';
+import { type ServerProcess, startServerProcess } from './support/server.ts';
+import { deleteKeys } from './support/stores.ts';
+
+// No DATABASE_URL at all (config treats '' as unset): the server falls back to PGlite in PGLITE_DIR.
+const dir = mkdtempSync(join(tmpdir(), 'campaign-pglite-'));
+const env = testEnv('embedded', { DATABASE_URL: '', PGLITE_DIR: dir });
+let redis: Redis;
+let server: ServerProcess | undefined;
+
+beforeAll(() => {
+  redis = new Redis(TEST_REDIS_URL, { keyPrefix: env.keyPrefix });
+});
+
+afterAll(async () => {
+  try {
+    await stopAll(server);
+  } finally {
+    await deleteKeys(redis, env.keyPrefix);
+    redis.disconnect();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+const appliedMigrations = (output: string) => output.split('\n').filter((line) => line.includes('applied migration'));
+
+describe('the embedded database', () => {
+  it('serves red packets from PGlite, and keeps them across a restart without re-applying migrations', async () => {
+    const sender = await tokenFor('pglite-sender');
+    const first = await tokenFor('pglite-first');
+    const second = await tokenFor('pglite-second');
+
+    // First start: a fresh directory, so every migration is applied.
+    server = await startServerProcess(env.vars, 45_000);
+    expect(server.output()).toContain('"database":"pglite"');
+    expect(appliedMigrations(server.output()).length).toBeGreaterThan(0);
+
+    const { createRedPacket: packet } = await gqlData(server.url, CreateRedPacketDocument, { input: { totalAmount: 900, count: 3, mode: 'EQUAL' } }, sender);
+    expect(packet).toMatchObject({ status: 'ACTIVE', remainingCount: 3, remainingAmount: 900 });
+    const grab = await gqlData(server.url, GrabRedPacketDocument, { packetId: packet.id }, first);
+    expect(grab.grabRedPacket).toMatchObject({ __typename: 'GrabbedShare', amount: 300, remainingCount: 2 });
+    const before = (await gqlData(server.url, RedPacketDocument, { id: packet.id }, sender)).redPacket;
+    expect(before?.shares).toEqual([expect.objectContaining({ userId: 'pglite-first', amount: 300 })]);
+
+    expect(await stopWithin(server)).toBe(0);
+    server = undefined;
+
+    // Drop the packet from Redis too, so the second start can only know it from PGlite.
+    await deleteKeys(redis, env.keyPrefix);
+
+    server = await startServerProcess(env.vars, 45_000);
+    expect(server.output()).toContain('"database":"pglite"');
+    expect(appliedMigrations(server.output())).toEqual([]);
+
+    const after = (await gqlData(server.url, RedPacketDocument, { id: packet.id }, sender)).redPacket;
+    expect(after).toMatchObject({ id: packet.id, status: 'ACTIVE', totalAmount: 900, count: 3, remainingCount: 2, remainingAmount: 600 });
+    expect(after?.shares).toEqual(before?.shares);
+
+    // The rebuilt packet still knows who grabbed, and hands out what is left.
+    const again = await gqlData(server.url, GrabRedPacketDocument, { packetId: packet.id }, first);
+    expect(again.grabRedPacket).toMatchObject({ __typename: 'AlreadyGrabbed', share: { amount: 300 } });
+    const next = await gqlData(server.url, GrabRedPacketDocument, { packetId: packet.id }, second);
+    expect(next.grabRedPacket).toMatchObject({ __typename: 'GrabbedShare', amount: 300, remainingCount: 1 });
+
+    expect(await stopWithin(server)).toBe(0);
+    server = undefined;
+  });
+});

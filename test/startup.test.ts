@@ -1,0 +1,272 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { fetch } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CreateRedPacketDocument, GrabRedPacketDocument, RedPacketDocument } from './gql/generated.ts';
+import { errorCodes, gql, gqlData, tokenFor } from './support/client.ts';
+import { testEnv } from './support/env.ts';
+import { stopAll, stopWithin } from './support/lifecycle.ts';
+import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
+import { type ServerProcess, freePort, runUntilExit, startServerProcess } from './support/server.ts';
+import { type Stores, openStores } from './support/stores.ts';
+
+/** The one line the server printed on stderr before exiting; fails on more, or on a stack trace. */
+function expectOneLineRefusal(result: { code: number | null; stderr: string }, names: string) {
+  expect(result.code, result.stderr).not.toBe(0);
+  expect(result.code).not.toBeNull();
+  const lines = result.stderr.split('\n').filter((line) => line.trim() !== '');
+  expect(lines, result.stderr).toHaveLength(1);
+  expect(lines[0]).toContain(names);
+  expect(result.stderr).not.toMatch(/^\s+at\s/m);
+  expect(result.stderr).not.toMatch(/\.(ts|js):\d+/);
+  return lines[0]!;
+}
+
+describe('refusing to start', () => {
+  it('names REDIS_URL when Redis is unreachable, in one line without a stack', async () => {
+    const env = testEnv('startup_noredis', { REDIS_URL: `redis://127.0.0.1:${await freePort()}` });
+    const line = expectOneLineRefusal(await runUntilExit(env.vars, 20_000), 'REDIS_URL');
+    expect(line).toMatch(/unreachable/i);
+  });
+
+  it('names DATABASE_URL when PostgreSQL is unreachable, in one line without a stack', async () => {
+    const env = testEnv('startup_nopg', { DATABASE_URL: `postgresql://postgres@127.0.0.1:${await freePort()}/test` });
+    const line = expectOneLineRefusal(await runUntilExit(env.vars, 20_000), 'DATABASE_URL');
+    expect(line).toMatch(/unreachable/i);
+  });
+
+  it('refuses NODE_ENV=production without JWT_SECRET', async () => {
+    const env = testEnv('startup_nosecret', { NODE_ENV: 'production', JWT_SECRET: '' });
+    expectOneLineRefusal(await runUntilExit(env.vars, 20_000), 'JWT_SECRET');
+  });
+
+  it('refuses a Redis whose maxmemory-policy evicts keys', async () => {
+    const port = await freePort();
+    const redis = await startThrowawayRedis(port, ['--maxmemory-policy', 'allkeys-lru']);
+    try {
+      const env = testEnv('startup_lru', { REDIS_URL: `redis://127.0.0.1:${port}` });
+      const line = expectOneLineRefusal(await runUntilExit(env.vars, 20_000), 'maxmemory-policy');
+      expect(line).toContain('allkeys-lru');
+      expect(line).toContain('noeviction');
+    } finally {
+      await stopChild(redis);
+    }
+  });
+});
+
+describe('a running server', () => {
+  const env = testEnv('startup_live', {
+    RATE_LIMIT_MUTATIONS: '5',
+    RATE_LIMIT_WINDOW_MS: '60000',
+    GRAPHQL_MAX_DEPTH: '5',
+    GRAPHQL_MAX_ALIASES: '3',
+  });
+  let server: ServerProcess;
+  let stores: Stores;
+  let base: string;
+
+  beforeAll(async () => {
+    server = await startServerProcess(env.vars);
+    stores = openStores(env);
+    base = new URL(server.url).origin;
+  });
+
+  afterAll(async () => {
+    try {
+      await stopAll(server);
+    } finally {
+      await stores?.cleanup();
+    }
+  });
+
+  it('answers /health and /ready', async () => {
+    const health = await fetch(`${base}/health`);
+    expect(health.status).toBe(200);
+    await health.body?.cancel();
+
+    const ready = await fetch(`${base}/ready`);
+    expect(ready.status).toBe(200);
+    expect(ready.headers.get('content-type')).toContain('application/json');
+    expect(await ready.json()).toMatchObject({ ready: true, redis: true, database: true });
+  });
+
+  it('limits mutations per user: the 6th in the window is RATE_LIMITED and changes nothing; others are unaffected', async () => {
+    const aliceId = `rl-alice-${randomUUID()}`;
+    const alice = await tokenFor(aliceId);
+    const bob = await tokenFor(`rl-bob-${randomUUID()}`);
+
+    // Five mutations: all allowed.
+    const packets: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const { createRedPacket } = await gqlData(server.url, CreateRedPacketDocument, { input: { totalAmount: 500, count: 5 } }, alice);
+      packets.push(createRedPacket.id);
+    }
+    const target = packets[0]!;
+
+    // The 6th (a grab) and a 7th (a create) are refused, and neither leaves a trace.
+    const grab = await gql(server.url, GrabRedPacketDocument, { packetId: target }, alice);
+    expect(errorCodes(grab)).toEqual(['RATE_LIMITED']);
+    expect(grab.body.data ?? null).toBeNull();
+    const retryAfterMs = grab.body.errors![0]!.extensions?.retryAfterMs as number;
+    expect(retryAfterMs).toBeGreaterThan(0);
+    expect(retryAfterMs).toBeLessThanOrEqual(60_000);
+
+    const create = await gql(server.url, CreateRedPacketDocument, { input: { totalAmount: 500, count: 5 } }, alice);
+    expect(errorCodes(create)).toEqual(['RATE_LIMITED']);
+
+    const { rows: created } = await stores.sql.query<{ id: string }>('SELECT id FROM red_packet WHERE sender_id = $1', [aliceId]);
+    expect(created.map((row) => row.id).sort()).toEqual([...packets].sort());
+    const { rows: grabs } = await stores.sql.query('SELECT id FROM red_packet_grab WHERE packet_id = $1', [target]);
+    expect(grabs).toHaveLength(0);
+    expect(await stores.redis.hget(`{rp:${target}}:meta`, 'remainingCount')).toBe('5');
+
+    // Reads are not limited.
+    const { redPacket } = await gqlData(server.url, RedPacketDocument, { id: target }, alice);
+    expect(redPacket?.remainingCount).toBe(5);
+
+    // Another user mutates freely.
+    const bobGrab = await gqlData(server.url, GrabRedPacketDocument, { packetId: target }, bob);
+    expect(bobGrab.grabRedPacket.__typename).toBe('GrabbedShare');
+    const bobCreate = await gqlData(server.url, CreateRedPacketDocument, { input: { totalAmount: 100, count: 1 } }, bob);
+    expect(bobCreate.createRedPacket.remainingCount).toBe(1);
+    const after = await expectRedPacketInvariants(stores, target);
+    expect(after).toHaveLength(1);
+  });
+
+  it('serves GraphiQL to a browser without loading anything from a CDN', async () => {
+    const response = await fetch(server.url, { headers: { accept: 'text/html' } });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toContain('text/html');
+    const html = await response.text();
+    expect(html).toMatch(/graphiql/i);
+    expect(html).not.toContain('unpkg');
+    expect(html).not.toContain('jsdelivr');
+    expect(html).not.toMatch(/<(script|link)[^>]+(src|href)=["']?(https?:)?\/\//i);
+  });
+
+  it('rejects a query nested deeper than GRAPHQL_MAX_DEPTH', async () => {
+    const token = await tokenFor('deep-diver');
+    const nested = (fragments: number) =>
+      `query { redPacket(id: "${randomUUID()}") { ${'... on RedPacket { '.repeat(fragments)} shares { userId } ${'} '.repeat(fragments)} } }`;
+
+    // redPacket, two fragments, shares, userId: depth 5, the limit.
+    const atLimit = await gql(server.url, nested(2), {}, token);
+    expect(atLimit.body.errors, JSON.stringify(atLimit.body.errors)).toBeUndefined();
+    expect(atLimit.body.data).toEqual({ redPacket: null });
+
+    const tooDeep = await gql(server.url, nested(3), {}, token);
+    expect(tooDeep.body.data ?? null).toBeNull();
+    expect(tooDeep.body.errors?.[0]?.message).toMatch(/depth/i);
+    expect(errorCodes(tooDeep)).toEqual(['BAD_USER_INPUT']);
+  });
+
+  it('rejects too many aliases', async () => {
+    const token = await tokenFor('alias-lover');
+    const aliased = (count: number) =>
+      `query { ${Array.from({ length: count }, (_, i) => `a${i}: redPacket(id: "${randomUUID()}") { id }`).join(' ')} }`;
+
+    const atLimit = await gql(server.url, aliased(3), {}, token);
+    expect(atLimit.body.errors, JSON.stringify(atLimit.body.errors)).toBeUndefined();
+
+    const tooMany = await gql(server.url, aliased(4), {}, token);
+    expect(tooMany.body.data ?? null).toBeNull();
+    expect(tooMany.body.errors?.[0]?.message).toMatch(/alias/i);
+    expect(errorCodes(tooMany)).toEqual(['BAD_USER_INPUT']);
+  });
+});
+
+describe('SIGTERM', () => {
+  const env = testEnv('startup_stop');
+  let stores: Stores;
+
+  beforeAll(() => {
+    stores = openStores(env);
+  });
+
+  afterAll(async () => {
+    await stores?.cleanup();
+  });
+
+  it('exits 0, and every grab acknowledged before it is in PostgreSQL', async () => {
+    const server = await startServerProcess(env.vars);
+    try {
+      const { createRedPacket: packet } = await gqlData(server.url, CreateRedPacketDocument, { input: { totalAmount: 10_000, count: 300 } }, await tokenFor('stop-sender'));
+      const users = Array.from({ length: 300 }, (_, i) => `stop-user-${i}`);
+      const tokens = await Promise.all(users.map((user) => tokenFor(user)));
+
+      let firstAck!: () => void;
+      const acked = new Promise<void>((resolve) => (firstAck = resolve));
+      const grabs = Promise.allSettled(
+        users.map(async (user, i) => {
+          const response = await gql(server.url, GrabRedPacketDocument, { packetId: packet.id }, tokens[i]);
+          const result = response.body.data?.grabRedPacket;
+          if (result?.__typename === 'GrabbedShare') firstAck();
+          return { user, result };
+        }),
+      );
+      // Stop while grabs are in flight, as soon as the first one is acknowledged.
+      await Promise.race([acked, grabs]);
+      const [results, exitCode] = await Promise.all([grabs, stopWithin(server, 20_000)]);
+      expect(exitCode).toBe(0);
+      expect(server.output()).toContain('shutting down');
+      expect(server.output()).not.toContain('shutdown failed');
+
+      const won = new Map<string, number>();
+      for (const settled of results) {
+        if (settled.status === 'fulfilled' && settled.value.result?.__typename === 'GrabbedShare') {
+          won.set(settled.value.user, settled.value.result.amount);
+        }
+      }
+      expect(won.size).toBeGreaterThan(0);
+
+      const rows = await expectRedPacketInvariants(stores, packet.id);
+      const durable = new Map(rows.map((row) => [row.user_id, row.amount]));
+      for (const [user, amount] of won) expect(durable.get(user), `${user}'s acknowledged grab`).toBe(amount);
+      // Nothing is left waiting in the journal: the drain committed it all.
+      expect(await stores.redis.xlen(`{rp:${packet.id}}:journal`)).toBe(0);
+      expect(rows.length).toBeGreaterThanOrEqual(won.size);
+    } finally {
+      await server.kill();
+    }
+  });
+});
+
+/** A private redis-server on `port`, for checks that need a differently configured Redis. */
+async function startThrowawayRedis(port: number, extraArgs: string[]): Promise<ChildProcess> {
+  const child = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no', ...extraArgs],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let output = '';
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`redis-server did not start:\n${output}`)), 10_000);
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes('Ready to accept connections')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.once('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`redis-server exited with ${code}:\n${output}`));
+    });
+  });
+  return child;
+}
+
+async function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+  await exited;
+  clearTimeout(timer);
+}
