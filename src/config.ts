@@ -32,6 +32,7 @@ const envSchema = z.object({
   JOURNAL_SWEEP_AFTER_MS: intFromEnv(3000, 100),
   SWEEP_INTERVAL_MS: intFromEnv(1000, 50),
   SHUTDOWN_TIMEOUT_MS: intFromEnv(10_000, 100),
+  WEB_CONCURRENCY: intFromEnv(1, 1),
 });
 
 export type Env = z.infer<typeof envSchema>;
@@ -54,6 +55,9 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`invalid configuration: ${lines.join('; ')}`);
   }
   const { JWT_SECRET, ...env } = parsed.data;
+  if (env.WEB_CONCURRENCY > 1 && !env.DATABASE_URL) {
+    throw new ConfigError('WEB_CONCURRENCY > 1 needs DATABASE_URL: the embedded PGlite database belongs to one process');
+  }
   if (!JWT_SECRET && env.NODE_ENV === 'production') {
     throw new ConfigError('JWT_SECRET is required when NODE_ENV=production (at least 32 characters)');
   }

@@ -1,17 +1,16 @@
-import { ConfigError, loadConfig } from './config.ts';
-import { createLogger } from './infra/logger.ts';
+import cluster from 'node:cluster';
+import { type Config, ConfigError, loadConfig } from './config.ts';
+import { type Logger, createLogger } from './infra/logger.ts';
 import { StartupError } from './infra/startupError.ts';
 import { startServer } from './server.ts';
 
-async function main(): Promise<void> {
-  const config = loadConfig();
-  const log = createLogger(config.LOG_LEVEL);
-  if (config.jwtSecretGenerated) {
-    log.warn('JWT_SECRET is not set: using the development secret kept in .data/jwt-secret. Mint a token with `npm run token -- <userId> [--admin]`.');
-  }
+/** The exit code of a process that refused to start; a cluster primary stops on it. */
+const CANNOT_START = 78;
+
+/** One server in this process; SIGTERM and SIGINT stop it gracefully. */
+async function runServer(config: Config, log: Logger): Promise<void> {
   const server = await startServer(config, log);
   log.info({ url: server.url, database: server.app.db.kind }, `listening on ${server.url}`);
-
   const shutdown = (signal: string) => {
     log.info({ signal }, 'shutting down');
     server.stop().then(
@@ -26,11 +25,51 @@ async function main(): Promise<void> {
   process.once('SIGINT', () => shutdown('SIGINT'));
 }
 
+/**
+ * WEB_CONCURRENCY workers share the port. Instances are stateless (Redis and PostgreSQL
+ * hold everything), so workers are just more instances; a worker that dies is replaced.
+ */
+function runPrimary(config: Config, log: Logger): void {
+  let stopping = false;
+  for (let i = 0; i < config.WEB_CONCURRENCY; i++) cluster.fork();
+  const stopWorkers = () => {
+    stopping = true;
+    for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGTERM');
+  };
+  cluster.on('exit', (worker, code, signal) => {
+    if (code === CANNOT_START) {
+      // Configuration is wrong for every worker alike; replacing it would loop forever.
+      process.exitCode = 1;
+      if (!stopping) stopWorkers();
+    } else if (!stopping) {
+      log.error({ pid: worker.process.pid, code, signal }, 'worker died; starting another');
+      cluster.fork();
+    }
+    if (stopping && Object.keys(cluster.workers ?? {}).length === 0) process.exit();
+  });
+  const shutdown = (signal: NodeJS.Signals) => {
+    log.info({ signal }, 'shutting down workers');
+    stopWorkers();
+  };
+  process.once('SIGTERM', () => shutdown('SIGTERM'));
+  process.once('SIGINT', () => shutdown('SIGINT'));
+}
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const log = createLogger(config.LOG_LEVEL);
+  if (config.jwtSecretGenerated && cluster.isPrimary) {
+    log.warn('JWT_SECRET is not set: using the development secret kept in .data/jwt-secret. Mint a token with `npm run token -- <userId> [--admin]`.');
+  }
+  if (config.WEB_CONCURRENCY > 1 && cluster.isPrimary) runPrimary(config, log);
+  else await runServer(config, log);
+}
+
 main().catch((error: unknown) => {
   if (error instanceof ConfigError || error instanceof StartupError) {
     process.stderr.write(`cannot start: ${error.message}\n`);
-  } else {
-    process.stderr.write(`cannot start: ${(error as Error).stack ?? String(error)}\n`);
+    process.exit(CANNOT_START);
   }
+  process.stderr.write(`cannot start: ${(error as Error).stack ?? String(error)}\n`);
   process.exit(1);
 });

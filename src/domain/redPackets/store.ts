@@ -16,19 +16,23 @@ export function redPacketKeys(packetId: string) {
   return campaignKeys('rp', packetId, ['meta', 'shares', 'grabs', 'journal', 'hydrating']);
 }
 
-/** A packet's live state, as the API and subscribers see it. Serializable, so it can be published as is. */
-export interface RedPacketState {
+/** What a packet is: fixed at creation, but for the refund recorded at settlement. */
+interface RedPacketTerms {
   id: string;
   senderId: string;
   totalAmount: number;
   count: number;
   mode: SplitMode;
   greeting: string | null;
+  /** Null until the expiry worker has settled the packet. */
+  refundedAmount: number | null;
+}
+
+/** A packet's live state, as the API and subscribers see it. Serializable, so it can be published as is. */
+export interface RedPacketState extends RedPacketTerms {
   expiresAt: string;
   remainingCount: number;
   remainingAmount: number;
-  /** Null until the expiry worker has settled the packet. */
-  refundedAmount: number | null;
   /** Grows with every change: one per grab, one for the settlement. */
   version: number;
 }
@@ -41,16 +45,9 @@ export function redPacketStatus(state: RedPacketState, nowMs: number): RedPacket
 }
 
 /** Everything needed to rebuild a packet's keys: its row and the grabs PostgreSQL holds. */
-export interface RedPacketSnapshot {
-  id: string;
-  senderId: string;
-  totalAmount: number;
-  count: number;
-  mode: SplitMode;
-  greeting: string | null;
+export interface RedPacketSnapshot extends RedPacketTerms {
   expiresAt: Date;
   shareAmounts: number[];
-  refundedAmount: number | null;
   grabs: { userId: string; shareIndex: number; amount: number; grabbedAt: Date }[];
 }
 
