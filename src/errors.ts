@@ -15,3 +15,14 @@ export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 export function graphqlError(code: ErrorCode, message: string, extensions: Record<string, unknown> = {}): GraphQLError {
   return new GraphQLError(message, { extensions: { code, ...extensions } });
 }
+
+/**
+ * A temporary failure the client should retry (a packet being rebuilt, a commit that
+ * could not be confirmed). Its message reaches the client with `SERVICE_UNAVAILABLE`
+ * instead of being masked as an unexpected error.
+ */
+export class ServiceUnavailableError extends GraphQLError {
+  constructor(message: string) {
+    super(message, { extensions: { code: ErrorCode.unavailable } });
+  }
+}

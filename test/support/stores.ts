@@ -37,3 +37,19 @@ export async function deleteKeys(redis: Redis, keyPrefix: string, pattern = '*')
   } while (cursor !== '0');
   return deleted;
 }
+
+/**
+ * Deletes every key under the prefix that matches `pattern` in one DEL, so the loss is
+ * atomic, as when Redis restarts empty or fails over: no script ever sees a campaign
+ * with some of its keys and not others. (`deleteKeys` deletes page by page.)
+ */
+export async function loseKeysAtOnce(redis: Redis, keyPrefix: string, pattern = '*'): Promise<number> {
+  const keys = new Set<string>();
+  let cursor = '0';
+  do {
+    const [next, page] = await redis.scan(cursor, 'MATCH', `${keyPrefix}${pattern}`, 'COUNT', 1000);
+    cursor = next;
+    for (const key of page) keys.add(key.slice(keyPrefix.length));
+  } while (cursor !== '0');
+  return keys.size > 0 ? redis.del(...keys) : 0;
+}

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { PrismaClient } from '../../generated/prisma/client.ts';
+import { ServiceUnavailableError } from '../../errors.ts';
 import { groupBy } from '../collections.ts';
 import type { Logger } from '../logger.ts';
 import { redisTimeMs } from '../redis/time.ts';
@@ -45,7 +46,7 @@ const STREAM_REGISTRY = 'journal:streams';
 const COMMIT_ATTEMPTS = 3;
 const SWEEP_BATCH = 1000;
 
-export class JournalCommitError extends Error {}
+export class JournalCommitError extends ServiceUnavailableError {}
 
 /** Turns the flat [field, value, ...] list that XADD and XRANGE use into an entry. */
 export function journalEntry(stream: string, id: string, flatFields: string[]): JournalEntry {
@@ -124,12 +125,21 @@ export class Journal {
     return handled;
   }
 
-  /** Persists every entry in one stream now, whatever its age. */
-  async commitStream(stream: string): Promise<void> {
-    for (let round = 0; round < 100; round++) {
-      const entries = await this.redis.xrange(stream, '-', '+', 'COUNT', SWEEP_BATCH);
-      if (entries.length === 0) return;
-      await Promise.all(this.commitAll(stream, entries));
+  /**
+   * Persists now, whatever their age, the entries a stream holds: all of them, or those
+   * `belongs` picks (a stream several campaigns share, when one of them is rebuilt).
+   * Entries appended meanwhile are left to their writers.
+   */
+  async commitStream(stream: string, belongs: (entry: JournalEntry) => boolean = () => true): Promise<void> {
+    const [newest] = await this.redis.xrevrange(stream, '+', '-', 'COUNT', 1);
+    if (!newest) return;
+    let start = '-';
+    for (;;) {
+      const page = await this.redis.xrange(stream, start, newest[0], 'COUNT', SWEEP_BATCH);
+      if (page.length === 0) return;
+      const entries = page.map(([id, flat]) => journalEntry(stream, id, flat)).filter(belongs);
+      await Promise.all(entries.map((entry) => this.commit(entry)));
+      start = `(${page.at(-1)![0]}`;
     }
   }
 

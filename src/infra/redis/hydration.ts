@@ -1,11 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import { ServiceUnavailableError } from '../../errors.ts';
 
 const LOCK_TTL_MS = 10_000;
 const WAIT_STEP_MS = 20;
 const WAIT_LIMIT_MS = 5_000;
 
-export class HydrationTimeoutError extends Error {}
+/** Retryable: the client is told SERVICE_UNAVAILABLE, not an unexpected error. */
+export class HydrationTimeoutError extends ServiceUnavailableError {}
 
 /**
  * Rebuilds a campaign's Redis keys from PostgreSQL when its `meta` key is missing.
@@ -15,26 +17,41 @@ export class HydrationTimeoutError extends Error {}
  *
  * Returns false when the campaign does not exist in PostgreSQL either.
  */
-export async function hydrate(
+export function hydrate(
   redis: Redis,
   keys: { meta: string; hydrating: string },
   rebuild: () => Promise<boolean>,
 ): Promise<boolean> {
+  return underLock(redis, keys.hydrating, rebuild, async () => ((await redis.exists(keys.meta)) === 1 ? true : undefined));
+}
+
+/**
+ * Runs `task` holding the lock a rebuild takes, so no rebuild runs meanwhile. For a
+ * change made in PostgreSQL first and in Redis second: a rebuild that read PostgreSQL
+ * just before the change could otherwise write its older copy just after it.
+ */
+export function withHydrationLock<T>(redis: Redis, lockKey: string, task: () => Promise<T>): Promise<T> {
+  return underLock(redis, lockKey, task, async () => undefined);
+}
+
+/** Waits for the lock and runs `task` under it, unless `settled` answers first. */
+async function underLock<T>(redis: Redis, lockKey: string, task: () => Promise<T>, settled: () => Promise<T | undefined>): Promise<T> {
   const token = randomUUID();
   const deadline = Date.now() + WAIT_LIMIT_MS;
   while (Date.now() < deadline) {
-    if ((await redis.exists(keys.meta)) === 1) return true;
-    if ((await redis.set(keys.hydrating, token, 'PX', LOCK_TTL_MS, 'NX')) === 'OK') {
+    const answer = await settled();
+    if (answer !== undefined) return answer;
+    if ((await redis.set(lockKey, token, 'PX', LOCK_TTL_MS, 'NX')) === 'OK') {
       try {
-        return await rebuild();
+        return await task();
       } finally {
         // Only release our own lock; after LOCK_TTL_MS another instance may hold it.
-        if ((await redis.get(keys.hydrating)) === token) await redis.del(keys.hydrating);
+        if ((await redis.get(lockKey)) === token) await redis.del(lockKey);
       }
     }
     await new Promise((resolve) => setTimeout(resolve, WAIT_STEP_MS));
   }
-  throw new HydrationTimeoutError(`timed out waiting for ${keys.meta} to be rebuilt`);
+  throw new HydrationTimeoutError(`timed out waiting for ${lockKey}`);
 }
 
 const REBUILD_ATTEMPTS = 3;

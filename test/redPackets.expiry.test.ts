@@ -1,0 +1,147 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CloseRedPacketDocument, CreateRedPacketDocument, GrabRedPacketDocument, RedPacketDocument } from './gql/generated.ts';
+import { gqlData, tokenFor } from './support/client.ts';
+import { testEnv } from './support/env.ts';
+import { waitFor } from './support/poll.ts';
+import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
+import { type ServerProcess, startServerProcess } from './support/server.ts';
+import { type Stores, openStores } from './support/stores.ts';
+
+// The settlement worker looks for expired packets five times a second.
+const env = testEnv('rp_expiry', { SWEEP_INTERVAL_MS: '200' });
+let server: ServerProcess;
+let stores: Stores;
+
+beforeAll(async () => {
+  server = await startServerProcess(env.vars);
+  stores = openStores(env);
+});
+
+afterAll(async () => {
+  await server?.stop();
+  await stores?.cleanup();
+});
+
+const grab = async (user: string, packetId: string) =>
+  (await gqlData(server.url, GrabRedPacketDocument, { packetId }, await tokenFor(user))).grabRedPacket;
+
+const readPacket = async (id: string) => (await gqlData(server.url, RedPacketDocument, { id }, await tokenFor('reader'))).redPacket;
+
+interface SettlementRow {
+  refunded_at: Date | null;
+  refunded_amount: number;
+  granted: number;
+}
+
+async function settlement(packetId: string): Promise<SettlementRow> {
+  const { rows } = await stores.sql.query<SettlementRow>(
+    `SELECT p.refunded_at, p.refunded_amount, COALESCE((SELECT SUM(g.amount) FROM red_packet_grab g WHERE g.packet_id = p.id), 0)::int AS granted
+     FROM red_packet p WHERE p.id = $1`,
+    [packetId],
+  );
+  return rows[0]!;
+}
+
+/** Waits, without touching the API, until the settlement worker has refunded the packet. */
+const settled = (packetId: string) =>
+  waitFor(`packet ${packetId} to be refunded`, async () => {
+    const row = await settlement(packetId);
+    return row.refunded_at ? row : undefined;
+  }, { timeoutMs: 8_000, intervalMs: 100 });
+
+describe('expiry and refunds', () => {
+  it('refunds what is left of an expired packet that nobody looks at, then reports it EXPIRED', async () => {
+    const TOTAL = 1_000;
+    const sender = await tokenFor('expiry-sender');
+    const { createRedPacket: packet } = await gqlData(server.url, CreateRedPacketDocument, { input: { totalAmount: TOTAL, count: 5, mode: 'RANDOM', expiresInSeconds: 2 } }, sender);
+    expect(packet.status).toBe('ACTIVE');
+
+    const won = new Map<string, number>();
+    for (const user of ['early-1', 'early-2']) {
+      const result = await grab(user, packet.id);
+      expect(result.__typename).toBe('GrabbedShare');
+      if (result.__typename === 'GrabbedShare') won.set(user, result.amount);
+    }
+    const granted = [...won.values()].reduce((a, b) => a + b, 0);
+    const createdAt = Date.now();
+
+    // Nobody queries the packet; the worker settles it on its own within a few seconds.
+    const row = await settled(packet.id);
+    expect(Date.now() - createdAt).toBeLessThan(6_000);
+    expect(row.refunded_at!.getTime()).toBeGreaterThanOrEqual(Date.parse(packet.expiresAt));
+    expect(row.granted).toBe(granted);
+    expect(row.refunded_amount).toBe(TOTAL - granted);
+    expect(row.refunded_amount).toBeGreaterThan(0);
+
+    // PostgreSQL is settled first, Redis right after; the API reads Redis.
+    const expired = await waitFor('the refund to show in the API', async () => {
+      const state = await readPacket(packet.id);
+      return state?.refundedAmount === TOTAL - granted ? state : undefined;
+    }, { timeoutMs: 2_000, intervalMs: 50 });
+    expect(expired).toMatchObject({ status: 'EXPIRED', remainingCount: 3, remainingAmount: TOTAL - granted, refundedAmount: TOTAL - granted });
+    expect(expired.shares.map((share) => [share.userId, share.amount]).sort()).toEqual([...won].sort());
+    expect(expired.bestLuck).toBeNull();
+
+    // Too late for newcomers; earlier grabbers still see their share.
+    const late = await grab('late-user', packet.id);
+    expect(late.__typename).toBe('RedPacketExpired');
+    for (const [user, amount] of won) {
+      expect(await grab(user, packet.id)).toMatchObject({ __typename: 'AlreadyGrabbed', share: { userId: user, amount } });
+    }
+
+    const grabs = await expectRedPacketInvariants(stores, packet.id);
+    expect(grabs).toHaveLength(2);
+    expect((await settlement(packet.id)).refunded_amount).toBe(TOTAL - granted);
+  });
+
+  it('reports a fully grabbed packet EMPTY with nothing to refund, before and after expiry', async () => {
+    const TOTAL = 900;
+    const sender = await tokenFor('expiry-sender');
+    const { createRedPacket: packet } = await gqlData(server.url, CreateRedPacketDocument, { input: { totalAmount: TOTAL, count: 3, mode: 'EQUAL', expiresInSeconds: 2 } }, sender);
+    for (const user of ['full-1', 'full-2', 'full-3']) expect((await grab(user, packet.id)).__typename).toBe('GrabbedShare');
+    expect((await grab('full-4', packet.id)).__typename).toBe('RedPacketEmpty');
+
+    const empty = await readPacket(packet.id);
+    expect(empty).toMatchObject({ status: 'EMPTY', remainingCount: 0, remainingAmount: 0, refundedAmount: 0 });
+    expect(empty?.bestLuck?.amount).toBe(300);
+
+    const row = await settled(packet.id);
+    expect(row).toMatchObject({ refunded_amount: 0, granted: TOTAL });
+    expect(await readPacket(packet.id)).toMatchObject({ status: 'EMPTY', refundedAmount: 0 });
+    expect((await grab('full-4', packet.id)).__typename).toBe('RedPacketEmpty');
+    expect(await expectRedPacketInvariants(stores, packet.id)).toHaveLength(3);
+  });
+
+  it('lets an operator close a packet early; what is left is refunded', async () => {
+    const TOTAL = 5_000;
+    const sender = await tokenFor('expiry-sender');
+    const admin = await tokenFor('op', { admin: true });
+    const { createRedPacket: packet } = await gqlData(server.url, CreateRedPacketDocument, { input: { totalAmount: TOTAL, count: 10, mode: 'NORMAL' } }, sender);
+    const first = await grab('before-close', packet.id);
+    expect(first.__typename).toBe('GrabbedShare');
+    const granted = first.__typename === 'GrabbedShare' ? first.amount : 0;
+
+    const { closeRedPacket: closed } = await gqlData(server.url, CloseRedPacketDocument, { packetId: packet.id }, admin);
+    expect(closed).toMatchObject({ __typename: 'RedPacket', id: packet.id, status: 'EXPIRED', remainingCount: 9 });
+    if (closed.__typename === 'RedPacket') expect(Date.parse(closed.expiresAt)).toBeLessThan(Date.parse(packet.expiresAt));
+    expect((await grab('after-close', packet.id)).__typename).toBe('RedPacketExpired');
+    expect(await grab('before-close', packet.id)).toMatchObject({ __typename: 'AlreadyGrabbed', share: { amount: granted } });
+
+    const row = await settled(packet.id);
+    expect(row.refunded_amount).toBe(TOTAL - granted);
+    const state = await waitFor('the refund to show in the API', async () => {
+      const current = await readPacket(packet.id);
+      return current?.refundedAmount === TOTAL - granted ? current : undefined;
+    }, { timeoutMs: 2_000, intervalMs: 50 });
+    expect(state).toMatchObject({ status: 'EXPIRED', remainingAmount: TOTAL - granted });
+
+    // Closing again changes nothing; an unknown packet is NotFound.
+    const { closeRedPacket: again } = await gqlData(server.url, CloseRedPacketDocument, { packetId: packet.id }, admin);
+    expect(again).toMatchObject({ __typename: 'RedPacket', status: 'EXPIRED', refundedAmount: TOTAL - granted });
+    if (again.__typename === 'RedPacket' && closed.__typename === 'RedPacket') expect(again.expiresAt).toBe(closed.expiresAt);
+    const { closeRedPacket: missing } = await gqlData(server.url, CloseRedPacketDocument, { packetId: '00000000-0000-0000-0000-000000000000' }, admin);
+    expect(missing.__typename).toBe('NotFound');
+    expect((await settlement(packet.id)).refunded_amount).toBe(TOTAL - granted);
+    expect(await expectRedPacketInvariants(stores, packet.id)).toHaveLength(1);
+  });
+});
