@@ -29,6 +29,11 @@ if previous then
 end
 
 if redis.call('LLEN', KEYS[2]) == 0 then
+  if tonumber(redis.call('HGET', KEYS[1], 'remainingCount')) > 0 then
+    -- The share list was lost while meta survived: drop meta so the caller rebuilds from PostgreSQL.
+    redis.call('DEL', KEYS[1])
+    return {0}
+  end
   return {3}
 end
 

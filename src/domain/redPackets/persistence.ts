@@ -52,6 +52,12 @@ export async function loadSnapshot(prisma: PrismaClient, packetId: string): Prom
   return { ...packet, refundedAmount: packet.refundedAt ? packet.refundedAmount : null };
 }
 
+/** The refund PostgreSQL recorded for a packet, or null while it is unsettled. */
+export async function recordedRefund(prisma: PrismaClient, packetId: string): Promise<number | null> {
+  const packet = await prisma.redPacket.findUnique({ where: { id: packetId }, select: { refundedAt: true, refundedAmount: true } });
+  return packet?.refundedAt ? packet.refundedAmount : null;
+}
+
 export async function packetsDueForSettlement(prisma: PrismaClient, limit: number): Promise<string[]> {
   const rows = await prisma.redPacket.findMany({
     where: { refundedAt: null, expiresAt: { lte: new Date() } },

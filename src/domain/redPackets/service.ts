@@ -11,7 +11,7 @@ import { redisTimeMs } from '../../infra/redis/time.ts';
 import { NotFound } from '../problems.ts';
 import { type RandomSource, cryptoRandom } from '../random.ts';
 import type { CreateRedPacketInput } from './input.ts';
-import { grabJournalHandler, loadSnapshot, packetsDueForSettlement, settleRefund } from './persistence.ts';
+import { grabJournalHandler, loadSnapshot, packetsDueForSettlement, recordedRefund, settleRefund } from './persistence.ts';
 import { AlreadyGrabbed, RedPacketEmpty, RedPacketExpired } from './problems.ts';
 import { splitAmount, widestMaxAmount } from './split.ts';
 import { type RedPacketSnapshot, type RedPacketState, RedPacketStore, redPacketKeys, retainUntil } from './store.ts';
@@ -115,9 +115,20 @@ export class RedPacketService {
   }
 
   async get(packetId: string): Promise<RedPacketState | null> {
-    const state = await this.store.readState(packetId);
-    if (state) return state;
-    return (await this.rebuild(packetId)) ? this.store.readState(packetId) : null;
+    const state = (await this.store.readState(packetId)) ?? ((await this.rebuild(packetId)) ? await this.store.readState(packetId) : null);
+    if (state && state.refundedAmount === null && Date.parse(state.expiresAt) <= Date.now()) return this.withDurableRefund(state);
+    return state;
+  }
+
+  /**
+   * Settlement records a refund in PostgreSQL, then in Redis. A crash in between must
+   * not hide the refund, so an expired packet without one in Redis checks PostgreSQL.
+   */
+  private async withDurableRefund(state: RedPacketState): Promise<RedPacketState> {
+    const refundedAmount = await recordedRefund(this.deps.prisma, state.id);
+    if (refundedAmount === null) return state;
+    await this.store.recordRefund(state.id, refundedAmount);
+    return { ...state, refundedAmount, version: state.version + 1 };
   }
 
   watch(packetId: string): AsyncGenerator<RedPacketState> {
