@@ -10,6 +10,12 @@ export interface Measurement {
 
 export const perSecond = (m: Measurement) => m.operations / m.seconds;
 
+/** `--name N` from a scenario's arguments, or the fallback. */
+export function option(args: string[], name: string, fallback: number): number {
+  const index = args.indexOf(`--${name}`);
+  return index >= 0 ? Number(args[index + 1]) : fallback;
+}
+
 /** Runs `operation` `total` times with `concurrency` in flight, timing each call. */
 export async function measureConcurrent(label: string, total: number, concurrency: number, operation: (i: number) => Promise<unknown>): Promise<Measurement> {
   const latencies = new Float64Array(total);

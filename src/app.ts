@@ -1,7 +1,12 @@
 import type { Redis } from 'ioredis';
 import type { Config } from './config.ts';
+import { LogVoucherNotifier, WebhookVoucherNotifier } from './domain/points/delivery.ts';
+import { LotteryService } from './domain/lottery/service.ts';
+import { PointsService } from './domain/points/service.ts';
 import { RedPacketService } from './domain/redPackets/service.ts';
+import { TeamService } from './domain/teams/service.ts';
 import type { PrismaClient } from './generated/prisma/client.ts';
+import { TokenVerifier } from './infra/auth/tokens.ts';
 import { type Database, openDatabase } from './infra/db/database.ts';
 import { applyMigrations } from './infra/db/migrations.ts';
 import { Journal } from './infra/journal/journal.ts';
@@ -10,6 +15,7 @@ import { RateLimiter } from './infra/rateLimit.ts';
 import { checkRedisServer, connectRedis, createRedis } from './infra/redis/connection.ts';
 import { LiveEvents } from './infra/redis/pubsub.ts';
 import { Scripts } from './infra/redis/scripts.ts';
+import { ScriptClock } from './infra/redis/testClock.ts';
 import { every } from './infra/ticker.ts';
 
 /** Everything one instance holds: connections, the shared machinery and the domain services. */
@@ -23,7 +29,11 @@ export interface App {
   journal: Journal;
   events: LiveEvents;
   rateLimiter: RateLimiter;
+  tokens: TokenVerifier;
   redPackets: RedPacketService;
+  points: PointsService;
+  teams: TeamService;
+  lottery: LotteryService;
   /** Redis and the database answer; migrations ran at start. */
   checkReady(): Promise<{ redis: boolean; database: boolean }>;
   /** Stops background work, commits what the journal holds, closes connections. */
@@ -59,10 +69,29 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
   const events = new LiveEvents(publisher, subscriber, config.REDIS_KEY_PREFIX);
   const rateLimiter = new RateLimiter(scripts, config.RATE_LIMIT_MUTATIONS, config.RATE_LIMIT_WINDOW_MS);
   const redPackets = new RedPacketService({ prisma: database.prisma, redis, scripts, journal, events, log });
+  const points = new PointsService({
+    prisma: database.prisma,
+    redis,
+    scripts,
+    journal,
+    log,
+    notifier: config.POINTS_DELIVERY_WEBHOOK_URL
+      ? new WebhookVoucherNotifier(config.POINTS_DELIVERY_WEBHOOK_URL, config.POINTS_DELIVERY_TIMEOUT_MS)
+      : new LogVoucherNotifier(database.prisma, events, log),
+    // The lease outlasts a notifier call (its timeout) with room to record the outcome.
+    delivery: { leaseMs: 3 * config.POINTS_DELIVERY_TIMEOUT_MS, retryBaseMs: config.POINTS_DELIVERY_RETRY_MS },
+  });
+  const teams = new TeamService({ prisma: database.prisma, redis, scripts, journal, events, log });
+  const clock = new ScriptClock(redis, config.TEST_CLOCK === '1');
+  const lottery = new LotteryService({ prisma: database.prisma, redis, scripts, journal, events, clock, log });
 
   const stopTasks = [
     every(config.SWEEP_INTERVAL_MS, 'journal sweep', () => journal.sweep(), log),
     every(config.SWEEP_INTERVAL_MS, 'red packet settlement', () => redPackets.settleExpired(), log),
+    every(config.SWEEP_INTERVAL_MS, 'voucher delivery', () => points.deliverDue(), log),
+    every(config.TEAM_SWEEP_INTERVAL_MS, 'team seat expiry', () => teams.expireDueLocks(), log),
+    every(config.SWEEP_INTERVAL_MS, 'team deadlines', () => teams.failOverdue(), log),
+    every(config.LOTTERY_SCHEDULE_INTERVAL_MS, 'lottery release schedule', () => lottery.scheduleDue(), log),
   ];
 
   return {
@@ -75,7 +104,11 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     journal,
     events,
     rateLimiter,
+    tokens: new TokenVerifier(config.jwtSecret),
     redPackets,
+    points,
+    teams,
+    lottery,
     async checkReady() {
       const [redisUp, databaseUp] = await Promise.all([
         redis.ping().then(() => true, () => false),

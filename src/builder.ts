@@ -19,6 +19,9 @@ export const builder = new SchemaBuilder<{
   plugins: [ScopeAuthPlugin, ErrorsPlugin, ValidationPlugin, PrismaPlugin],
   defaultFieldNullability: false,
   scopeAuth: {
+    // Check a subscription's scopes when it starts: a stream of events (a winners ticker)
+    // may stay silent for a long time, and must not reveal whether its subject exists.
+    authorizeOnSubscribe: true,
     authScopes: (context) => ({
       signedIn: context.viewer !== null,
       admin: context.viewer?.roles.includes(ADMIN_ROLE) ?? false,

@@ -31,8 +31,18 @@ const envSchema = z.object({
   JOURNAL_MAX_INFLIGHT: intFromEnv(4, 1),
   JOURNAL_SWEEP_AFTER_MS: intFromEnv(3000, 100),
   SWEEP_INTERVAL_MS: intFromEnv(1000, 50),
+  TEAM_SWEEP_INTERVAL_MS: intFromEnv(200, 20),
   SHUTDOWN_TIMEOUT_MS: intFromEnv(10_000, 100),
+
+  LOTTERY_SCHEDULE_INTERVAL_MS: intFromEnv(30_000, 50),
+  /** Tests only: lets the lottery scripts see Redis TIME plus the offset kept in Redis at testclock:offsetMs. */
+  TEST_CLOCK: z.enum(['0', '1']).default('0'),
   WEB_CONCURRENCY: intFromEnv(1, 1),
+
+  /** Unset: vouchers are recorded, logged and announced on the event bus. Set: POSTed here. */
+  POINTS_DELIVERY_WEBHOOK_URL: z.string().url().optional(),
+  POINTS_DELIVERY_TIMEOUT_MS: intFromEnv(10_000, 100),
+  POINTS_DELIVERY_RETRY_MS: intFromEnv(1000, 10),
 });
 
 export type Env = z.infer<typeof envSchema>;
@@ -57,6 +67,9 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
   const { JWT_SECRET, ...env } = parsed.data;
   if (env.WEB_CONCURRENCY > 1 && !env.DATABASE_URL) {
     throw new ConfigError('WEB_CONCURRENCY > 1 needs DATABASE_URL: the embedded PGlite database belongs to one process');
+  }
+  if (env.TEST_CLOCK === '1' && env.NODE_ENV !== 'test') {
+    throw new ConfigError('TEST_CLOCK=1 shifts the time scripts see and is only allowed when NODE_ENV=test');
   }
   if (!JWT_SECRET && env.NODE_ENV === 'production') {
     throw new ConfigError('JWT_SECRET is required when NODE_ENV=production (at least 32 characters)');

@@ -1,5 +1,5 @@
 import type { App } from './app.ts';
-import { type Viewer, bearerToken, verifyToken } from './infra/auth/tokens.ts';
+import { type Viewer, bearerToken } from './infra/auth/tokens.ts';
 
 export interface Context {
   app: App;
@@ -10,7 +10,7 @@ export interface Context {
 /** Builds the context from `Authorization` (HTTP) or `connectionParams.authorization` (graphql-ws). */
 export async function buildContext(app: App, authorization: unknown): Promise<Context> {
   const token = typeof authorization === 'string' ? bearerToken(authorization) : null;
-  const viewer = token ? await verifyToken(app.config.jwtSecret, token) : null;
+  const viewer = token ? await app.tokens.verify(token) : null;
   return { app, viewer };
 }
 

@@ -16,15 +16,10 @@ import { tokenFor } from '../../test/support/client.ts';
 import { TEST_DATABASE_URL, TEST_REDIS_URL, testEnv } from '../../test/support/env.ts';
 import { startServerProcess } from '../../test/support/server.ts';
 import { openStores } from '../../test/support/stores.ts';
-import { type Measurement, machine, measureConcurrent, perSecond, printTable } from '../support.ts';
+import { type Measurement, machine, measureConcurrent, option, perSecond, printTable } from '../support.ts';
 
 const MAX_SHARES_PER_PACKET = 10_000;
 const PACKET_TOTAL = 1_000_000;
-
-function option(args: string[], name: string, fallback: number): number {
-  const index = args.indexOf(`--${name}`);
-  return index >= 0 ? Number(args[index + 1]) : fallback;
-}
 
 export async function run(args: string[]): Promise<void> {
   const grabs = option(args, 'grabs', 100_000);

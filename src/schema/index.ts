@@ -1,7 +1,10 @@
 import { lexicographicSortSchema, printSchema } from 'graphql';
 import { builder } from '../builder.ts';
 import './common.ts';
+import './lottery.ts';
+import './points.ts';
 import './redPackets.ts';
+import './teams.ts';
 
 export const schema = builder.toSchema();
 

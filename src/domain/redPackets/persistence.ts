@@ -1,4 +1,4 @@
-import type { JournalEntry, JournalHandler } from '../../infra/journal/journal.ts';
+import { type JournalEntry, type JournalHandler, conflictingEntries } from '../../infra/journal/journal.ts';
 import type { PrismaClient } from '../../generated/prisma/client.ts';
 import type { RedPacketSnapshot } from './store.ts';
 
@@ -32,14 +32,9 @@ export const grabJournalHandler: JournalHandler = {
       rows.map((row) => Number(row.amount)),
       rows.map((row) => Number(row.at)),
     );
-    const durable = new Set(inserted.map((row) => row.id));
-    const missing = grantIds.filter((id) => !durable.has(id));
-    if (missing.length > 0) {
-      // Already there from an earlier commit (a sweeper replay) counts as durable.
-      const replayed = await db.redPacketGrab.findMany({ where: { id: { in: missing } }, select: { id: true } });
-      for (const row of replayed) durable.add(row.id);
-    }
-    return new Set(entries.filter(({ fields }) => !durable.has(fields.grant!)).map((entry) => entry.id));
+    return conflictingEntries(entries, ({ fields }) => fields.grant!, inserted.map((row) => row.id), async (ids) =>
+      (await db.redPacketGrab.findMany({ where: { id: { in: ids } }, select: { id: true } })).map((row) => row.id),
+    );
   },
 };
 

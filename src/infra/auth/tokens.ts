@@ -30,15 +30,40 @@ export async function signToken(secret: string, viewer: Viewer, expiresIn = '30d
     .sign(keyFor(secret));
 }
 
-/** Null for a token that is malformed, expired, or signed with another secret. */
-export async function verifyToken(secret: string, token: string): Promise<Viewer | null> {
-  try {
-    const { payload } = await jwtVerify(token, keyFor(secret), { algorithms: ['HS256'] });
-    if (typeof payload.sub !== 'string' || payload.sub.length === 0 || payload.sub.length > 128) return null;
-    const roles = Array.isArray(payload.roles) ? payload.roles.filter((role): role is string => typeof role === 'string') : [];
-    return { userId: payload.sub, roles };
-  } catch {
-    return null;
+const CACHE_LIMIT = 50_000;
+const CACHE_TTL_MS = 10 * 60_000;
+
+/**
+ * Verifies bearer tokens. A flash crowd sends the same tokens again and again, and a
+ * signature check costs more than the rest of a small request, so verified tokens are
+ * remembered (bounded, and never past their own expiry).
+ */
+export class TokenVerifier {
+  private readonly verified = new Map<string, { viewer: Viewer; validUntilMs: number }>();
+
+  constructor(private readonly secret: string) {}
+
+  /** Null for a token that is malformed, expired, or signed with another secret. */
+  async verify(token: string): Promise<Viewer | null> {
+    const remembered = this.verified.get(token);
+    if (remembered && remembered.validUntilMs > Date.now()) return remembered.viewer;
+    this.verified.delete(token);
+    try {
+      const { payload } = await jwtVerify(token, keyFor(this.secret), { algorithms: ['HS256'] });
+      if (typeof payload.sub !== 'string' || payload.sub.length === 0 || payload.sub.length > 128) return null;
+      const roles = Array.isArray(payload.roles) ? payload.roles.filter((role): role is string => typeof role === 'string') : [];
+      const viewer = { userId: payload.sub, roles };
+      this.remember(token, viewer, Math.min(Date.now() + CACHE_TTL_MS, payload.exp === undefined ? Infinity : payload.exp * 1000));
+      return viewer;
+    } catch {
+      return null;
+    }
+  }
+
+  private remember(token: string, viewer: Viewer, validUntilMs: number): void {
+    // Maps iterate in insertion order: the first key is the oldest entry.
+    if (this.verified.size >= CACHE_LIMIT) this.verified.delete(this.verified.keys().next().value!);
+    this.verified.set(token, { viewer, validUntilMs });
   }
 }
 

@@ -48,6 +48,22 @@ const SWEEP_BATCH = 1000;
 
 export class JournalCommitError extends ServiceUnavailableError {}
 
+/**
+ * What a handler reports after its insert: the entries whose grant id is neither among
+ * `inserted` nor already durable (written by an earlier commit, e.g. a sweeper replay).
+ */
+export async function conflictingEntries(
+  entries: JournalEntry[],
+  grantOf: (entry: JournalEntry) => string,
+  inserted: Iterable<string>,
+  durableAmong: (grantIds: string[]) => Promise<string[]>,
+): Promise<Set<string>> {
+  const durable = new Set(inserted);
+  const missing = entries.map(grantOf).filter((id) => !durable.has(id));
+  if (missing.length > 0) for (const id of await durableAmong(missing)) durable.add(id);
+  return new Set(entries.filter((entry) => !durable.has(grantOf(entry))).map((entry) => entry.id));
+}
+
 /** Turns the flat [field, value, ...] list that XADD and XRANGE use into an entry. */
 export function journalEntry(stream: string, id: string, flatFields: string[]): JournalEntry {
   const fields: Record<string, string> = {};

@@ -10,6 +10,7 @@ import type { Redis } from 'ioredis';
 export class LiveEvents {
   private readonly pubsub: RedisPubSub;
   private readonly scheduled = new Set<string>();
+  private readonly queuedEvents = new Map<string, unknown[]>();
 
   constructor(publisher: Redis, subscriber: Redis, private readonly channelPrefix: string) {
     this.pubsub = new RedisPubSub({ publisher, subscriber });
@@ -62,6 +63,56 @@ export class LiveEvents {
         if (versionOf(newest) <= lastVersion) continue;
         lastVersion = versionOf(newest);
         yield newest;
+      }
+    } finally {
+      this.pubsub.unsubscribe(subscription);
+    }
+  }
+
+  /**
+   * Publishes one happening (a win, for a ticker) where every event counts, unlike the
+   * states of `publishLatest`: a turn's events on a topic go out together, in order.
+   */
+  publishEvent<T>(topic: string, event: T): void {
+    const queued = this.queuedEvents.get(topic);
+    if (queued) {
+      queued.push(event);
+      return;
+    }
+    this.queuedEvents.set(topic, [event]);
+    setImmediate(() => {
+      const events = this.queuedEvents.get(topic) ?? [];
+      this.queuedEvents.delete(topic);
+      this.publish(topic, events).catch(() => {
+        // Fire and forget: a ticker that misses an event shows the next one.
+      });
+    });
+  }
+
+  /**
+   * `loadRecent`'s events (oldest first), then every event `publishEvent` sends on the
+   * topic, in order; those already among the recent ones are skipped. A subscriber that
+   * falls `maxBacklog` events behind loses the oldest.
+   */
+  async *recentThenEvents<T>(topic: string, loadRecent: () => Promise<T[]>, idOf: (event: T) => string, maxBacklog = 1000): AsyncGenerator<T> {
+    const pending: T[] = [];
+    let wake: (() => void) | undefined;
+    // Subscribe before loading the recent events, so none falls in between.
+    const subscription = await this.pubsub.subscribe(this.channelPrefix + topic, (events: T[]) => {
+      pending.push(...events);
+      pending.splice(0, pending.length - maxBacklog);
+      wake?.();
+    });
+    try {
+      const recent = await loadRecent();
+      const seen = new Set(recent.map(idOf));
+      yield* recent;
+      for (;;) {
+        if (pending.length === 0) await new Promise<void>((resolve) => (wake = resolve));
+        wake = undefined;
+        for (const event of pending.splice(0)) {
+          if (!seen.delete(idOf(event))) yield event;
+        }
       }
     } finally {
       this.pubsub.unsubscribe(subscription);

@@ -1,0 +1,59 @@
+--[[
+  Closes a team that is still OPEN at its deadline: FAILED, its locks released, and its
+  members (with their payment references) journaled to be refunded. Checked against
+  Redis TIME, so a worker with a fast clock cannot fail a team early.
+
+  KEYS[1] {tm:<activity>}:team:<team>:meta      hash: status, deadlineMs, version, ...
+  KEYS[2] {tm:<activity>}:team:<team>:members   hash: userId -> "<seat>:<joinedAtMs>"
+  KEYS[3] {tm:<activity>}:team:<team>:payments  hash: paymentRef -> userId
+  KEYS[4] {tm:<activity>}:team:<team>:locks     zset: userId -> expiresAtMs
+  KEYS[5] {tm:<activity>}:holders               hash: userId -> teamId
+  KEYS[6] {tm:<activity>}:expiries              zset: "<teamId>:<userId>" -> expiresAtMs
+  KEYS[7] {tm:<activity>}:journal               stream
+  ARGV[1] team id
+  ARGV[2] event id, minted by the caller
+
+  Returns
+    {0}                           meta missing: rebuild from PostgreSQL, then retry
+    {1, entryId, fields}          failed now; fields carry `members`, a JSON list of {user, paymentRef, seat, joinedAt}
+    {2, '', {}, status}           not OPEN: nothing to do
+    {3, '', {}, deadlineMs}       the deadline has not passed yet
+]]
+-- @include "now.lua"
+-- @include "teamSeats.lua"
+
+local meta, members, payments, locks, holders, expiries, stream = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local team_id, event_id = ARGV[1], ARGV[2]
+
+if redis.call('EXISTS', meta) == 0 then
+  return {0}
+end
+local status = redis.call('HGET', meta, 'status')
+if status ~= 'OPEN' then
+  return {2, '', {}, status}
+end
+local now = now_ms()
+local deadline = tonumber(redis.call('HGET', meta, 'deadlineMs'))
+if now < deadline then
+  return {3, '', {}, deadline}
+end
+
+local events = {}
+drop_expired_locks(locks, holders, expiries, team_id, now, events)
+release_all_locks(locks, holders, expiries, team_id, now, events)
+redis.call('HSET', meta, 'status', 'FAILED', 'closedAtMs', now)
+
+local payment_of = {}
+local paid = redis.call('HGETALL', payments)
+for i = 1, #paid, 2 do
+  payment_of[paid[i + 1]] = paid[i]
+end
+local refunds = {}
+local joined = redis.call('HGETALL', members)
+for i = 1, #joined, 2 do
+  local seat, joined_at = string.match(joined[i + 1], '^(%d+):(%d+)$')
+  refunds[#refunds + 1] = {user = joined[i], paymentRef = payment_of[joined[i]], seat = tonumber(seat), joinedAt = tonumber(joined_at)}
+end
+local entry_id, fields = journal_changes(stream, {[team_id] = meta}, 'fail', team_id, event_id, now, events,
+  {'members', cjson.encode(refunds)})
+return {1, entry_id, fields}

@@ -1,0 +1,84 @@
+--[[
+  Redeems one goods item for points: checks the stock, the per-user limit and the
+  balance, then takes the points and one unit (a voucher code from the pool, or the
+  next stock unit), and journals the redemption with the user's sequence number for
+  the item. PostgreSQL keeps codes, stock units and sequence numbers unique, so a
+  redemption Redis grants twice (after losing data) cannot be persisted twice. The
+  answer, a refusal included, is remembered per (user, requestId): a retry gets the
+  first answer and never deducts twice.
+
+  Every key shares the shop-wide hash tag {shop} (see src/domain/points/store.ts).
+  KEYS[1] {shop}:balance:<user>          the user's spendable points
+  KEYS[2] {shop}:goods:<goods>           hash: pointsCost, perUserLimit, pooled (1/0), stock, remaining;
+                                         without a pool the next stock unit is stock - remaining
+  KEYS[3] {shop}:goods:<goods>:codes     list of the pool's codes not handed out yet
+  KEYS[4] {shop}:goods:<goods>:users     hash: user -> the user's last sequence number (kept when perUserLimit > 0)
+  KEYS[5] {shop}:answer:<user>:<request> the remembered answer
+  KEYS[6] {shop}:journal                 stream of redemptions waiting for PostgreSQL
+  ARGV[1] user id
+  ARGV[2] goods id
+  ARGV[3] request id
+  ARGV[4] redemption id, minted by the caller
+  ARGV[5] how long the answer is remembered, in ms
+
+  Returns
+    {0}                         the balance or the goods item is missing: rebuild from PostgreSQL, then retry
+    {1, entryId, entryFields}   redeemed
+    {2, answer}                 refused, or a retry: 'redeemed:<journal entry id>', 'outOfStock',
+                                'perUserLimit:<limit>' or 'insufficient:<balance>:<cost>'
+]]
+-- @include "now.lua"
+
+local remembered = redis.call('GET', KEYS[5])
+if remembered then
+  return {2, remembered}
+end
+if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('EXISTS', KEYS[2]) == 0 then
+  return {0}
+end
+
+local function refuse(answer)
+  redis.call('SET', KEYS[5], answer, 'PX', ARGV[5])
+  return {2, answer}
+end
+
+local goods = redis.call('HMGET', KEYS[2], 'pointsCost', 'perUserLimit', 'pooled', 'stock', 'remaining')
+local cost, limit, stock, remaining = tonumber(goods[1]), tonumber(goods[2]), tonumber(goods[4]), tonumber(goods[5])
+if remaining <= 0 then
+  return refuse('outOfStock')
+end
+local seq = 0
+if limit > 0 then
+  seq = (tonumber(redis.call('HGET', KEYS[4], ARGV[1])) or 0) + 1
+  if seq > limit then
+    return refuse('perUserLimit:' .. limit)
+  end
+end
+local balance = tonumber(redis.call('GET', KEYS[1]))
+if balance < cost then
+  return refuse('insufficient:' .. balance .. ':' .. cost)
+end
+
+local code, unit = '', ''
+if goods[3] == '1' then
+  code = redis.call('LPOP', KEYS[3])
+  -- remaining and the pool's length move together; an empty pool is out of stock whatever remaining says.
+  if not code then
+    return refuse('outOfStock')
+  end
+else
+  unit = tostring(stock - remaining)
+end
+redis.call('DECRBY', KEYS[1], cost)
+redis.call('HINCRBY', KEYS[2], 'remaining', -1)
+if seq > 0 then
+  redis.call('HSET', KEYS[4], ARGV[1], seq)
+end
+
+local fields = {
+  'kind', 'points.redeem', 'id', ARGV[4], 'user', ARGV[1], 'goods', ARGV[2], 'request', ARGV[3],
+  'cost', goods[1], 'code', code, 'unit', unit, 'seq', seq > 0 and tostring(seq) or '', 'at', tostring(now_ms()),
+}
+local entryId = redis.call('XADD', KEYS[6], '*', unpack(fields))
+redis.call('SET', KEYS[5], 'redeemed:' .. entryId, 'PX', ARGV[5])
+return {1, entryId, fields}

@@ -1,0 +1,45 @@
+--[[
+  An operator's change to a running activity: replaces the settings JSON whole and adds
+  stock top-ups, in one step, so the next draw sees every new setting and no draw sees
+  half of them. Optimistic: applies only over the version the caller read.
+
+  KEYS[1] {lot:<id>}:meta      hash: settings (JSON), version
+  KEYS[2] {lot:<id>}:stock     hash: prizeId -> units left
+  KEYS[3] {lot:<id>}:journal   stream
+  KEYS[4..] the activity's other keys ({lot:<id>}:daily, :requests, :releases, :hours), whose
+          retention follows the end time
+  ARGV[1] activity id
+  ARGV[2] the version the new settings replace
+  ARGV[3] the new settings (JSON, with version = ARGV[2] + 1)
+  ARGV[4] who made the change
+  ARGV[5..] pairs: prizeId, units to add to its stock
+
+  Returns
+    {0}                           meta missing: rebuild, then retry
+    {1, entryId, entryFields}     applied
+    {2}                           the settings changed since ARGV[2]: read them again
+]]
+-- @include "now.lua"
+
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return {0}
+end
+if redis.call('HGET', KEYS[1], 'version') ~= ARGV[2] then
+  return {2}
+end
+local settings = cjson.decode(ARGV[3])
+
+redis.call('HSET', KEYS[1], 'settings', ARGV[3], 'version', settings.version)
+for i = 5, #ARGV, 2 do
+  redis.call('HINCRBY', KEYS[2], ARGV[i], tonumber(ARGV[i + 1]))
+end
+for i = 1, #KEYS do
+  if i ~= 3 then redis.call('PEXPIREAT', KEYS[i], settings.retainUntilMs) end
+end
+
+local fields = {
+  'kind', 'lottery.settings', 'activity', ARGV[1], 'version', tostring(settings.version),
+  'settings', ARGV[3], 'by', ARGV[4], 'at', tostring(now_ms()),
+}
+local entryId = redis.call('XADD', KEYS[3], '*', unpack(fields))
+return {1, entryId, fields}

@@ -1,0 +1,82 @@
+import { z } from 'zod';
+import { LOTTERY_LIMITS as L, settingsIssues } from './settings.ts';
+import { isTimezone } from './timezone.ts';
+
+const title = z.string().trim().min(1).max(L.maxTitleLength);
+const weight = z.number().int().min(0, 'weights must not be negative').max(L.maxWeight);
+const dailyLimit = z.number().int().min(0).max(L.maxDailyLimit);
+const hourlyQuota = z.array(z.number().int().min(0).max(L.maxHourlyQuota)).length(24, 'hourlyQuota has one number per hour of the day (24)');
+const dailyStock = z.number().int().min(1).max(L.maxStock);
+
+const prizeInput = z.object({
+  title,
+  kind: z.enum(['GOODS', 'POINTS', 'CONSOLATION']),
+  points: z.number().int().min(1).max(L.maxPoints).nullish(),
+  weight,
+  totalStock: z.number().int().min(0).max(L.maxStock),
+  dailyStock: dailyStock.nullish(),
+  hourlyQuota: hourlyQuota.nullish(),
+});
+
+/** createLotteryInput's input, checked as a whole: every bound, and the rules of its strategy. */
+export const createLotteryInput = z
+  .object({
+    title,
+    startsAt: z.date(),
+    endsAt: z.date(),
+    strategy: z.enum(['WEIGHTED', 'TIMED']),
+    noPrizeWeight: weight,
+    dailyDrawLimit: dailyLimit,
+    dailyWinLimit: dailyLimit,
+    timezone: z.string().max(64).refine(isTimezone, 'unknown timezone (use an IANA name such as Asia/Shanghai)'),
+    prizes: z.array(prizeInput).min(1, 'an activity needs at least one prize').max(L.maxPrizes),
+  })
+  .superRefine((input, ctx) => {
+    const issues = settingsIssues({
+      strategy: input.strategy,
+      startsAtMs: input.startsAt.getTime(),
+      endsAtMs: input.endsAt.getTime(),
+      noPrizeWeight: input.noPrizeWeight,
+      prizes: input.prizes.map((prize) => ({
+        kind: prize.kind,
+        points: prize.points ?? 0,
+        weight: prize.weight,
+        dailyStock: prize.dailyStock ?? 0,
+        hourlyQuota: prize.hourlyQuota ?? [],
+      })),
+    });
+    for (const { path, message } of issues) ctx.addIssue({ code: 'custom', path, message });
+  });
+
+export type CreateLotteryInput = z.infer<typeof createLotteryInput>;
+
+const prizeUpdate = z.object({
+  prizeId: z.string().min(1).max(64),
+  weight: weight.nullish(),
+  addStock: z.number().int().min(1, 'addStock must be positive').max(L.maxStock).nullish(),
+  dailyStock: dailyStock.nullish(),
+  hourlyQuota: hourlyQuota.nullish(),
+});
+
+/**
+ * An operator's change. Each field's bounds are checked here; the rules that depend on
+ * the activity (endsAt after startsAt, which fields its strategy has) once it is read.
+ */
+export const updateLotteryInput = z
+  .object({
+    endsAt: z.date().nullish(),
+    paused: z.boolean().nullish(),
+    noPrizeWeight: weight.nullish(),
+    dailyDrawLimit: dailyLimit.nullish(),
+    dailyWinLimit: dailyLimit.nullish(),
+    prizes: z.array(prizeUpdate).max(L.maxPrizes).nullish(),
+  })
+  .superRefine((input, ctx) => {
+    if (Object.values(input).every((value) => value == null)) ctx.addIssue({ code: 'custom', path: [], message: 'nothing to change' });
+    const ids = (input.prizes ?? []).map((prize) => prize.prizeId);
+    if (new Set(ids).size !== ids.length) ctx.addIssue({ code: 'custom', path: ['prizes'], message: 'each prize at most once' });
+  });
+
+export type UpdateLotteryInput = z.infer<typeof updateLotteryInput>;
+
+export const requestIdInput = z.string().min(1).max(L.maxRequestIdLength).nullish();

@@ -1,0 +1,128 @@
+import type { UtcOffsets } from './timezone.ts';
+
+export type LotteryStrategy = 'WEIGHTED' | 'TIMED';
+export type PrizeKind = 'GOODS' | 'POINTS' | 'CONSOLATION';
+
+export const LOTTERY_LIMITS = {
+  maxPrizes: 20,
+  /** Per prize and for noPrizeWeight; keeps every weight total far below the random range. */
+  maxWeight: 1_000_000,
+  maxStock: 10_000_000,
+  maxHourlyQuota: 10_000,
+  maxDailyLimit: 10_000,
+  maxPoints: 1_000_000,
+  maxTitleLength: 64,
+  maxDurationMs: 400 * 24 * 3600 * 1000,
+  maxRequestIdLength: 64,
+  maxRecentWins: 50,
+} as const;
+
+/**
+ * The range of the random input of a WEIGHTED draw: a uniform integer in [0, 2^48 - 1),
+ * the widest range crypto.randomInt allows. The script reduces it to the weight total
+ * with rejection (lua/drawLottery.lua explains why that is exact).
+ */
+export const DRAW_RANDOM_RANGE = 2 ** 48 - 1;
+
+/** Release instants inside an hour are chosen with this resolution (random integers in [0, 2^30)). */
+export const RELEASE_RANDOM_RANGE = 2 ** 30;
+
+/** Keys stay this long after the end; a later read rebuilds them from PostgreSQL. */
+export const RETENTION_AFTER_END_MS = 7 * 24 * 3600 * 1000;
+
+/**
+ * One prize as the scripts read it. No nulls (Lua's cjson turns them into userdata):
+ * 0 means "none" for points and dailyStock, [] for hourlyQuota.
+ */
+export interface PrizeSettings {
+  id: string;
+  title: string;
+  kind: PrizeKind;
+  points: number;
+  weight: number;
+  totalStock: number;
+  dailyStock: number;
+  hourlyQuota: number[];
+}
+
+/**
+ * Everything a draw or a schedule depends on, as one JSON value in the activity's meta
+ * hash. An operator's change replaces it whole in one script, so a draw sees either
+ * every old setting or every new one; `version` goes up by one with each change and is
+ * stored with every draw. The same JSON is kept per version in lottery_settings.
+ */
+export interface LotterySettings {
+  version: number;
+  title: string;
+  strategy: LotteryStrategy;
+  startsAtMs: number;
+  endsAtMs: number;
+  retainUntilMs: number;
+  paused: boolean;
+  noPrizeWeight: number;
+  dailyDrawLimit: number;
+  dailyWinLimit: number;
+  timezone: string;
+  /** The timezone's UTC offsets over the activity's window, so scripts find local days from Redis time. */
+  utcOffsets: UtcOffsets;
+  prizes: PrizeSettings[];
+}
+
+export function retainUntil(endsAtMs: number): number {
+  return endsAtMs + RETENTION_AFTER_END_MS;
+}
+
+/** TIMED: the prize every draw falls back to when nothing is released. */
+export function consolationPrize(settings: LotterySettings): PrizeSettings | undefined {
+  return settings.prizes.find((prize) => prize.kind === 'CONSOLATION' && prize.hourlyQuota.length === 0);
+}
+
+export type LotteryStatus = 'UPCOMING' | 'ACTIVE' | 'PAUSED' | 'ENDED';
+
+export function lotteryStatus(settings: LotterySettings, nowMs: number): LotteryStatus {
+  if (nowMs >= settings.endsAtMs) return 'ENDED';
+  if (settings.paused) return 'PAUSED';
+  return nowMs < settings.startsAtMs ? 'UPCOMING' : 'ACTIVE';
+}
+
+export interface SettingsIssue {
+  path: (string | number)[];
+  message: string;
+}
+
+type CheckedSettings = Pick<LotterySettings, 'strategy' | 'startsAtMs' | 'endsAtMs' | 'noPrizeWeight'> & {
+  prizes: Pick<PrizeSettings, 'kind' | 'points' | 'weight' | 'dailyStock' | 'hourlyQuota'>[];
+};
+
+/**
+ * The rules that span fields, for a new activity and for one changed by an operator.
+ * (Each field's own bounds are checked by the input schemas.)
+ */
+export function settingsIssues(settings: CheckedSettings): SettingsIssue[] {
+  const issues: SettingsIssue[] = [];
+  const issue = (path: (string | number)[], message: string) => issues.push({ path, message });
+  if (settings.endsAtMs <= settings.startsAtMs) issue(['endsAt'], 'endsAt must be after startsAt');
+  else if (settings.endsAtMs - settings.startsAtMs > LOTTERY_LIMITS.maxDurationMs) issue(['endsAt'], 'an activity lasts at most 400 days');
+  settings.prizes.forEach((prize, i) => {
+    if (prize.kind === 'POINTS' && prize.points === 0) issue(['prizes', i, 'points'], 'a POINTS prize needs points');
+    if (prize.kind !== 'POINTS' && prize.points !== 0) issue(['prizes', i, 'points'], 'only a POINTS prize has points');
+  });
+  if (settings.strategy === 'WEIGHTED') {
+    settings.prizes.forEach((prize, i) => {
+      if (prize.hourlyQuota.length > 0) issue(['prizes', i, 'hourlyQuota'], 'hourlyQuota is for TIMED activities');
+    });
+    if (settings.noPrizeWeight + settings.prizes.reduce((sum, prize) => sum + prize.weight, 0) === 0) {
+      issue(['prizes'], 'a WEIGHTED activity needs a positive weight (a prize or noPrizeWeight)');
+    }
+  } else {
+    if (settings.noPrizeWeight !== 0) issue(['noPrizeWeight'], 'every TIMED draw wins: noPrizeWeight must be 0');
+    const consolations = settings.prizes.filter((prize) => prize.kind === 'CONSOLATION' && prize.hourlyQuota.length === 0);
+    if (consolations.length !== 1) issue(['prizes'], 'a TIMED activity needs exactly one CONSOLATION prize, without hourlyQuota');
+    settings.prizes.forEach((prize, i) => {
+      if (prize.weight !== 0) issue(['prizes', i, 'weight'], 'TIMED prizes are released by hourlyQuota, not by weight');
+      if (prize.dailyStock !== 0) issue(['prizes', i, 'dailyStock'], 'TIMED prizes are released by hourlyQuota, not by dailyStock');
+      if (prize.kind !== 'CONSOLATION' && prize.hourlyQuota.length === 0) issue(['prizes', i, 'hourlyQuota'], 'a TIMED prize other than the CONSOLATION prize needs an hourlyQuota');
+    });
+  }
+  return issues;
+}

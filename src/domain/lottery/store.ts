@@ -1,0 +1,211 @@
+import type { Redis } from 'ioredis';
+import { type JournalEntry, journalEntry } from '../../infra/journal/journal.ts';
+import { campaignKeys } from '../../infra/redis/keys.ts';
+import type { Scripts } from '../../infra/redis/scripts.ts';
+import { DRAW_RANDOM_RANGE, type LotterySettings, type PrizeSettings, RELEASE_RANDOM_RANGE } from './settings.ts';
+
+export function lotteryKeys(activityId: string) {
+  return campaignKeys('lot', activityId, ['meta', 'stock', 'daily', 'requests', 'releases', 'hours', 'journal', 'hydrating']);
+}
+
+/** The prize fields a draw snapshots (lua/drawLottery.lua `prize_json`). */
+export type PrizeSnapshot = Omit<PrizeSettings, 'hourlyQuota'>;
+
+export type InactiveReason = 'ENDED' | 'PAUSED' | 'NOT_STARTED' | 'SOLD_OUT';
+
+export type DrawReply =
+  | { kind: 'missing' }
+  | { kind: 'drawn'; drawId: string; prize: PrizeSnapshot | null; drawnAtMs: number; settingsVersion: number; entry: JournalEntry }
+  | { kind: 'repeated'; drawId: string; prize: PrizeSnapshot | null; drawnAtMs: number; settingsVersion: number }
+  | { kind: 'inactive'; reason: InactiveReason; startsAtMs: number; endsAtMs: number }
+  | { kind: 'limit'; dailyDrawLimit: number; resetsAtMs: number }
+  | { kind: 'reroll' };
+
+export type ScheduleReply =
+  | { kind: 'missing' }
+  | { kind: 'scheduled'; released: number; entry: JournalEntry }
+  | { kind: 'already' }
+  | { kind: 'stale' };
+
+export type UpdateReply = { kind: 'missing' } | { kind: 'applied'; entry: JournalEntry } | { kind: 'stale' };
+
+export interface DrawRequest {
+  activityId: string;
+  userId: string;
+  drawId: string;
+  requestId: string | null;
+  /** Uniform in [0, DRAW_RANDOM_RANGE). */
+  randomInput: number;
+  clockOffsetMs: number;
+}
+
+/** Everything needed to rebuild an activity's keys, read from PostgreSQL. */
+export interface LotterySnapshot {
+  activityId: string;
+  settings: LotterySettings;
+  /** Units of each prize not yet won (or, for scheduled prizes, not yet scheduled). */
+  stockLeft: Map<string, number>;
+  /** The local day the counters below belong to. */
+  day: number;
+  drawsToday: Map<string, number>;
+  winsToday: Map<string, number>;
+  prizeWinsToday: Map<string, number>;
+  requests: { userId: string; requestId: string; drawId: string; prizeId: string | null; drawnAtMs: number; settingsVersion: number }[];
+  /** TIMED: released or scheduled units nobody has drawn yet. */
+  releases: { prizeId: string; stockUnit: number; releaseAtMs: number }[];
+  scheduledHours: number[];
+}
+
+const WRITE_CHUNK = 1000;
+const REBUILT_KEYS_MIN_TTL_MS = 3_600_000;
+
+/** A new activity's keys: full stock, no draw yet. */
+export function emptySnapshot(activityId: string, settings: LotterySettings, day: number): LotterySnapshot {
+  return {
+    activityId,
+    settings,
+    stockLeft: new Map(settings.prizes.map((prize) => [prize.id, prize.totalStock])),
+    day,
+    drawsToday: new Map(),
+    winsToday: new Map(),
+    prizeWinsToday: new Map(),
+    requests: [],
+    releases: [],
+    scheduledHours: [],
+  };
+}
+
+function parseSnapshot(json: string): PrizeSnapshot | null {
+  return json === '' ? null : (JSON.parse(json) as PrizeSnapshot);
+}
+
+/** The lottery's Redis side: the script bindings, settings reads, and rebuilds. */
+export class LotteryStore {
+  constructor(private readonly redis: Redis, private readonly scripts: Scripts) {}
+
+  async draw(request: DrawRequest): Promise<DrawReply> {
+    const keys = lotteryKeys(request.activityId);
+    const reply = (await this.scripts.run(
+      'drawLottery',
+      [keys.meta, keys.stock, keys.daily, keys.requests, keys.releases, keys.journal],
+      [request.userId, request.drawId, request.requestId ?? '', request.randomInput, DRAW_RANDOM_RANGE, request.clockOffsetMs, request.activityId],
+    )) as unknown[];
+    switch (reply[0]) {
+      case 0:
+        return { kind: 'missing' };
+      case 1: {
+        const [, drawId, , drawnAtMs, entryId, fields] = reply as [number, string, string, number, string, string[]];
+        const entry = journalEntry(keys.journal, entryId, fields);
+        return { kind: 'drawn', drawId, prize: parseSnapshot(entry.fields.snapshot!), drawnAtMs, settingsVersion: Number(entry.fields.version), entry };
+      }
+      case 2: {
+        const [, drawId, , drawnAtMs, prizeJson, settingsVersion] = reply as [number, string, string, number, string, number];
+        return { kind: 'repeated', drawId, prize: parseSnapshot(prizeJson), drawnAtMs, settingsVersion };
+      }
+      case 3: {
+        const [, reason, startsAtMs, endsAtMs] = reply as [number, InactiveReason, number, number];
+        return { kind: 'inactive', reason, startsAtMs, endsAtMs };
+      }
+      case 4: {
+        const [, dailyDrawLimit, resetsAtMs] = reply as number[];
+        return { kind: 'limit', dailyDrawLimit: dailyDrawLimit!, resetsAtMs: resetsAtMs! };
+      }
+      case 5:
+        return { kind: 'reroll' };
+      default:
+        throw new Error(`drawLottery returned an unknown reply: ${JSON.stringify(reply)}`);
+    }
+  }
+
+  async scheduleHour(activityId: string, scheduleId: string, hourStartMs: number, localHour: number, settingsVersion: number, randoms: number[]): Promise<ScheduleReply> {
+    const keys = lotteryKeys(activityId);
+    const reply = (await this.scripts.run(
+      'scheduleLotteryHour',
+      [keys.meta, keys.stock, keys.releases, keys.hours, keys.journal],
+      [activityId, scheduleId, hourStartMs, localHour, settingsVersion, RELEASE_RANDOM_RANGE, ...randoms],
+    )) as unknown[];
+    switch (reply[0]) {
+      case 0:
+        return { kind: 'missing' };
+      case 1: {
+        const [, released, entryId, fields] = reply as [number, number, string, string[]];
+        return { kind: 'scheduled', released, entry: journalEntry(keys.journal, entryId, fields) };
+      }
+      case 2:
+        return { kind: 'already' };
+      case 3:
+        return { kind: 'stale' };
+      default:
+        throw new Error(`scheduleLotteryHour returned an unknown reply: ${JSON.stringify(reply)}`);
+    }
+  }
+
+  async updateSettings(activityId: string, replacing: number, settings: LotterySettings, changedBy: string, topUps: Map<string, number>): Promise<UpdateReply> {
+    const keys = lotteryKeys(activityId);
+    const reply = (await this.scripts.run(
+      'updateLotterySettings',
+      [keys.meta, keys.stock, keys.journal, keys.daily, keys.requests, keys.releases, keys.hours],
+      [activityId, replacing, JSON.stringify(settings), changedBy, ...[...topUps].flat()],
+    )) as unknown[];
+    switch (reply[0]) {
+      case 0:
+        return { kind: 'missing' };
+      case 1: {
+        const [, entryId, fields] = reply as [number, string, string[]];
+        return { kind: 'applied', entry: journalEntry(keys.journal, entryId, fields) };
+      }
+      case 2:
+        return { kind: 'stale' };
+      default:
+        throw new Error(`updateLotterySettings returned an unknown reply: ${JSON.stringify(reply)}`);
+    }
+  }
+
+  async readSettings(activityId: string): Promise<LotterySettings | null> {
+    const json = await this.redis.hget(lotteryKeys(activityId).meta, 'settings');
+    return json ? (JSON.parse(json) as LotterySettings) : null;
+  }
+
+  async scheduledHours(activityId: string): Promise<Set<number>> {
+    return new Set((await this.redis.smembers(lotteryKeys(activityId).hours)).map(Number));
+  }
+
+  /** Writes every key of the activity in one transaction, replacing whatever was there; meta last. */
+  async write(snapshot: LotterySnapshot): Promise<void> {
+    const { settings } = snapshot;
+    const keys = lotteryKeys(snapshot.activityId);
+    // An activity read back long after its end is rebuilt for a while, not for no time at all.
+    const expireAt = Math.max(settings.retainUntilMs, Date.now() + REBUILT_KEYS_MIN_TTL_MS);
+    const tx = this.redis.multi().del(keys.meta, keys.stock, keys.daily, keys.requests, keys.releases, keys.hours);
+    tx.hset(keys.stock, Object.fromEntries(snapshot.stockLeft)).pexpireat(keys.stock, expireAt);
+
+    const daily: (string | number)[] = ['day', snapshot.day];
+    for (const [user, count] of snapshot.drawsToday) daily.push(`d:${user}`, count);
+    for (const [user, count] of snapshot.winsToday) daily.push(`w:${user}`, count);
+    for (const [prizeId, count] of snapshot.prizeWinsToday) daily.push(`s:${prizeId}`, count);
+    for (let i = 0; i < daily.length; i += 2 * WRITE_CHUNK) tx.hset(keys.daily, ...daily.slice(i, i + 2 * WRITE_CHUNK));
+    tx.pexpireat(keys.daily, expireAt);
+
+    for (let i = 0; i < snapshot.requests.length; i += WRITE_CHUNK) {
+      const chunk = snapshot.requests.slice(i, i + WRITE_CHUNK);
+      tx.hset(keys.requests, ...chunk.flatMap((request) => [`${request.userId}\n${request.requestId}`, `${request.drawId}|${request.prizeId ?? ''}|${request.drawnAtMs}|${request.settingsVersion}`]));
+    }
+    if (snapshot.requests.length > 0) tx.pexpireat(keys.requests, expireAt);
+
+    for (let i = 0; i < snapshot.releases.length; i += WRITE_CHUNK) {
+      const chunk = snapshot.releases.slice(i, i + WRITE_CHUNK);
+      tx.zadd(keys.releases, ...chunk.flatMap((release) => [release.releaseAtMs, `${release.prizeId}:${release.stockUnit}`]));
+    }
+    if (snapshot.releases.length > 0) tx.pexpireat(keys.releases, expireAt);
+
+    if (snapshot.scheduledHours.length > 0) tx.sadd(keys.hours, ...snapshot.scheduledHours).pexpireat(keys.hours, expireAt);
+
+    tx.hset(keys.meta, { settings: JSON.stringify(settings), version: settings.version }).pexpireat(keys.meta, expireAt);
+    await tx.exec();
+  }
+
+  /** Drops the meta key so the next access rebuilds the activity from PostgreSQL. */
+  async invalidate(activityId: string): Promise<void> {
+    await this.redis.del(lotteryKeys(activityId).meta);
+  }
+}

@@ -1,0 +1,145 @@
+/*
+ * Voucher delivery, after the redemption is durable: a worker in every instance claims
+ * PENDING redemptions that are due, a batch at a time, hands each to the notifier, and
+ * marks the batch's successes DELIVERED in one statement.
+ *
+ * What "never lost, never duplicated" means here. Never lost: a redemption stays
+ * PENDING until a notifier call has succeeded and DELIVERED is committed; a failure is
+ * retried with exponential backoff, forever; a crash leaves a lease that runs out, and
+ * another worker takes over. Never duplicated: the claim (FOR UPDATE SKIP LOCKED plus a
+ * lease) gives a redemption to one worker at a time, but a worker that dies after the
+ * notifier succeeded and before DELIVERED was committed cannot be told apart from one
+ * that died before, so the notifier may be called again. Every call carries the same
+ * idempotency key (the redemption id) and notifiers must dedupe by it: the default one
+ * keeps a row per redemption in PostgreSQL (voucher_notice) and announces only when it
+ * inserted that row; the webhook sends it as `Idempotency-Key`.
+ */
+import type { PrismaClient } from '../../generated/prisma/client.ts';
+import type { Logger } from '../../infra/logger.ts';
+import type { LiveEvents } from '../../infra/redis/pubsub.ts';
+
+export interface VoucherDelivery {
+  /** The redemption id: the same on every attempt. */
+  idempotencyKey: string;
+  userId: string;
+  goodsId: string;
+  voucherCode: string | null;
+  pointsSpent: number;
+  /** 1 for the first attempt. */
+  attempt: number;
+}
+
+/** Hands a voucher to its user. Resolves once delivered; throws to have it retried later. Must dedupe by idempotencyKey. */
+export interface VoucherNotifier {
+  deliver(delivery: VoucherDelivery): Promise<void>;
+}
+
+/** The channel (under the key prefix) on which the default notifier announces deliveries. */
+export const VOUCHER_DELIVERED_TOPIC = 'points.voucherDelivered';
+
+/**
+ * The default notifier: records the delivery in PostgreSQL, logs it and publishes it on
+ * the event bus for whatever mails or messages the user. Only the call that inserts
+ * the record announces; a crash right after the insert loses that one announcement
+ * (the voucher itself is in the user's redemptions either way), never repeats it.
+ */
+export class LogVoucherNotifier implements VoucherNotifier {
+  constructor(private readonly prisma: PrismaClient, private readonly events: LiveEvents, private readonly log: Logger) {}
+
+  async deliver(delivery: VoucherDelivery): Promise<void> {
+    const recorded = await this.prisma.$executeRaw`
+      INSERT INTO voucher_notice (redemption_id) VALUES (${delivery.idempotencyKey}) ON CONFLICT DO NOTHING`;
+    if (recorded === 0) return;
+    this.log.info({ redemptionId: delivery.idempotencyKey, userId: delivery.userId, goodsId: delivery.goodsId }, 'voucher delivered');
+    await this.events.publish(VOUCHER_DELIVERED_TOPIC, delivery);
+  }
+}
+
+/** POSTs each delivery as JSON to a fulfilment service, which must dedupe by the `Idempotency-Key` header. A non-2xx answer is retried. */
+export class WebhookVoucherNotifier implements VoucherNotifier {
+  constructor(private readonly url: string, private readonly timeoutMs: number) {}
+
+  async deliver(delivery: VoucherDelivery): Promise<void> {
+    const response = await fetch(this.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'idempotency-key': delivery.idempotencyKey },
+      body: JSON.stringify(delivery),
+      signal: AbortSignal.timeout(this.timeoutMs),
+    });
+    await response.body?.cancel();
+    if (!response.ok) throw new Error(`the delivery webhook answered ${response.status}`);
+  }
+}
+
+export interface DeliveryOptions {
+  /** A claim lasts this long; it must outlast a notifier call. */
+  leaseMs: number;
+  /** The first retry waits this long, each later one twice as long as the one before. */
+  retryBaseMs: number;
+}
+
+const CLAIM_BATCH = 50;
+const MAX_RETRY_DELAY_MS = 10 * 60 * 1000;
+
+interface Claimed {
+  id: string;
+  user_id: string;
+  goods_id: string;
+  voucher_code: string | null;
+  points_spent: number;
+  delivery_attempts: number;
+}
+
+/** Delivers everything due, a batch at a time; returns how many deliveries it attempted. */
+export async function deliverDue(prisma: PrismaClient, notifier: VoucherNotifier, options: DeliveryOptions, log: Logger): Promise<number> {
+  let attempted = 0;
+  for (;;) {
+    const batch = await deliverBatch(prisma, notifier, options, log);
+    attempted += batch;
+    if (batch < CLAIM_BATCH) return attempted;
+  }
+}
+
+async function deliverBatch(prisma: PrismaClient, notifier: VoucherNotifier, options: DeliveryOptions, log: Logger): Promise<number> {
+  // Times are the database's, so every instance agrees on leases and due dates.
+  const claimed = await prisma.$queryRaw<Claimed[]>`
+    UPDATE redemption r
+    SET locked_until = now() + ${options.leaseMs}::int * interval '1 millisecond', delivery_attempts = r.delivery_attempts + 1
+    WHERE r.id IN (
+      SELECT id FROM redemption
+      WHERE status = 'PENDING' AND next_attempt_at <= now() AND (locked_until IS NULL OR locked_until <= now())
+      ORDER BY next_attempt_at
+      LIMIT ${CLAIM_BATCH}
+      FOR UPDATE SKIP LOCKED)
+    RETURNING r.id, r.user_id, r.goods_id, r.voucher_code, r.points_spent, r.delivery_attempts`;
+  const outcomes = await Promise.all(
+    claimed.map(async (row) => {
+      try {
+        await notifier.deliver({
+          idempotencyKey: row.id,
+          userId: row.user_id,
+          goodsId: row.goods_id,
+          voucherCode: row.voucher_code,
+          pointsSpent: row.points_spent,
+          attempt: row.delivery_attempts,
+        });
+        return row.id;
+      } catch (error) {
+        const delayMs = Math.min(MAX_RETRY_DELAY_MS, options.retryBaseMs * 2 ** (row.delivery_attempts - 1));
+        log.warn({ err: error, redemptionId: row.id, attempt: row.delivery_attempts, retryInMs: delayMs }, 'voucher delivery failed; will retry');
+        await prisma.$executeRaw`
+          UPDATE redemption
+          SET next_attempt_at = now() + ${delayMs}::int * interval '1 millisecond', locked_until = NULL, last_error = ${String((error as Error).message ?? error)}
+          WHERE id = ${row.id} AND status = 'PENDING'`;
+        return null;
+      }
+    }),
+  );
+  const delivered = outcomes.filter((id) => id !== null);
+  if (delivered.length > 0) {
+    await prisma.$executeRaw`
+      UPDATE redemption SET status = 'DELIVERED', delivered_at = now(), locked_until = NULL, last_error = NULL
+      WHERE id = ANY(${delivered}::text[]) AND status = 'PENDING'`;
+  }
+  return claimed.length;
+}

@@ -1,0 +1,169 @@
+/*
+ * Every key of the points shop shares one hash tag, `{shop}`. A redemption checks and
+ * moves a user's balance, a goods item's stock and voucher codes, and remembers its
+ * answer, all in one script, and Redis Cluster runs a script only on keys of one slot.
+ * Balances belong to users and stock to goods, so no finer tag puts both in one slot
+ * for every pair. The price: the whole shop lives on one cluster node, one Redis core,
+ * which is far above what a shop needs (see bench/RESULTS.md). The alternative, a
+ * two-phase reservation across slots (hold the points, take the stock, then settle or
+ * release), buys scale-out with a new failure mode: reservations a crash leaves behind.
+ */
+import type { Redis } from 'ioredis';
+import { type JournalEntry, journalEntry } from '../../infra/journal/journal.ts';
+import type { Scripts } from '../../infra/redis/scripts.ts';
+
+const SHOP = '{shop}';
+// User and goods ids come from outside; encoded they cannot hold the ':' between key parts.
+const keyOf = (...parts: string[]) => [SHOP, ...parts.map(encodeURIComponent)].join(':');
+
+/** Every redemption of the shop, waiting for PostgreSQL. */
+export const SHOP_JOURNAL = `${SHOP}:journal`;
+
+/** A user's spendable points: a cache of the ledger, authoritative while it exists. */
+export function balanceKeys(userId: string) {
+  const meta = keyOf('balance', userId);
+  return { meta, hydrating: `${meta}:hydrating` };
+}
+
+export function goodsKeys(goodsId: string) {
+  const meta = keyOf('goods', goodsId);
+  return { meta, codes: `${meta}:codes`, users: `${meta}:users`, hydrating: `${meta}:hydrating` };
+}
+
+/** The remembered answer to one (user, requestId). */
+export const answerKey = (userId: string, requestId: string) => keyOf('answer', userId, requestId);
+
+/** How long a redemption's answer is remembered in Redis; a rebuilt balance restores those of its persisted redemptions. */
+export const ANSWER_TTL_MS = 24 * 3600 * 1000;
+
+/** What the first call with a requestId answered; retries get the same. */
+export type RedeemAnswer =
+  | { kind: 'redeemed'; /** The redemption's journal entry; empty once it is known to be persisted. */ entryId: string }
+  | { kind: 'outOfStock' }
+  | { kind: 'perUserLimit'; limit: number }
+  | { kind: 'insufficient'; balance: number; cost: number };
+
+export type RedeemReply = { kind: 'missing' } | { kind: 'redeemed'; entry: JournalEntry } | { kind: 'answered'; answer: RedeemAnswer };
+
+function parseAnswer(answer: string): RedeemAnswer {
+  const [kind, first = '', second = ''] = answer.split(':');
+  switch (kind) {
+    case 'redeemed':
+      return { kind, entryId: first };
+    case 'outOfStock':
+      return { kind };
+    case 'perUserLimit':
+      return { kind, limit: Number(first) };
+    case 'insufficient':
+      return { kind, balance: Number(first), cost: Number(second) };
+    default:
+      throw new Error(`unknown redemption answer: ${answer}`);
+  }
+}
+
+/** What a rebuilt balance holds: the ledger's sum and the answers of recent redemptions. */
+export interface BalanceSnapshot {
+  userId: string;
+  balance: number;
+  recent: { requestId: string; forgetAtMs: number }[];
+}
+
+/** What rebuilt goods keys hold. */
+export interface GoodsSnapshot {
+  id: string;
+  pointsCost: number;
+  perUserLimit: number;
+  pooled: boolean;
+  stock: number;
+  /** Pooled: the free codes. Not pooled: the units after the highest durable one, so the next unit is stock − remaining. */
+  remaining: number;
+  /** The pool's codes no persisted redemption holds, in hand-out order. */
+  freeCodes: string[];
+  /** Each user's highest durable sequence number for the item (goods with a per-user limit). */
+  lastSeqByUser: Record<string, number>;
+}
+
+/** The shop's Redis side: the scripts' bindings, reads, and rebuilds. */
+export class PointsStore {
+  constructor(private readonly redis: Redis, private readonly scripts: Scripts) {}
+
+  async redeem(userId: string, goodsId: string, requestId: string, redemptionId: string): Promise<RedeemReply> {
+    const goods = goodsKeys(goodsId);
+    const reply = (await this.scripts.run(
+      'redeemPoints',
+      [balanceKeys(userId).meta, goods.meta, goods.codes, goods.users, answerKey(userId, requestId), SHOP_JOURNAL],
+      [userId, goodsId, requestId, redemptionId, ANSWER_TTL_MS],
+    )) as unknown[];
+    switch (reply[0]) {
+      case 0:
+        return { kind: 'missing' };
+      case 1: {
+        const [, entryId, fields] = reply as [number, string, string[]];
+        return { kind: 'redeemed', entry: journalEntry(SHOP_JOURNAL, entryId, fields) };
+      }
+      case 2:
+        return { kind: 'answered', answer: parseAnswer(reply[1] as string) };
+      default:
+        throw new Error(`redeemPoints returned an unknown reply: ${JSON.stringify(reply)}`);
+    }
+  }
+
+  /** Applies a committed award to the cached balance; null when it cannot (see the script): reload it. */
+  async applyAward(userId: string, delta: number): Promise<number | null> {
+    const balance = (await this.scripts.run('awardPoints', [balanceKeys(userId).meta], [delta])) as number;
+    return balance < 0 ? null : balance;
+  }
+
+  async balance(userId: string): Promise<number | null> {
+    const balance = await this.redis.get(balanceKeys(userId).meta);
+    return balance === null ? null : Number(balance);
+  }
+
+  async remainingStock(goodsId: string): Promise<number | null> {
+    const remaining = await this.redis.hget(goodsKeys(goodsId).meta, 'remaining');
+    return remaining === null ? null : Number(remaining);
+  }
+
+  /** A journaled redemption not yet persisted, or null. */
+  async journalEntry(entryId: string): Promise<JournalEntry | null> {
+    const [entry] = await this.redis.xrange(SHOP_JOURNAL, entryId, entryId);
+    return entry ? journalEntry(SHOP_JOURNAL, entry[0], entry[1]) : null;
+  }
+
+  async writeBalance(snapshot: BalanceSnapshot, nowMs: number): Promise<void> {
+    const tx = this.redis.multi();
+    for (const { requestId, forgetAtMs } of snapshot.recent) {
+      if (forgetAtMs > nowMs) tx.set(answerKey(snapshot.userId, requestId), 'redeemed:', 'PX', forgetAtMs - nowMs);
+    }
+    await tx.set(balanceKeys(snapshot.userId).meta, snapshot.balance).exec();
+  }
+
+  /** Writes every key of the goods item in one transaction, meta last. */
+  async writeGoods(snapshot: GoodsSnapshot): Promise<void> {
+    const keys = goodsKeys(snapshot.id);
+    const tx = this.redis.multi().del(keys.meta, keys.codes, keys.users);
+    if (snapshot.freeCodes.length > 0) tx.rpush(keys.codes, ...snapshot.freeCodes);
+    if (Object.keys(snapshot.lastSeqByUser).length > 0) tx.hset(keys.users, snapshot.lastSeqByUser);
+    tx.hset(keys.meta, {
+      pointsCost: snapshot.pointsCost,
+      perUserLimit: snapshot.perUserLimit,
+      pooled: snapshot.pooled ? 1 : 0,
+      stock: snapshot.stock,
+      remaining: snapshot.remaining,
+    });
+    await tx.exec();
+  }
+
+  /**
+   * Drops what a redemption PostgreSQL refused touched in Redis (the balance, the goods
+   * item, the remembered answer), so the next call rebuilds them from PostgreSQL.
+   */
+  async forget(userId: string, goodsId: string, requestId: string): Promise<void> {
+    await this.redis.del(balanceKeys(userId).meta, goodsKeys(goodsId).meta, answerKey(userId, requestId));
+  }
+
+  /** Drops the cached balance: until it is written again, no redemption of the user runs. */
+  async dropBalance(userId: string): Promise<void> {
+    await this.redis.del(balanceKeys(userId).meta);
+  }
+}

@@ -1,0 +1,165 @@
+import type { JournalEntry, JournalHandler } from '../../infra/journal/journal.ts';
+import type { PrismaClient } from '../../generated/prisma/client.ts';
+import type { TeamSnapshot, TeamStatus } from './store.ts';
+
+export const TEAM_JOURNAL_KIND = 'team';
+
+export interface SeatEvent {
+  kind: 'LOCKED' | 'RELEASED' | 'MOVED' | 'EXPIRED' | 'CONFIRMED';
+  team: string;
+  user: string;
+  at: number;
+  expiresAt?: number;
+}
+
+interface RecordedMember {
+  user: string;
+  paymentRef?: string;
+  seat: number;
+  joinedAt: number;
+}
+
+/** cjson encodes an empty Lua table as `{}`. */
+function jsonList<T>(text: string | undefined): T[] {
+  const parsed: unknown = JSON.parse(text ?? '[]');
+  return Array.isArray(parsed) ? (parsed as T[]) : [];
+}
+
+export function seatEventsOf(entry: JournalEntry): SeatEvent[] {
+  return jsonList<SeatEvent>(entry.fields.events);
+}
+
+/** The teams a journaled script call changed: the ones its events name, and its own. */
+export function teamsChangedBy(entry: JournalEntry): string[] {
+  return [...new Set([entry.fields.team!, ...seatEventsOf(entry).map((event) => event.team)])];
+}
+
+/**
+ * Persists journaled team changes in one statement per batch, plus one to mark filled teams
+ * COMPLETE. No row locks: a member's seat number is unique per team and at most its capacity,
+ * so PostgreSQL refuses an oversold seat by itself, and concurrent batches never wait on each
+ * other. Seat events (the lock history) are inserted by their ids. A failure records the
+ * members Redis held (the ones still on their way here included), marks the team FAILED and
+ * records each member as owed a refund. Everything is keyed, so a replay inserts nothing new;
+ * a confirmation that clashes with a different durable member (Redis rebuilt while
+ * confirmations were in flight) is reported as a conflict.
+ */
+export const teamJournalHandler: JournalHandler = {
+  kind: TEAM_JOURNAL_KIND,
+  async persist(db: PrismaClient, entries: JournalEntry[]): Promise<Set<string>> {
+    const events = entries.flatMap((entry) => seatEventsOf(entry).map((event, index) => ({ ...event, id: `${entry.fields.event}:${index}` })));
+    const confirms = entries.filter(({ fields }) => fields.op === 'confirm');
+    const failures = entries.filter(({ fields }) => fields.op === 'fail');
+    const failedMembers = failures.flatMap(({ fields }) => jsonList<RecordedMember>(fields.members).map((member) => ({ ...member, team: fields.team! })));
+    const members = [
+      ...confirms.map(({ fields }) => ({ team: fields.team!, user: fields.user!, paymentRef: fields.paymentRef, seat: Number(fields.seat), joinedAt: Number(fields.at) })),
+      ...failedMembers,
+    ];
+
+    const inserted = await db.$queryRawUnsafe<{ team_id: string; user_id: string }[]>(
+      `WITH joined AS (
+         INSERT INTO team_member (team_id, user_id, payment_ref, seat, joined_at)
+         SELECT m.team_id, m.user_id, m.payment_ref, m.seat, to_timestamp(m.joined_at_ms / 1000.0)
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::bigint[]) AS m(team_id, user_id, payment_ref, seat, joined_at_ms)
+         JOIN team t ON t.id = m.team_id AND m.seat BETWEEN 1 AND t.capacity
+         ON CONFLICT DO NOTHING
+         RETURNING team_id, user_id
+       ), history AS (
+         INSERT INTO team_seat_event (id, team_id, user_id, kind, at, expires_at)
+         SELECT e.id, e.team_id, e.user_id, e.kind::"TeamSeatEventKind", to_timestamp(e.at_ms / 1000.0), to_timestamp(e.expires_at_ms / 1000.0)
+         FROM unnest($6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[], $11::bigint[]) AS e(id, team_id, user_id, kind, at_ms, expires_at_ms)
+         ON CONFLICT DO NOTHING
+       ), failed AS (
+         UPDATE team t SET status = 'FAILED', closed_at = to_timestamp(f.at_ms / 1000.0)
+         FROM unnest($12::text[], $13::bigint[]) AS f(team_id, at_ms)
+         WHERE t.id = f.team_id AND t.status = 'OPEN'
+       ), refunds AS (
+         INSERT INTO team_refund (team_id, user_id, payment_ref, recorded_at)
+         SELECT r.team_id, r.user_id, r.payment_ref, to_timestamp(f.at_ms / 1000.0)
+         FROM unnest($14::text[], $15::text[], $16::text[]) AS r(team_id, user_id, payment_ref)
+         JOIN unnest($12::text[], $13::bigint[]) AS f(team_id, at_ms) ON f.team_id = r.team_id
+         ON CONFLICT DO NOTHING
+       )
+       SELECT team_id, user_id FROM joined`,
+      members.map((member) => member.team),
+      members.map((member) => member.user),
+      members.map((member) => member.paymentRef ?? null),
+      members.map((member) => member.seat),
+      members.map((member) => member.joinedAt),
+      events.map((event) => event.id),
+      events.map((event) => event.team),
+      events.map((event) => event.user),
+      events.map((event) => event.kind),
+      events.map((event) => event.at),
+      events.map((event) => event.expiresAt ?? null),
+      failures.map(({ fields }) => fields.team!),
+      failures.map(({ fields }) => Number(fields.at)),
+      failedMembers.map((member) => member.team),
+      failedMembers.map((member) => member.user),
+      failedMembers.map((member) => member.paymentRef ?? null),
+    );
+    if (confirms.length === 0) return new Set();
+
+    // Whoever fills a team completes it. Run after the insert committed, so of two batches
+    // filling one team, the later one sees both.
+    const confirmedTeams = [...new Set(confirms.map(({ fields }) => fields.team!))];
+    await db.$executeRawUnsafe(
+      `UPDATE team t SET status = 'COMPLETE', closed_at = (SELECT max(m.joined_at) FROM team_member m WHERE m.team_id = t.id)
+       WHERE t.id = ANY($1::text[]) AND t.status = 'OPEN' AND (SELECT count(*) FROM team_member m WHERE m.team_id = t.id) >= t.capacity`,
+      confirmedTeams,
+    );
+
+    // Not inserted now but already there (a replay, or the failure recorded it first) counts as durable.
+    const key = (team: string, user: string) => `${team}\u0000${user}`;
+    const durable = new Set(inserted.map((row) => key(row.team_id, row.user_id)));
+    const missing = confirms.filter(({ fields }) => !durable.has(key(fields.team!, fields.user!)));
+    if (missing.length > 0) {
+      const present = await db.teamMember.findMany({
+        where: { OR: missing.map(({ fields }) => ({ teamId: fields.team!, userId: fields.user! })) },
+        select: { teamId: true, userId: true },
+      });
+      for (const row of present) durable.add(key(row.teamId, row.userId));
+    }
+    return new Set(confirms.filter(({ fields }) => !durable.has(key(fields.team!, fields.user!))).map((entry) => entry.id));
+  },
+};
+
+export async function loadSnapshot(prisma: PrismaClient, teamId: string): Promise<TeamSnapshot | null> {
+  const team = await prisma.team.findUnique({
+    where: { id: teamId },
+    include: { members: { select: { userId: true, paymentRef: true, seat: true, joinedAt: true } } },
+  });
+  return team;
+}
+
+export async function activityOfTeam(prisma: PrismaClient, teamId: string): Promise<string | null> {
+  const team = await prisma.team.findUnique({ where: { id: teamId }, select: { activityId: true } });
+  return team?.activityId ?? null;
+}
+
+export async function teamsPastDeadline(prisma: PrismaClient, now: Date, limit: number): Promise<{ id: string; activityId: string }[]> {
+  return prisma.team.findMany({
+    where: { status: 'OPEN', deadline: { lte: now } },
+    select: { id: true, activityId: true },
+    orderBy: { deadline: 'asc' },
+    take: limit,
+  });
+}
+
+/**
+ * The teams of an activity for the "join a team" list: OPEN teams with fewer members than
+ * seats first (oldest first), then the rest. Live locks are only in Redis; the service
+ * refines the order with them.
+ */
+export async function listTeams(prisma: PrismaClient, activityId: string, status: TeamStatus | null, limit: number): Promise<string[]> {
+  const rows = await prisma.$queryRawUnsafe<{ id: string }[]>(
+    `SELECT t.id FROM team t
+     WHERE t.activity_id = $1 AND ($2::"TeamStatus" IS NULL OR t.status = $2::"TeamStatus")
+     ORDER BY (t.status = 'OPEN' AND (SELECT count(*) FROM team_member m WHERE m.team_id = t.id) < t.capacity) DESC, t.created_at, t.id
+     LIMIT $3`,
+    activityId,
+    status,
+    limit,
+  );
+  return rows.map((row) => row.id);
+}

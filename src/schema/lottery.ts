@@ -1,0 +1,265 @@
+import { wrapOrThrow } from '@pothos/plugin-errors';
+import { z } from 'zod';
+import { builder } from '../builder.ts';
+import { type Context, viewerOf } from '../context.ts';
+import { createLotteryInput, requestIdInput, updateLotteryInput } from '../domain/lottery/input.ts';
+import { ActivityNotActive, DrawLimitReached } from '../domain/lottery/problems.ts';
+import type { DrawAudit, LotteryActivityView, LotteryLoseView, LotteryWinView, PrizeView } from '../domain/lottery/service.ts';
+import { LOTTERY_LIMITS } from '../domain/lottery/settings.ts';
+import { NotFound } from '../domain/problems.ts';
+import { ErrorCode, graphqlError } from '../errors.ts';
+import { ADMIN_ROLE } from '../infra/auth/tokens.ts';
+import { asProblem } from './common.ts';
+
+const LotteryStrategy = builder.enumType('LotteryStrategy', {
+  description: 'WEIGHTED: each draw chooses by weight among the prizes in stock. TIMED: prizes are released at random instants of each hour; every draw wins.',
+  values: ['WEIGHTED', 'TIMED'] as const,
+});
+const PrizeKind = builder.enumType('PrizeKind', { values: ['GOODS', 'POINTS', 'CONSOLATION'] as const });
+const LotteryStatus = builder.enumType('LotteryStatus', { values: ['UPCOMING', 'ACTIVE', 'PAUSED', 'ENDED'] as const });
+const InactiveReason = builder.enumType('LotteryInactiveReason', {
+  description: 'SOLD_OUT: a TIMED activity with nothing released and no consolation prize left.',
+  values: ['NOT_STARTED', 'ENDED', 'PAUSED', 'SOLD_OUT'] as const,
+});
+
+/** "alice" -> "a***e": enough for a ticker, not enough to find the user. */
+function maskUserId(userId: string): string {
+  if (userId.length <= 2) return `${userId[0] ?? ''}*`;
+  return `${userId[0]}***${userId.at(-1)}`;
+}
+
+function canSeeUserId(context: Context, userId: string): boolean {
+  return context.viewer !== null && (context.viewer.userId === userId || context.viewer.roles.includes(ADMIN_ROLE));
+}
+
+const Prize = builder.objectRef<PrizeView>('Prize').implement({
+  fields: (t) => ({
+    id: t.exposeID('id'),
+    title: t.exposeString('title'),
+    kind: t.expose('kind', { type: PrizeKind }),
+    weight: t.exposeInt('weight'),
+    totalStock: t.exposeInt('totalStock'),
+    remainingStock: t.int({
+      description: 'totalStock minus the wins committed in PostgreSQL.',
+      resolve: (prize, _args, { app }) => prize.remainingStock ?? app.lottery.remainingStock(prize.id),
+    }),
+    points: t.int({ nullable: true, resolve: (prize) => prize.points || null }),
+    dailyStock: t.int({ nullable: true, description: 'Wins per local day at most; null for no daily stock.', resolve: (prize) => prize.dailyStock || null }),
+    hourlyQuota: t.intList({
+      nullable: true,
+      description: 'TIMED: prizes released in each local hour of the day.',
+      resolve: (prize) => (prize.hourlyQuota.length > 0 ? prize.hourlyQuota : null),
+    }),
+  }),
+});
+
+const LotteryActivity = builder.objectRef<LotteryActivityView>('LotteryActivity').implement({
+  fields: (t) => ({
+    id: t.exposeID('id'),
+    title: t.string({ resolve: (activity) => activity.settings.title }),
+    strategy: t.field({ type: LotteryStrategy, resolve: (activity) => activity.settings.strategy }),
+    prizes: t.field({ type: [Prize], resolve: (activity) => activity.prizes }),
+    status: t.field({ type: LotteryStatus, resolve: (activity) => activity.status }),
+    startsAt: t.field({ type: 'DateTime', resolve: (activity) => new Date(activity.settings.startsAtMs) }),
+    endsAt: t.field({ type: 'DateTime', resolve: (activity) => new Date(activity.settings.endsAtMs) }),
+    paused: t.boolean({ resolve: (activity) => activity.settings.paused }),
+    noPrizeWeight: t.int({ resolve: (activity) => activity.settings.noPrizeWeight }),
+    dailyDrawLimit: t.int({ description: '0 = unlimited.', resolve: (activity) => activity.settings.dailyDrawLimit }),
+    dailyWinLimit: t.int({ description: '0 = unlimited.', resolve: (activity) => activity.settings.dailyWinLimit }),
+    timezone: t.string({ description: 'Daily limits and stock reset at midnight here.', resolve: (activity) => activity.settings.timezone }),
+    settingsVersion: t.int({ description: 'Grows by one with every change; stored with every draw.', resolve: (activity) => activity.settings.version }),
+  }),
+});
+
+const LotteryWin = builder.objectRef<LotteryWinView>('LotteryWin').implement({
+  isTypeOf: (value) => (value as { outcome?: string }).outcome === 'win',
+  fields: (t) => ({
+    drawId: t.exposeID('drawId'),
+    prize: t.field({ type: Prize, description: 'The prize as it was when won.', resolve: (win) => win.prize }),
+    userId: t.id({
+      description: 'Masked ("a***e") unless the caller is the winner or an operator.',
+      resolve: (win, _args, context) => (canSeeUserId(context, win.userId) ? win.userId : maskUserId(win.userId)),
+    }),
+    wonAt: t.field({ type: 'DateTime', resolve: (win) => win.drawnAt }),
+    settingsVersion: t.exposeInt('settingsVersion'),
+  }),
+});
+
+const LotteryLose = builder.objectRef<LotteryLoseView>('LotteryLose').implement({
+  isTypeOf: (value) => (value as { outcome?: string }).outcome === 'lose',
+  fields: (t) => ({
+    drawId: t.exposeID('drawId'),
+    drawnAt: t.field({ type: 'DateTime', resolve: (lose) => lose.drawnAt }),
+    settingsVersion: t.exposeInt('settingsVersion'),
+  }),
+});
+
+builder.objectType(DrawLimitReached, {
+  name: 'DrawLimitReached',
+  ...asProblem(DrawLimitReached),
+  fields: (t) => ({
+    dailyDrawLimit: t.exposeInt('dailyDrawLimit'),
+    resetsAt: t.expose('resetsAt', { type: 'DateTime', description: "The next midnight in the activity's timezone." }),
+  }),
+});
+builder.objectType(ActivityNotActive, {
+  name: 'ActivityNotActive',
+  ...asProblem(ActivityNotActive),
+  fields: (t) => ({
+    reason: t.expose('reason', { type: InactiveReason }),
+    startsAt: t.expose('startsAt', { type: 'DateTime' }),
+    endsAt: t.expose('endsAt', { type: 'DateTime' }),
+  }),
+});
+
+const drawProblems = [DrawLimitReached, ActivityNotActive, NotFound];
+type DrawProblem = InstanceType<(typeof drawProblems)[number]>;
+
+// A win and a loss are both successes, and the errors plugin builds unions around one
+// success type; so this union is declared here and the resolver hands the problems the
+// service throws to the plugin's own wrapping (wrapOrThrow), as its fields do.
+const DrawLotteryResult = builder.unionType('DrawLotteryResult', {
+  types: [LotteryWin, LotteryLose, ...drawProblems],
+});
+
+const LotteryDrawAudit = builder.objectRef<DrawAudit>('LotteryDrawAudit').implement({
+  description: 'A committed draw replayed from its random input against the settings of its version.',
+  fields: (t) => ({
+    drawId: t.exposeID('drawId'),
+    settingsVersion: t.exposeInt('settingsVersion'),
+    randomInput: t.exposeString('randomInput', { nullable: true, description: 'WEIGHTED: the uniform integer in [0, 2^48 - 1) from crypto.' }),
+    weightTotal: t.exposeInt('weightTotal', { nullable: true }),
+    roll: t.exposeInt('roll', { nullable: true, description: 'randomInput mod weightTotal.' }),
+    pool: t.exposeIDList('pool', { description: 'The prizes that were available, in the order of the cumulative weights.' }),
+    recordedPrizeId: t.exposeID('recordedPrizeId', { nullable: true }),
+    replayedPrizeId: t.exposeID('replayedPrizeId', { nullable: true }),
+    matches: t.exposeBoolean('matches', { description: 'TIMED draws use no randomness and always match.' }),
+  }),
+});
+
+const PrizeInput = builder.inputType('PrizeInput', {
+  fields: (t) => ({
+    title: t.string({ required: true }),
+    kind: t.field({ type: PrizeKind, defaultValue: 'GOODS' }),
+    points: t.int({ description: 'POINTS prizes only.' }),
+    weight: t.int({ defaultValue: 0, description: 'WEIGHTED: relative weight against the other prizes and noPrizeWeight.' }),
+    totalStock: t.int({ required: true }),
+    dailyStock: t.int({ description: 'WEIGHTED: wins per local day at most.' }),
+    hourlyQuota: t.intList({ description: 'TIMED: 24 numbers, prizes released in each local hour of the day.' }),
+  }),
+});
+
+const CreateLotteryInput = builder.inputType('CreateLotteryInput', {
+  fields: (t) => ({
+    title: t.string({ required: true }),
+    startsAt: t.field({ type: 'DateTime', required: true }),
+    endsAt: t.field({ type: 'DateTime', required: true }),
+    strategy: t.field({ type: LotteryStrategy, defaultValue: 'WEIGHTED' }),
+    noPrizeWeight: t.int({ defaultValue: 0 }),
+    dailyDrawLimit: t.int({ defaultValue: 0, description: '0 = unlimited.' }),
+    dailyWinLimit: t.int({ defaultValue: 0, description: '0 = unlimited.' }),
+    timezone: t.string({ defaultValue: 'Asia/Shanghai' }),
+    prizes: t.field({ type: [PrizeInput], required: true }),
+  }),
+  validate: createLotteryInput,
+});
+
+const PrizeUpdateInput = builder.inputType('PrizeUpdateInput', {
+  fields: (t) => ({
+    prizeId: t.id({ required: true }),
+    weight: t.int(),
+    addStock: t.int({ description: 'Units added to totalStock (and to what is left).' }),
+    dailyStock: t.int(),
+    hourlyQuota: t.intList({ description: 'TIMED: applies to the hours not scheduled yet.' }),
+  }),
+});
+
+const UpdateLotteryInput = builder.inputType('UpdateLotteryInput', {
+  description: 'Omitted fields stay as they are.',
+  fields: (t) => ({
+    endsAt: t.field({ type: 'DateTime' }),
+    paused: t.boolean(),
+    noPrizeWeight: t.int(),
+    dailyDrawLimit: t.int(),
+    dailyWinLimit: t.int(),
+    prizes: t.field({ type: [PrizeUpdateInput] }),
+  }),
+  validate: updateLotteryInput,
+});
+
+builder.queryField('lotteryActivity', (t) =>
+  t.field({
+    type: LotteryActivity,
+    nullable: true,
+    authScopes: { signedIn: true },
+    args: { id: t.arg.id({ required: true }) },
+    resolve: (_root, { id }, { app }) => app.lottery.get(String(id)),
+  }),
+);
+
+builder.queryField('lotteryDrawAudit', (t) =>
+  t.field({
+    type: LotteryDrawAudit,
+    nullable: true,
+    description: 'Operators: replays a committed draw.',
+    authScopes: { admin: true },
+    args: { drawId: t.arg.id({ required: true }) },
+    resolve: (_root, { drawId }, { app }) => app.lottery.audit(String(drawId)),
+  }),
+);
+
+builder.mutationField('createLotteryActivity', (t) =>
+  t.field({
+    type: LotteryActivity,
+    description: 'Operators only.',
+    authScopes: { admin: true },
+    args: { input: t.arg({ type: CreateLotteryInput, required: true }) },
+    resolve: (_root, { input }, context) => context.app.lottery.create(viewerOf(context).userId, createLotteryInput.parse(input)),
+  }),
+);
+
+builder.mutationField('drawLottery', (t) =>
+  t.field({
+    type: DrawLotteryResult,
+    description: 'One draw; a result is already committed in PostgreSQL. The same requestId returns the first result and counts once.',
+    authScopes: { signedIn: true },
+    args: {
+      activityId: t.arg.id({ required: true }),
+      requestId: t.arg.string({ validate: requestIdInput }),
+    },
+    resolve: (_root, { activityId, requestId }, context) =>
+      context.app.lottery.draw(viewerOf(context).userId, String(activityId), requestId ?? null).catch((error: unknown) => wrapOrThrow(error, drawProblems) as DrawProblem),
+  }),
+);
+
+builder.mutationField('updateLotteryActivity', (t) =>
+  t.field({
+    type: LotteryActivity,
+    description: 'Operators: changes weights, stock, limits, the end or pause; the next draw sees all of it at once.',
+    authScopes: { admin: true },
+    errors: { types: [NotFound], directResult: true, union: { name: 'UpdateLotteryActivityResult' } },
+    args: {
+      activityId: t.arg.id({ required: true }),
+      input: t.arg({ type: UpdateLotteryInput, required: true }),
+    },
+    resolve: (_root, { activityId, input }, context) =>
+      context.app.lottery.update(viewerOf(context).userId, String(activityId), updateLotteryInput.parse(input)),
+  }),
+);
+
+builder.subscriptionField('lotteryWinners', (t) =>
+  t.field({
+    type: LotteryWin,
+    description: 'The latest `recent` wins, then every win as it is committed. User ids are masked for non-operators.',
+    authScopes: { signedIn: true },
+    args: {
+      activityId: t.arg.id({ required: true }),
+      recent: t.arg.int({ defaultValue: 0, validate: z.number().int().min(0).max(LOTTERY_LIMITS.maxRecentWins) }),
+    },
+    subscribe: async (_root, { activityId, recent }, { app }) => {
+      if (!(await app.lottery.get(String(activityId)))) throw graphqlError(ErrorCode.notFound, `lottery activity ${activityId} does not exist`);
+      return app.lottery.winners(String(activityId), recent ?? 0);
+    },
+    resolve: (win) => win,
+  }),
+);

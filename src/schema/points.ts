@@ -1,0 +1,168 @@
+import { builder } from '../builder.ts';
+import { viewerOf } from '../context.ts';
+import { awardPointsArgs, createGoodsInput, listLimit, listOffset, redeemPointsArgs } from '../domain/points/input.ts';
+import { InputRefused } from '../domain/points/persistence.ts';
+import { InsufficientPoints, OutOfStock, PerUserLimitReached } from '../domain/points/problems.ts';
+import { NotFound } from '../domain/problems.ts';
+import { ErrorCode, graphqlError } from '../errors.ts';
+import { RedemptionStatus } from '../generated/prisma/enums.ts';
+import { asProblem } from './common.ts';
+
+/** Refusals the contract has no problem type for (awardPoints answers Int!, createGoods Goods!) are malformed input. */
+async function refusedAsBadInput<T>(run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    throw error instanceof InputRefused ? graphqlError(ErrorCode.badUserInput, error.message) : error;
+  }
+}
+
+const RedemptionStatusEnum = builder.enumType(RedemptionStatus, {
+  name: 'RedemptionStatus',
+  description: 'PENDING until the delivery worker has handed the voucher over.',
+});
+
+const Redemption = builder.prismaObject('Redemption', {
+  fields: (t) => ({
+    id: t.exposeID('id'),
+    goodsId: t.exposeID('goodsId'),
+    userId: t.exposeID('userId'),
+    requestId: t.exposeString('requestId'),
+    pointsSpent: t.exposeInt('pointsSpent'),
+    voucherCode: t.exposeString('voucherCode', { nullable: true }),
+    status: t.expose('status', { type: RedemptionStatusEnum }),
+    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+    deliveredAt: t.expose('deliveredAt', { type: 'DateTime', nullable: true }),
+    deliveryAttempts: t.exposeInt('deliveryAttempts'),
+  }),
+});
+
+const Goods = builder.prismaObject('Goods', {
+  fields: (t) => ({
+    id: t.exposeID('id'),
+    title: t.exposeString('title'),
+    pointsCost: t.exposeInt('pointsCost'),
+    stock: t.exposeInt('stock'),
+    remainingStock: t.int({
+      description: 'Live: what Redis has left to hand out.',
+      resolve: async (goods, _args, { app }) => (await app.points.remainingStock(goods.id)) ?? 0,
+    }),
+    perUserLimit: t.exposeInt('perUserLimit', { description: '0 = unlimited.' }),
+    pooled: t.exposeBoolean('pooled', { description: 'Each unit is a voucher code of the pool.' }),
+  }),
+});
+
+const Me = builder.objectRef<{ userId: string }>('Me').implement({
+  fields: (t) => ({
+    userId: t.exposeID('userId'),
+    pointsBalance: t.int({ description: 'Spendable points.', resolve: (me, _args, { app }) => app.points.balance(me.userId) }),
+    redemptions: t.prismaField({
+      type: [Redemption],
+      description: 'Newest first.',
+      args: { limit: t.arg.int({ defaultValue: 100, validate: listLimit }) },
+      resolve: (query, me, { limit }, { app }) => app.points.redemptionsOf(query, me.userId, limit ?? 100),
+    }),
+  }),
+});
+
+builder.objectType(InsufficientPoints, {
+  name: 'InsufficientPoints',
+  ...asProblem(InsufficientPoints),
+  fields: (t) => ({ balance: t.exposeInt('balance'), pointsCost: t.exposeInt('pointsCost') }),
+});
+builder.objectType(OutOfStock, { name: 'OutOfStock', ...asProblem(OutOfStock) });
+builder.objectType(PerUserLimitReached, {
+  name: 'PerUserLimitReached',
+  ...asProblem(PerUserLimitReached),
+  fields: (t) => ({ perUserLimit: t.exposeInt('perUserLimit') }),
+});
+
+const CreateGoodsInput = builder.inputType('CreateGoodsInput', {
+  fields: (t) => ({
+    title: t.string({ required: true }),
+    pointsCost: t.int({ required: true }),
+    stock: t.int({ required: true, description: 'With voucherCodes, the number of codes.' }),
+    perUserLimit: t.int({ defaultValue: 0, description: '0 = unlimited.' }),
+    voucherCodes: t.stringList({ description: 'A pool of codes (at most 10,000), each handed out at most once.' }),
+  }),
+  validate: createGoodsInput,
+});
+
+builder.queryField('me', (t) =>
+  t.field({
+    type: Me,
+    authScopes: { signedIn: true },
+    resolve: (_root, _args, context) => ({ userId: viewerOf(context).userId }),
+  }),
+);
+
+builder.queryField('goods', (t) =>
+  t.prismaField({
+    type: 'Goods',
+    nullable: true,
+    authScopes: { signedIn: true },
+    args: { id: t.arg.id({ required: true }) },
+    resolve: (query, _root, { id }, { app }) => app.points.findGoods(query, String(id)),
+  }),
+);
+
+builder.queryField('goodsRedemptions', (t) =>
+  t.prismaField({
+    type: [Redemption],
+    description: "Operators: a goods item's redemptions, oldest first.",
+    authScopes: { admin: true },
+    args: {
+      goodsId: t.arg.id({ required: true }),
+      status: t.arg({ type: RedemptionStatusEnum }),
+      limit: t.arg.int({ defaultValue: 100, validate: listLimit }),
+      offset: t.arg.int({ defaultValue: 0, validate: listOffset }),
+    },
+    resolve: (query, _root, { goodsId, status, limit, offset }, { app }) =>
+      app.points.redemptionsOfGoods(query, String(goodsId), { status, limit: limit ?? 100, offset: offset ?? 0 }),
+  }),
+);
+
+builder.mutationField('awardPoints', (t) =>
+  t.int({
+    description: 'Operators: adds points (negative: takes them back, never below zero). Idempotent per requestId. The new balance.',
+    authScopes: { admin: true },
+    args: {
+      userId: t.arg.id({ required: true }),
+      amount: t.arg.int({ required: true }),
+      reason: t.arg.string({ required: true }),
+      requestId: t.arg.string({ required: true }),
+    },
+    validate: awardPointsArgs,
+    resolve: (_root, args, { app }) => refusedAsBadInput(() => app.points.award(awardPointsArgs.parse(args))),
+  }),
+);
+
+builder.mutationField('createGoods', (t) =>
+  t.field({
+    type: Goods,
+    description: 'Operators: a goods item of the points shop.',
+    authScopes: { admin: true },
+    args: { input: t.arg({ type: CreateGoodsInput, required: true }) },
+    resolve: (_root, { input }, context) =>
+      refusedAsBadInput(() => context.app.points.createGoods(viewerOf(context).userId, createGoodsInput.parse(input))),
+  }),
+);
+
+builder.mutationField('redeemPoints', (t) =>
+  t.field({
+    type: Redemption,
+    description: 'Spends points on one unit; a success is already committed in PostgreSQL. The same requestId gets the same answer.',
+    authScopes: { signedIn: true },
+    errors: {
+      types: [InsufficientPoints, OutOfStock, PerUserLimitReached, NotFound],
+      directResult: true,
+      union: { name: 'RedeemPointsResult' },
+    },
+    args: { goodsId: t.arg.id({ required: true }), requestId: t.arg.string({ required: true }) },
+    validate: redeemPointsArgs,
+    resolve: (_root, args, context) => {
+      const { goodsId, requestId } = redeemPointsArgs.parse({ ...args, goodsId: String(args.goodsId) });
+      return context.app.points.redeem(viewerOf(context).userId, goodsId, requestId);
+    },
+  }),
+);

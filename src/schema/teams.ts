@@ -1,0 +1,195 @@
+import { builder } from '../builder.ts';
+import { type Context, viewerOf } from '../context.ts';
+import { NotFound } from '../domain/problems.ts';
+import { activityId as activityIdSchema, openTeamInput, paymentRef as paymentRefSchema, teamListLimit } from '../domain/teams/input.ts';
+import { AlreadyMember, NoSeatLock, TeamClosed, TeamFull } from '../domain/teams/problems.ts';
+import type { SeatLocked } from '../domain/teams/service.ts';
+import type { SeatLockView, TeamMemberView, TeamState } from '../domain/teams/store.ts';
+import { ErrorCode, graphqlError } from '../errors.ts';
+import { ADMIN_ROLE } from '../infra/auth/tokens.ts';
+import { asProblem } from './common.ts';
+
+/** What viewers who are neither members of the team nor admins see instead of a lock holder's id. */
+export const HIDDEN_USER_ID = 'hidden';
+
+const TeamStatusEnum = builder.enumType('TeamStatus', { values: ['OPEN', 'COMPLETE', 'FAILED'] as const });
+
+const TeamMember = builder.objectRef<TeamMemberView>('TeamMember').implement({
+  fields: (t) => ({
+    userId: t.exposeID('userId'),
+    joinedAt: t.expose('joinedAt', { type: 'DateTime' }),
+  }),
+});
+
+const SeatLock = builder.objectRef<SeatLockView>('SeatLock').implement({
+  description: `A seat held for a buyer who is paying. userId is "${HIDDEN_USER_ID}" unless the viewer holds the lock, is a member of the team, or is an admin.`,
+  fields: (t) => ({
+    userId: t.exposeID('userId'),
+    lockedAt: t.expose('lockedAt', { type: 'DateTime' }),
+    expiresAt: t.expose('expiresAt', { type: 'DateTime' }),
+  }),
+});
+
+/** Lock holders are visible to the team's members and to admins; anyone else sees only their own lock by name. */
+function locksFor(team: TeamState, { viewer }: Context): SeatLockView[] {
+  if (viewer && (viewer.roles.includes(ADMIN_ROLE) || team.members.some((member) => member.userId === viewer.userId))) return team.locks;
+  return team.locks.map((lock) => (lock.userId === viewer?.userId ? lock : { ...lock, userId: HIDDEN_USER_ID }));
+}
+
+const Team = builder.objectRef<TeamState>('Team').implement({
+  description: 'A group-buy team. Absolute state: clients count down to lock expiries against serverTime.',
+  fields: (t) => ({
+    id: t.exposeID('id'),
+    activityId: t.exposeID('activityId'),
+    leaderId: t.exposeID('leaderId'),
+    capacity: t.exposeInt('capacity'),
+    lockSeconds: t.exposeInt('lockSeconds', { description: 'How long a seat lock lasts.' }),
+    status: t.expose('status', { type: TeamStatusEnum }),
+    members: t.expose('members', { type: [TeamMember], description: 'Oldest first; the leader is the first.' }),
+    locks: t.field({ type: [SeatLock], description: 'Live seat locks, the earliest expiry first.', resolve: (team, _args, context) => locksFor(team, context) }),
+    freeSeats: t.exposeInt('freeSeats', { description: 'capacity - members - live locks; 0 unless OPEN and before the deadline.' }),
+    nextUnlockAt: t.expose('nextUnlockAt', {
+      type: 'DateTime',
+      nullable: true,
+      description: 'The earliest expiry among live locks when no seat is free.',
+    }),
+    deadline: t.expose('deadline', { type: 'DateTime', description: 'A team still OPEN then becomes FAILED.' }),
+    serverTime: t.expose('serverTime', { type: 'DateTime', description: 'When this state was read (Redis time).' }),
+    version: t.exposeFloat('version', { description: 'Grows with every change: a client drops a state older than the one it has.' }),
+  }),
+});
+
+const SeatLockedRef = builder.objectRef<SeatLocked>('SeatLocked').implement({
+  fields: (t) => ({
+    team: t.expose('team', { type: Team }),
+    lock: t.expose('lock', { type: SeatLock }),
+    releasedTeamId: t.exposeID('releasedTeamId', { nullable: true, description: "The team the caller's previous lock was moved from." }),
+  }),
+});
+
+builder.objectType(TeamFull, {
+  name: 'TeamFull',
+  ...asProblem(TeamFull),
+  fields: (t) => ({
+    nextUnlockAt: t.expose('nextUnlockAt', { type: 'DateTime', nullable: true, description: 'When the earliest lock runs out.' }),
+    serverTime: t.expose('serverTime', { type: 'DateTime' }),
+  }),
+});
+builder.objectType(AlreadyMember, { name: 'AlreadyMember', ...asProblem(AlreadyMember) });
+builder.objectType(TeamClosed, {
+  name: 'TeamClosed',
+  ...asProblem(TeamClosed),
+  fields: (t) => ({ status: t.expose('status', { type: TeamStatusEnum }) }),
+});
+builder.objectType(NoSeatLock, {
+  name: 'NoSeatLock',
+  ...asProblem(NoSeatLock),
+  fields: (t) => ({ nextUnlockAt: t.expose('nextUnlockAt', { type: 'DateTime', nullable: true }) }),
+});
+
+const OpenTeamInput = builder.inputType('OpenTeamInput', {
+  fields: (t) => ({
+    activityId: t.id({ required: true, description: '1 to 64 letters, digits, "_", "-" or ".".' }),
+    capacity: t.int({ defaultValue: 3, description: 'Seats, the leader included: 2 to 50.' }),
+    lockSeconds: t.int({ defaultValue: 300, description: 'How long a seat lock lasts: 1 to 3,600.' }),
+    formationSeconds: t.int({ defaultValue: 86_400, description: 'Time to fill the team: 1 to 604,800.' }),
+  }),
+  validate: openTeamInput,
+});
+
+const teamNotFound = (teamId: string) => graphqlError(ErrorCode.notFound, `team ${teamId} does not exist`);
+
+builder.queryField('team', (t) =>
+  t.field({
+    type: Team,
+    nullable: true,
+    authScopes: { signedIn: true },
+    args: { id: t.arg.id({ required: true }) },
+    resolve: (_root, { id }, { app }) => app.teams.get(String(id)),
+  }),
+);
+
+builder.queryField('teams', (t) =>
+  t.field({
+    type: [Team],
+    description: 'The "join a team" list: open teams with free seats first, then the rest, oldest first.',
+    authScopes: { signedIn: true },
+    args: {
+      activityId: t.arg.id({ required: true, validate: activityIdSchema }),
+      status: t.arg({ type: TeamStatusEnum }),
+      limit: t.arg.int({ defaultValue: 50, validate: teamListLimit, description: '1 to 200.' }),
+    },
+    resolve: (_root, { activityId, status, limit }, { app }) => app.teams.list(String(activityId), status ?? null, limit ?? 50),
+  }),
+);
+
+builder.mutationField('openTeam', (t) =>
+  t.field({
+    type: Team,
+    description: 'The caller becomes the leader and the first member.',
+    authScopes: { signedIn: true },
+    args: { input: t.arg({ type: OpenTeamInput, required: true }) },
+    resolve: (_root, { input }, context) => context.app.teams.open(viewerOf(context).userId, openTeamInput.parse(input)),
+  }),
+);
+
+builder.mutationField('lockTeamSeat', (t) =>
+  t.field({
+    type: SeatLockedRef,
+    description: "Holds a seat while the caller pays; moves the caller's live lock from another team of the activity.",
+    authScopes: { signedIn: true },
+    errors: {
+      types: [TeamFull, AlreadyMember, TeamClosed, NotFound],
+      directResult: true,
+      union: { name: 'LockTeamSeatResult' },
+    },
+    args: { teamId: t.arg.id({ required: true }) },
+    resolve: (_root, { teamId }, context) => context.app.teams.lock(viewerOf(context).userId, String(teamId)),
+  }),
+);
+
+builder.mutationField('releaseTeamSeat', (t) =>
+  t.field({
+    type: Team,
+    description: "Gives the caller's seat lock back at once. Without a lock: the team, unchanged.",
+    authScopes: { signedIn: true },
+    args: { teamId: t.arg.id({ required: true }) },
+    resolve: async (_root, { teamId }, context) => {
+      const team = await context.app.teams.release(viewerOf(context).userId, String(teamId));
+      if (!team) throw teamNotFound(String(teamId));
+      return team;
+    },
+  }),
+);
+
+builder.mutationField('confirmTeamSeat', (t) =>
+  t.field({
+    type: Team,
+    description: 'The payment went through: lock -> member, idempotent per paymentRef. A success is already committed in PostgreSQL.',
+    authScopes: { signedIn: true },
+    errors: {
+      types: [NoSeatLock, TeamClosed, NotFound],
+      directResult: true,
+      union: { name: 'ConfirmTeamSeatResult' },
+    },
+    args: {
+      teamId: t.arg.id({ required: true }),
+      paymentRef: t.arg.string({ required: true, validate: paymentRefSchema }),
+    },
+    resolve: (_root, { teamId, paymentRef }, context) => context.app.teams.confirm(viewerOf(context).userId, String(teamId), paymentRef),
+  }),
+);
+
+builder.subscriptionField('teamStatus', (t) =>
+  t.field({
+    type: Team,
+    description: 'The current state first, then the state after every change: lock, release, expiry, confirm, completion, failure.',
+    authScopes: { signedIn: true },
+    args: { teamId: t.arg.id({ required: true }) },
+    subscribe: async (_root, { teamId }, { app }) => {
+      if (!(await app.teams.get(String(teamId)))) throw teamNotFound(String(teamId));
+      return app.teams.watch(String(teamId));
+    },
+    resolve: (state) => state,
+  }),
+);

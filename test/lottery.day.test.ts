@@ -1,0 +1,115 @@
+import { describe, expect, it } from 'vitest';
+import { localDay, localHourOfDay, localHourStart, nextLocalMidnight, utcOffsetTable } from '../src/domain/lottery/timezone.ts';
+import { lotteryServer } from './support/lottery.ts';
+import { expectLotteryInvariants, loadDraws } from './support/lotteryInvariants.ts';
+import { moveClockTo } from './support/testClock.ts';
+
+// The scripts take "now" from Redis TIME plus the test clock's offset (TEST_CLOCK=1), so
+// the test crosses midnights without waiting for one.
+const lot = lotteryServer('lot_day', { TEST_CLOCK: '1' });
+
+const kinds = async (activityId: string, users: string[]) => {
+  const results: string[] = [];
+  for (const user of users) results.push((await lot.draw(activityId, user)).__typename);
+  return results;
+};
+
+describe('daily limits and daily stock reset at midnight in the activity’s timezone', () => {
+  it('Asia/Shanghai: limits and stock hold all day, up to the last seconds before midnight, and reset at 00:00 local (16:00 UTC)', async () => {
+    // One prize with a daily stock of 2 and no no-prize weight: a draw wins whenever the stock and the win limit allow.
+    const activity = await lot.create({
+      title: 'shanghai day',
+      startsAt: '2027-01-09T00:00:00+08:00',
+      endsAt: '2027-01-13T00:00:00+08:00',
+      dailyDrawLimit: 3,
+      dailyWinLimit: 1,
+      prizes: [{ title: 'A', weight: 1, totalStock: 100, dailyStock: 2 }],
+    });
+
+    await moveClockTo(lot.stores.redis, Date.parse('2027-01-10T12:00:00+08:00'));
+    // u1: a win, then losses (win limit 1), then the draw limit (3).
+    expect(await kinds(activity.id, ['u1', 'u1', 'u1'])).toEqual(['LotteryWin', 'LotteryLose', 'LotteryLose']);
+    const limited = await lot.draw(activity.id, 'u1');
+    expect(limited).toMatchObject({ __typename: 'DrawLimitReached', dailyDrawLimit: 3, resetsAt: '2027-01-10T16:00:00.000Z' });
+    // u2 takes the last unit of today's stock; u3 can only lose.
+    expect(await kinds(activity.id, ['u2', 'u3'])).toEqual(['LotteryWin', 'LotteryLose']);
+
+    await moveClockTo(lot.stores.redis, Date.parse('2027-01-10T23:59:55.000+08:00'));
+    expect(await kinds(activity.id, ['u1', 'u3'])).toEqual(['DrawLimitReached', 'LotteryLose']);
+
+    await moveClockTo(lot.stores.redis, Date.parse('2027-01-11T00:00:00.500+08:00'));
+    expect(await kinds(activity.id, ['u1', 'u3', 'u2', 'u1', 'u1'])).toEqual(['LotteryWin', 'LotteryWin', 'LotteryLose', 'LotteryLose', 'LotteryLose']);
+    expect(await lot.draw(activity.id, 'u1')).toMatchObject({ __typename: 'DrawLimitReached', resetsAt: '2027-01-11T16:00:00.000Z' });
+
+    const draws = await expectLotteryInvariants(lot.stores, activity.id);
+    // Refused draws were not counted.
+    expect(draws.map((row) => `${row.local_day} ${row.user_id} #${row.draw_seq} ${row.prize_id ? 'win' : 'lose'}`)).toEqual([
+      '2027-01-10 u1 #1 win',
+      '2027-01-10 u1 #2 lose',
+      '2027-01-10 u1 #3 lose',
+      '2027-01-10 u2 #1 win',
+      '2027-01-10 u3 #1 lose',
+      '2027-01-10 u3 #2 lose',
+      '2027-01-11 u1 #1 win',
+      '2027-01-11 u3 #1 win',
+      '2027-01-11 u2 #1 lose',
+      '2027-01-11 u1 #2 lose',
+      '2027-01-11 u1 #3 lose',
+    ]);
+    expect(draws.filter((row) => row.prize_id).map((row) => `${row.local_day} unit ${row.stock_unit} daily ${row.daily_unit}`)).toEqual([
+      '2027-01-10 unit 1 daily 1',
+      '2027-01-10 unit 2 daily 2',
+      '2027-01-11 unit 3 daily 1',
+      '2027-01-11 unit 4 daily 2',
+    ]);
+  });
+
+  it('America/New_York across the start of DST: midnight is 05:00 UTC, then 04:00 UTC after a 23-hour day', async () => {
+    const activity = await lot.create({
+      title: 'new york dst',
+      startsAt: '2027-03-13T00:00:00-05:00',
+      endsAt: '2027-03-16T00:00:00-04:00',
+      timezone: 'America/New_York',
+      dailyDrawLimit: 1,
+      prizes: [{ title: 'A', weight: 1, totalStock: 100, dailyStock: 1 }],
+    });
+    const steps: [at: string, expected: string, resetsAt?: string][] = [
+      ['2027-03-14T04:59:50.000Z', 'LotteryWin'], // 23:59:50 EST, Saturday the 13th
+      ['2027-03-14T04:59:55.000Z', 'DrawLimitReached', '2027-03-14T05:00:00.000Z'],
+      ['2027-03-14T05:00:00.500Z', 'LotteryWin'], // 00:00:00.5 EST, Sunday the 14th; clocks go forward at 07:00 UTC
+      ['2027-03-14T12:00:00.000Z', 'DrawLimitReached', '2027-03-15T04:00:00.000Z'],
+      ['2027-03-15T03:59:55.000Z', 'DrawLimitReached', '2027-03-15T04:00:00.000Z'], // 23:59:55 EDT
+      ['2027-03-15T04:00:00.500Z', 'LotteryWin'], // 00:00:00.5 EDT, Monday the 15th
+    ];
+    for (const [at, expected, resetsAt] of steps) {
+      await moveClockTo(lot.stores.redis, Date.parse(at));
+      const result = await lot.draw(activity.id, 'ny');
+      expect(result.__typename, at).toBe(expected);
+      if (resetsAt && result.__typename === 'DrawLimitReached') expect(result.resetsAt, at).toBe(resetsAt);
+    }
+    await expectLotteryInvariants(lot.stores, activity.id);
+    expect((await loadDraws(lot.stores, activity.id)).map((row) => row.local_day)).toEqual(['2027-03-13', '2027-03-14', '2027-03-15']);
+  });
+});
+
+describe('local days and hours from the stored offset table', () => {
+  it('finds the DST transitions of the window to the millisecond', () => {
+    const table = utcOffsetTable('America/New_York', Date.parse('2027-03-01T00:00:00Z'), Date.parse('2027-11-30T00:00:00Z'));
+    expect(table.slice(1)).toEqual([
+      [Date.parse('2027-03-14T07:00:00Z'), -240],
+      [Date.parse('2027-11-07T06:00:00Z'), -300],
+    ]);
+    expect(table[0]).toEqual([0, -300]);
+    expect(utcOffsetTable('Asia/Shanghai', Date.parse('2027-01-01T00:00:00Z'), Date.parse('2027-12-31T00:00:00Z'))).toEqual([[0, 480]]);
+  });
+
+  it('numbers local days and hours, half-hour zones included', () => {
+    const shanghai = utcOffsetTable('Asia/Shanghai', Date.parse('2027-01-01T00:00:00Z'), Date.parse('2027-01-31T00:00:00Z'));
+    expect(localDay(shanghai, Date.parse('2027-01-10T15:59:59.999Z')) + 1).toBe(localDay(shanghai, Date.parse('2027-01-10T16:00:00Z')));
+    expect(nextLocalMidnight(shanghai, localDay(shanghai, Date.parse('2027-01-10T03:00:00Z')))).toBe(Date.parse('2027-01-10T16:00:00Z'));
+    const kolkata = utcOffsetTable('Asia/Kolkata', Date.parse('2027-01-01T00:00:00Z'), Date.parse('2027-01-31T00:00:00Z'));
+    const hour = localHourStart(kolkata, Date.parse('2027-01-10T10:45:00Z'));
+    expect(new Date(hour).toISOString()).toBe('2027-01-10T10:30:00.000Z');
+    expect(localHourOfDay(kolkata, hour)).toBe(16);
+  });
+});

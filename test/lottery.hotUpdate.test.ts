@@ -1,0 +1,143 @@
+import { print } from 'graphql';
+import { Agent, fetch } from 'undici';
+import { describe, expect, it } from 'vitest';
+import {
+  type CreateLotteryInput,
+  DrawLotteryDocument,
+  type DrawLotteryMutation,
+  LotteryActivityDocument,
+  LotteryDrawAuditDocument,
+  UpdateLotteryDocument,
+  type UpdateLotteryInput,
+  type UpdateLotteryMutation,
+} from './gql/generated.ts';
+import { type GraphqlResponse, gqlData, tokenFor } from './support/client.ts';
+import { lotteryServer, runningWindow } from './support/lottery.ts';
+import { expectLotteryInvariants, loadDraws } from './support/lotteryInvariants.ts';
+import { waitFor } from './support/poll.ts';
+
+const lot = lotteryServer('lot_hot');
+
+const create = (input: Omit<CreateLotteryInput, 'startsAt' | 'endsAt'>) => lot.create({ ...runningWindow(), ...input });
+const draw = (activityId: string, user: string) => lot.draw(activityId, user);
+
+async function update(activityId: string, input: UpdateLotteryInput) {
+  const { updateLotteryActivity } = await gqlData(lot.server.url, UpdateLotteryDocument, { activityId, input }, lot.admin);
+  if (updateLotteryActivity.__typename !== 'LotteryActivity') throw new Error(JSON.stringify(updateLotteryActivity));
+  return updateLotteryActivity;
+}
+
+describe('operators change a running activity', () => {
+  it('changes weights while 500 draws are in flight: each draw used the old settings or the new ones, never a mix', async () => {
+    const oldWeights = [1, 3, 6, 10, 20, 60];
+    const newWeights = [60, 20, 10, 6, 3, 1];
+    const activity = await create({ title: 'hot', noPrizeWeight: 0, prizes: oldWeights.map((weight, i) => ({ title: `p${i}`, weight, totalStock: 100_000 })) });
+    const tokens = await Promise.all(Array.from({ length: 500 }, (_, i) => tokenFor(`hot-${i}`)));
+
+    // 500 draws sent at once over 50 connections, so the server always has a few dozen
+    // in hand; the change goes on a connection of its own once 50 are answered.
+    const players = new Agent({ connections: 50 });
+    let answered = 0;
+    const draws = Promise.all(
+      tokens.map(async (token) => {
+        const response = await fetch(lot.server.url, {
+          method: 'POST',
+          dispatcher: players,
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+          body: JSON.stringify({ query: print(DrawLotteryDocument), variables: { activityId: activity.id } }),
+        });
+        answered++;
+        return (await response.json()) as GraphqlResponse<DrawLotteryMutation>['body'];
+      }),
+    );
+    await waitFor('the first draws to be answered', () => answered >= 50, { intervalMs: 2 });
+    const operator = new Agent({ connections: 1 });
+    const response = await fetch(lot.server.url, {
+      method: 'POST',
+      dispatcher: operator,
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${lot.admin}` },
+      body: JSON.stringify({
+        query: print(UpdateLotteryDocument),
+        variables: { activityId: activity.id, input: { noPrizeWeight: 25, prizes: activity.prizes.map((prize, i) => ({ prizeId: prize.id, weight: newWeights[i] })) } },
+      }),
+    });
+    const changed = ((await response.json()) as { data: UpdateLotteryMutation }).data.updateLotteryActivity;
+    await operator.close();
+    expect(answered, 'draws still in flight when the change was answered').toBeLessThan(500);
+    expect(changed).toMatchObject({ __typename: 'LotteryActivity', settingsVersion: 2, noPrizeWeight: 25 });
+    const answers = await draws;
+    await players.close();
+
+    // Every answer carries its version, and a win the weight of that version.
+    const weightsOf = { 1: oldWeights, 2: newWeights } as Record<number, number[]>;
+    const versions = new Map<number, number>();
+    for (const body of answers) {
+      expect(body.errors, JSON.stringify(body.errors)).toBeUndefined();
+      const result = body.data!.drawLottery;
+      if (result.__typename !== 'LotteryWin' && result.__typename !== 'LotteryLose') throw new Error(JSON.stringify(result));
+      versions.set(result.settingsVersion, (versions.get(result.settingsVersion) ?? 0) + 1);
+      if (result.__typename === 'LotteryWin') {
+        const position = activity.prizes.findIndex((prize) => prize.id === result.prize.id);
+        expect(result.prize.weight).toBe(weightsOf[result.settingsVersion]![position]);
+      }
+    }
+    expect([...versions.keys()].sort()).toEqual([1, 2]);
+    expect(versions.get(1)).toBeGreaterThanOrEqual(50);
+
+    // In PostgreSQL: every draw replays exactly against the settings of its version
+    // (weights, noPrizeWeight and total all from that one version), and the switch
+    // happened at one point in time.
+    const rows = await expectLotteryInvariants(lot.stores, activity.id);
+    expect(rows).toHaveLength(500);
+    for (const row of rows) expect(row.weight_total).toBe(row.settings_version === 1 ? 100 : 125);
+    const lastOld = Math.max(...rows.filter((row) => row.settings_version === 1).map((row) => row.drawn_at.getTime()));
+    const firstNew = Math.min(...rows.filter((row) => row.settings_version === 2).map((row) => row.drawn_at.getTime()));
+    expect(lastOld).toBeLessThanOrEqual(firstNew);
+
+    for (const row of [rows[0]!, rows.at(-1)!]) {
+      const { lotteryDrawAudit } = await gqlData(lot.server.url, LotteryDrawAuditDocument, { drawId: row.id }, lot.admin);
+      expect(lotteryDrawAudit).toMatchObject({ drawId: row.id, settingsVersion: row.settings_version, recordedPrizeId: row.prize_id, replayedPrizeId: row.prize_id, matches: true });
+    }
+  });
+
+  it('pauses and resumes: a paused activity refuses draws without counting them', async () => {
+    const activity = await create({ title: 'pause', dailyDrawLimit: 2, prizes: [{ title: 'a', weight: 1, totalStock: 10 }] });
+    expect((await draw(activity.id, 'pauser')).__typename).toBe('LotteryWin');
+    expect(await update(activity.id, { paused: true })).toMatchObject({ paused: true, status: 'PAUSED', settingsVersion: 2 });
+    expect(await draw(activity.id, 'pauser')).toMatchObject({ __typename: 'ActivityNotActive', reason: 'PAUSED' });
+    expect(await update(activity.id, { paused: false })).toMatchObject({ paused: false, status: 'ACTIVE', settingsVersion: 3 });
+    // The refused draw did not count: one draw is left today.
+    expect((await draw(activity.id, 'pauser')).__typename).toBe('LotteryWin');
+    expect((await draw(activity.id, 'pauser')).__typename).toBe('DrawLimitReached');
+    await expectLotteryInvariants(lot.stores, activity.id);
+  });
+
+  it('tops up stock, and changes limits and the end time, for the next draw', async () => {
+    const activity = await create({ title: 'top-up', prizes: [{ title: 'rare', weight: 1, totalStock: 3 }] });
+    const [rare] = activity.prizes;
+    const results = async (n: number) => {
+      const kinds: string[] = [];
+      for (let i = 0; i < n; i++) kinds.push((await draw(activity.id, `topper-${i % 2}`)).__typename);
+      return kinds;
+    };
+    expect(await results(4)).toEqual(['LotteryWin', 'LotteryWin', 'LotteryWin', 'LotteryLose']);
+    const toppedUp = await update(activity.id, { prizes: [{ prizeId: rare!.id, addStock: 2 }] });
+    expect(toppedUp.prizes[0]).toMatchObject({ totalStock: 5, remainingStock: 2 });
+    expect(await results(3)).toEqual(['LotteryWin', 'LotteryWin', 'LotteryLose']);
+
+    // topper-0 has drawn 4 times today, topper-1 3 times.
+    await update(activity.id, { dailyDrawLimit: 4 });
+    expect(await draw(activity.id, 'topper-0')).toMatchObject({ __typename: 'DrawLimitReached', dailyDrawLimit: 4 });
+    expect((await draw(activity.id, 'topper-1')).__typename).toBe('LotteryLose');
+
+    const ended = await update(activity.id, { endsAt: new Date(Date.now() - 1_000).toISOString() });
+    expect(ended.status).toBe('ENDED');
+    expect(await draw(activity.id, 'topper-1')).toMatchObject({ __typename: 'ActivityNotActive', reason: 'ENDED' });
+
+    const { lotteryActivity } = await gqlData(lot.server.url, LotteryActivityDocument, { id: activity.id }, lot.admin);
+    expect(lotteryActivity).toMatchObject({ settingsVersion: 4, dailyDrawLimit: 4, prizes: [{ totalStock: 5, remainingStock: 0 }] });
+    const rows = await expectLotteryInvariants(lot.stores, activity.id);
+    expect(rows.map((row) => row.settings_version)).toEqual([1, 1, 1, 1, 2, 2, 2, 3]);
+    expect((await loadDraws(lot.stores, activity.id)).filter((row) => row.prize_id).map((row) => row.stock_unit)).toEqual([1, 2, 3, 4, 5]);
+  });
+});

@@ -1,0 +1,225 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import {
+  CreateLotteryDocument,
+  type CreateLotteryInput,
+  DrawLotteryDocument,
+  LotteryActivityDocument,
+  LotteryDrawAuditDocument,
+  UpdateLotteryDocument,
+  type UpdateLotteryInput,
+} from './gql/generated.ts';
+import { type GraphqlResponse, errorCodes, gql, gqlData, tokenFor } from './support/client.ts';
+import { lotteryServer, runningWindow } from './support/lottery.ts';
+
+const lot = lotteryServer('lot_input');
+let player: string;
+/** A live WEIGHTED and a live TIMED activity that refused requests must leave alone. */
+let weighted: { id: string; prizeIds: string[] };
+let timed: { id: string; prizeIds: string[] };
+let drawId: string;
+
+const now = Date.now();
+const window = runningWindow();
+const valid: CreateLotteryInput = { title: 'valid', ...window, noPrizeWeight: 10, prizes: [{ title: 'a', weight: 5, totalStock: 10 }] };
+const quota = Array(24).fill(1);
+const validTimed: CreateLotteryInput = {
+  title: 'timed',
+  ...window,
+  strategy: 'TIMED',
+  prizes: [
+    { title: 'gold', totalStock: 10, hourlyQuota: quota },
+    { title: 'thanks', kind: 'CONSOLATION', totalStock: 100 },
+  ],
+};
+
+beforeAll(async () => {
+  player = await tokenFor('input-player');
+  const created = await lot.create(valid);
+  weighted = { id: created.id, prizeIds: created.prizes.map((prize) => prize.id) };
+  const createdTimed = await lot.create(validTimed);
+  timed = { id: createdTimed.id, prizeIds: createdTimed.prizes.map((prize) => prize.id) };
+  const drawn = await lot.draw(weighted.id, 'input-player');
+  if (drawn.__typename !== 'LotteryWin' && drawn.__typename !== 'LotteryLose') throw new Error(JSON.stringify(drawn));
+  drawId = drawn.drawId;
+});
+
+const TABLES = ['lottery_activity', 'lottery_prize', 'lottery_settings', 'lottery_draw', 'lottery_release', 'lottery_scheduled_hour'];
+
+/** Every row of every lottery table, every Redis key under the prefix, and the live activities' Redis state. */
+async function state() {
+  const rows = await Promise.all(TABLES.map(async (table) => (await lot.stores.sql.query(`SELECT * FROM ${table} ORDER BY 1, 2`)).rows));
+  const keys: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, page] = await lot.stores.redis.scan(cursor, 'MATCH', `${lot.env.keyPrefix}*`, 'COUNT', 1000);
+    cursor = next;
+    keys.push(...page.filter((key) => !key.includes('journal:streams')));
+  } while (cursor !== '0');
+  const live = await Promise.all(
+    [weighted.id, timed.id].flatMap((id) => [lot.stores.redis.hgetall(`{lot:${id}}:meta`), lot.stores.redis.hgetall(`{lot:${id}}:stock`), lot.stores.redis.hgetall(`{lot:${id}}:daily`)]),
+  );
+  return { rows, keys: keys.sort(), live };
+}
+
+async function unchanged<T>(request: () => Promise<T>): Promise<T> {
+  const before = await state();
+  const result = await request();
+  expect(await state()).toEqual(before);
+  return result;
+}
+
+const expectBadInput = (response: GraphqlResponse<unknown>, what: string) => expect(errorCodes(response), `${what}: ${JSON.stringify(response.body.errors)}`).toEqual(['BAD_USER_INPUT']);
+
+describe('createLotteryActivity refuses malformed input with BAD_USER_INPUT and changes nothing', () => {
+  const prize = valid.prizes[0]!;
+  const bad: [string, Record<string, unknown>][] = [
+    ['a negative weight', { ...valid, prizes: [{ ...prize, weight: -1 }] }],
+    ['a negative noPrizeWeight', { ...valid, noPrizeWeight: -5 }],
+    ['an empty prize list', { ...valid, prizes: [] }],
+    ['endsAt equal to startsAt', { ...valid, endsAt: valid.startsAt }],
+    ['endsAt before startsAt', { ...valid, endsAt: new Date(now - 120_000).toISOString() }],
+    ['a window over 400 days', { ...valid, endsAt: new Date(now + 401 * 86_400_000).toISOString() }],
+    ['no positive weight at all', { ...valid, noPrizeWeight: 0, prizes: [{ ...prize, weight: 0 }] }],
+    ['a weight above the maximum', { ...valid, prizes: [{ ...prize, weight: 1_000_001 }] }],
+    ['a negative totalStock', { ...valid, prizes: [{ ...prize, totalStock: -1 }] }],
+    ['a dailyStock of 0', { ...valid, prizes: [{ ...prize, dailyStock: 0 }] }],
+    ['a negative dailyDrawLimit', { ...valid, dailyDrawLimit: -1 }],
+    ['an unknown timezone', { ...valid, timezone: 'Mars/Olympus_Mons' }],
+    ['an empty title', { ...valid, title: '   ' }],
+    ['a title of 65 characters', { ...valid, title: 'x'.repeat(65) }],
+    ['21 prizes', { ...valid, prizes: Array(21).fill(prize) }],
+    ['a POINTS prize without points', { ...valid, prizes: [{ ...prize, kind: 'POINTS' }] }],
+    ['points on a GOODS prize', { ...valid, prizes: [{ ...prize, points: 10 }] }],
+    ['an hourlyQuota on a WEIGHTED prize', { ...valid, prizes: [{ ...prize, hourlyQuota: quota }] }],
+    ['an hourlyQuota of 23 numbers', { ...validTimed, prizes: [{ ...validTimed.prizes[0]!, hourlyQuota: quota.slice(1) }, validTimed.prizes[1]!] }],
+    ['a negative hourly quota', { ...validTimed, prizes: [{ ...validTimed.prizes[0]!, hourlyQuota: [-1, ...quota.slice(1)] }, validTimed.prizes[1]!] }],
+    ['TIMED without a CONSOLATION prize', { ...validTimed, prizes: [validTimed.prizes[0]!] }],
+    ['TIMED with two CONSOLATION prizes', { ...validTimed, prizes: [...validTimed.prizes, validTimed.prizes[1]!] }],
+    ['TIMED with a prize without hourlyQuota', { ...validTimed, prizes: [{ title: 'x', totalStock: 1 }, validTimed.prizes[1]!] }],
+    ['TIMED with a noPrizeWeight', { ...validTimed, noPrizeWeight: 5 }],
+    ['TIMED with a weight', { ...validTimed, prizes: [{ ...validTimed.prizes[0]!, weight: 3 }, validTimed.prizes[1]!] }],
+    ['TIMED with a dailyStock', { ...validTimed, prizes: [{ ...validTimed.prizes[0]!, dailyStock: 3 }, validTimed.prizes[1]!] }],
+    ['an unknown strategy', { ...valid, strategy: 'LUCKY' }],
+    ['an unknown prize kind', { ...valid, prizes: [{ ...prize, kind: 'CAR' }] }],
+    ['a startsAt that is not a date', { ...valid, startsAt: 'tomorrow' }],
+    ['a string for an Int', { ...valid, noPrizeWeight: 'ten' }],
+    ['a float weight', { ...valid, prizes: [{ ...prize, weight: 1.5 }] }],
+    ['a missing totalStock', { ...valid, prizes: [{ title: 'a', weight: 1 }] }],
+    ['a missing title', { ...valid, title: undefined }],
+    ['an unknown field', { ...valid, bonus: 1 }],
+  ];
+
+  it.each(bad)('%s', async (_name, input) => {
+    const response = await unchanged(() => gql(lot.server.url, CreateLotteryDocument, { input: input as unknown as CreateLotteryInput }, lot.admin));
+    expect(response.body.data?.createLotteryActivity ?? null).toBeNull();
+    expectBadInput(response, _name);
+  });
+
+  it('reports which field is wrong', async () => {
+    const response = await gql(lot.server.url, CreateLotteryDocument, { input: { ...valid, endsAt: valid.startsAt } }, lot.admin);
+    expect(response.body.errors?.[0]?.extensions?.issues).toEqual([{ path: ['input', 'endsAt'], message: 'endsAt must be after startsAt' }]);
+  });
+});
+
+describe('drawLottery', () => {
+  it('refuses a malformed requestId or activityId', async () => {
+    for (const variables of [{ activityId: weighted.id, requestId: '' }, { activityId: weighted.id, requestId: 'r'.repeat(65) }, {}, { activityId: null }, { activityId: [weighted.id] }]) {
+      const response = await unchanged(() => gql(lot.server.url, DrawLotteryDocument, variables as { activityId: string }, player));
+      expectBadInput(response, JSON.stringify(variables));
+    }
+  });
+
+  it('answers NotFound for an activity that does not exist, leaving no key behind', async () => {
+    for (const id of ['00000000-0000-0000-0000-000000000000', 'nope', '{lot:x}', '*']) {
+      const { drawLottery } = await unchanged(() => gqlData(lot.server.url, DrawLotteryDocument, { activityId: id }, player));
+      expect(drawLottery.__typename, id).toBe('NotFound');
+      expect((await unchanged(() => gqlData(lot.server.url, LotteryActivityDocument, { id }, player))).lotteryActivity).toBeNull();
+    }
+  });
+
+  it('refuses a draw after the end without counting it, long after the end too', async () => {
+    const day = 86_400_000;
+    const ended = await lot.create({ ...valid, startsAt: new Date(now - 12 * day).toISOString(), endsAt: new Date(now - 10 * day).toISOString() });
+    expect(ended.status).toBe('ENDED');
+    const { drawLottery } = await unchanged(() => gqlData(lot.server.url, DrawLotteryDocument, { activityId: ended.id }, player));
+    expect(drawLottery).toMatchObject({ __typename: 'ActivityNotActive', reason: 'ENDED' });
+  });
+
+  it('refuses a draw before the start without counting it', async () => {
+    const upcoming = await lot.create({ ...valid, startsAt: new Date(now + 3_600_000).toISOString(), endsAt: new Date(now + 7_200_000).toISOString() });
+    expect(upcoming.status).toBe('UPCOMING');
+    const { drawLottery } = await unchanged(() => gqlData(lot.server.url, DrawLotteryDocument, { activityId: upcoming.id, requestId: 'early' }, player));
+    expect(drawLottery).toMatchObject({ __typename: 'ActivityNotActive', reason: 'NOT_STARTED', startsAt: new Date(now + 3_600_000).toISOString() });
+  });
+});
+
+describe('updateLotteryActivity refuses changes that do not fit, with BAD_USER_INPUT, and changes nothing', () => {
+  const cases = (): [string, string, UpdateLotteryInput][] => [
+    ['nothing to change', weighted.id, {}],
+    ['a negative weight', weighted.id, { prizes: [{ prizeId: weighted.prizeIds[0]!, weight: -1 }] }],
+    ['endsAt before startsAt', weighted.id, { endsAt: new Date(now - 120_000).toISOString() }],
+    ['endsAt equal to startsAt', weighted.id, { endsAt: window.startsAt }],
+    ['a prize of another activity', weighted.id, { prizes: [{ prizeId: timed.prizeIds[0]!, weight: 3 }] }],
+    ['the same prize twice', weighted.id, { prizes: [{ prizeId: weighted.prizeIds[0]!, weight: 3 }, { prizeId: weighted.prizeIds[0]!, weight: 4 }] }],
+    ['addStock of 0', weighted.id, { prizes: [{ prizeId: weighted.prizeIds[0]!, addStock: 0 }] }],
+    ['stock beyond the maximum', weighted.id, { prizes: [{ prizeId: weighted.prizeIds[0]!, addStock: 10_000_000 }] }],
+    ['every weight to zero', weighted.id, { noPrizeWeight: 0, prizes: [{ prizeId: weighted.prizeIds[0]!, weight: 0 }] }],
+    ['an hourlyQuota on a WEIGHTED prize', weighted.id, { prizes: [{ prizeId: weighted.prizeIds[0]!, hourlyQuota: quota }] }],
+    ['a weight on a TIMED prize', timed.id, { prizes: [{ prizeId: timed.prizeIds[0]!, weight: 5 }] }],
+    ['a noPrizeWeight on a TIMED activity', timed.id, { noPrizeWeight: 5 }],
+    ['an hourlyQuota on the consolation prize', timed.id, { prizes: [{ prizeId: timed.prizeIds[1]!, hourlyQuota: quota }] }],
+    ['an hourlyQuota of 25 numbers', timed.id, { prizes: [{ prizeId: timed.prizeIds[0]!, hourlyQuota: [...quota, 1] }] }],
+  ];
+
+  it('for each bad change', async () => {
+    for (const [name, activityId, input] of cases()) {
+      const response = await unchanged(() => gql(lot.server.url, UpdateLotteryDocument, { activityId, input }, lot.admin));
+      expectBadInput(response, name);
+    }
+  });
+
+  it('for input of the wrong shape', async () => {
+    const garbage = [{ paused: 'yes' }, { prizes: [{ weight: 1 }] }, { endsAt: 'soon' }, { dailyWinLimit: 2 ** 31 }, { color: 'red' }];
+    for (const input of garbage) {
+      const response = await unchanged(() => gql(lot.server.url, UpdateLotteryDocument, { activityId: weighted.id, input: input as unknown as UpdateLotteryInput }, lot.admin));
+      expectBadInput(response, JSON.stringify(input));
+    }
+  });
+
+  it('answers NotFound for an activity that does not exist', async () => {
+    const { updateLotteryActivity } = await unchanged(() => gqlData(lot.server.url, UpdateLotteryDocument, { activityId: 'nope', input: { paused: true } }, lot.admin));
+    expect(updateLotteryActivity.__typename).toBe('NotFound');
+  });
+});
+
+describe('callers without a token, or without the role', () => {
+  type Operation = [name: string, run: (token?: string) => Promise<GraphqlResponse<Record<string, unknown>>>];
+  const operations = (): Operation[] => [
+    ['createLotteryActivity', (token) => gql(lot.server.url, CreateLotteryDocument, { input: valid }, token)],
+    ['updateLotteryActivity', (token) => gql(lot.server.url, UpdateLotteryDocument, { activityId: weighted.id, input: { paused: true } }, token)],
+    ['drawLottery', (token) => gql(lot.server.url, DrawLotteryDocument, { activityId: weighted.id }, token)],
+    ['lotteryActivity', (token) => gql(lot.server.url, LotteryActivityDocument, { id: weighted.id }, token)],
+    ['lotteryDrawAudit', (token) => gql(lot.server.url, LotteryDrawAuditDocument, { drawId }, token)],
+  ];
+
+  it('UNAUTHENTICATED without a token or with a forged one', async () => {
+    const forged = `${(await tokenFor('mallory', { admin: true })).split('.').slice(0, 2).join('.')}.forged`;
+    for (const token of [undefined, 'not-a-jwt', forged]) {
+      for (const [name, run] of operations()) {
+        const response = await unchanged(() => run(token));
+        expect(response.body.data?.[name] ?? null, name).toBeNull();
+        expect(errorCodes(response), name).toEqual(['UNAUTHENTICATED']);
+      }
+    }
+  });
+
+  it('FORBIDDEN for a signed-in user who is not an operator', async () => {
+    for (const [name, run] of operations().filter(([name]) => !['drawLottery', 'lotteryActivity'].includes(name))) {
+      const response = await unchanged(() => run(player));
+      expect(response.body.data?.[name] ?? null, name).toBeNull();
+      expect(errorCodes(response), name).toEqual(['FORBIDDEN']);
+    }
+    const { lotteryActivity } = await gqlData(lot.server.url, LotteryActivityDocument, { id: weighted.id }, player);
+    expect(lotteryActivity).toMatchObject({ status: 'ACTIVE', paused: false, settingsVersion: 1 });
+  });
+});

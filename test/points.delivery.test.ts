@@ -1,0 +1,199 @@
+import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type App, createApp } from '../src/app.ts';
+import { loadConfig } from '../src/config.ts';
+import { LogVoucherNotifier, VOUCHER_DELIVERED_TOPIC, type VoucherDelivery } from '../src/domain/points/delivery.ts';
+import { createLogger } from '../src/infra/logger.ts';
+import { MeDocument } from './gql/generated.ts';
+import { gqlData } from './support/client.ts';
+import { TEST_JWT_SECRET, TEST_REDIS_URL, testEnv } from './support/env.ts';
+import { stopAll, stopWithin } from './support/lifecycle.ts';
+import { expectPointsInvariants } from './support/pointsInvariants.ts';
+import { ShopClient, voucherCodes } from './support/points.ts';
+import { waitFor } from './support/poll.ts';
+import { type ServerProcess, startServerProcess } from './support/server.ts';
+import { type Stores, openStores } from './support/stores.ts';
+
+interface Delivered {
+  key: string;
+  body: VoucherDelivery;
+  atMs: number;
+}
+
+/** A fulfilment service on 127.0.0.1 whose answers the test decides: 200, 503, or none at all. */
+class WebhookReceiver {
+  readonly requests: Delivered[] = [];
+  answer: (key: string, nth: number) => 'ok' | 'fail' | 'hang' = () => 'ok';
+  private readonly hanging: ServerResponse[] = [];
+  private readonly server: Server = createServer((request, response) => void this.receive(request, response));
+
+  async start(): Promise<string> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/vouchers`;
+  }
+
+  of(key: string): Delivered[] {
+    return this.requests.filter((request) => request.key === key);
+  }
+
+  async close(): Promise<void> {
+    for (const response of this.hanging) response.destroy();
+    this.server.closeAllConnections();
+    await new Promise((resolve) => this.server.close(resolve));
+  }
+
+  private async receive(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    let body = '';
+    for await (const chunk of request) body += chunk;
+    const key = String(request.headers['idempotency-key']);
+    this.requests.push({ key, body: JSON.parse(body) as VoucherDelivery, atMs: Date.now() });
+    const verdict = this.answer(key, this.of(key).length);
+    if (verdict === 'hang') this.hanging.push(response);
+    else response.writeHead(verdict === 'ok' ? 200 : 503).end();
+  }
+}
+
+const RETRY_MS = 200;
+const receiver = new WebhookReceiver();
+// A short webhook timeout gives a short lease (3 × timeout): a dead worker's claim runs out in 3 s.
+const webhookEnv = testEnv('points_webhook', { SWEEP_INTERVAL_MS: '100', POINTS_DELIVERY_TIMEOUT_MS: '1000', POINTS_DELIVERY_RETRY_MS: String(RETRY_MS) });
+const noticeEnv = testEnv('points_notice', { SWEEP_INTERVAL_MS: '100' });
+let webhookStores: Stores;
+let noticeStores: Stores;
+const servers: ServerProcess[] = [];
+const apps: App[] = [];
+
+beforeAll(async () => {
+  webhookEnv.vars.POINTS_DELIVERY_WEBHOOK_URL = await receiver.start();
+  webhookStores = openStores(webhookEnv);
+  noticeStores = openStores(noticeEnv);
+});
+
+afterAll(async () => {
+  for (const app of apps) await app.close().catch(() => undefined);
+  await stopAll(...servers);
+  await receiver.close();
+  await webhookStores?.cleanup();
+  await noticeStores?.cleanup();
+});
+
+async function start(vars: Record<string, string>): Promise<ServerProcess> {
+  const server = await startServerProcess(vars);
+  servers.push(server);
+  return server;
+}
+
+async function statuses(stores: Stores, ids: string[]) {
+  const { rows } = await stores.sql.query<{ id: string; status: string; delivery_attempts: number; delivered_at: Date | null; last_error: string | null }>(
+    'SELECT id, status, delivery_attempts, delivered_at, last_error FROM redemption WHERE id = ANY($1)',
+    [ids],
+  );
+  return new Map(rows.map((row) => [row.id, row]));
+}
+
+const allDelivered = (stores: Stores, ids: string[]) => async () => [...(await statuses(stores, ids)).values()].filter((row) => row.status === 'DELIVERED').length === ids.length;
+
+/** Redeems one unit for each user, each awarded just enough; returns the redemptions. */
+async function redeemFor(shop: ShopClient, users: string[]) {
+  const goods = await shop.createGoods({ title: 'voucher', pointsCost: 10, stock: users.length, voucherCodes: voucherCodes(`V${users[0]}`, users.length) });
+  await Promise.all(users.map((user) => shop.award(user, 10)));
+  const results = await Promise.all(users.map((user) => shop.redeem(user, goods.id, 'r')));
+  return results.map(({ result }) => {
+    if (result?.__typename !== 'Redemption') throw new Error(`expected a redemption: ${JSON.stringify(result)}`);
+    expect(result.status).toBe('PENDING');
+    return result;
+  });
+}
+
+describe('a delivery webhook that fails', () => {
+  it('is retried with growing delays until it succeeds, then the redemption is DELIVERED', async () => {
+    const server = await start(webhookEnv.vars);
+    const shop = new ShopClient(() => server.url);
+    receiver.answer = (_key, nth) => (nth <= 3 ? 'fail' : 'ok');
+    const redemptions = await redeemFor(shop, ['flaky-0', 'flaky-1', 'flaky-2']);
+    const ids = redemptions.map((redemption) => redemption.id);
+    await waitFor('every voucher to be delivered', allDelivered(webhookStores, ids), { timeoutMs: 15_000 });
+
+    const rows = await statuses(webhookStores, ids);
+    for (const redemption of redemptions) {
+      const attempts = receiver.of(redemption.id);
+      expect(attempts.map((attempt) => attempt.body.attempt)).toEqual([1, 2, 3, 4]);
+      for (const { body } of attempts) {
+        expect(body).toMatchObject({ idempotencyKey: redemption.id, userId: redemption.userId, voucherCode: redemption.voucherCode, pointsSpent: 10 });
+      }
+      // Backoff: RETRY_MS, then twice, then four times as long (with slack for a busy machine's timers).
+      const gaps = attempts.slice(1).map((attempt, i) => attempt.atMs - attempts[i]!.atMs);
+      gaps.forEach((gap, i) => expect(gap, `gap before attempt ${i + 2}`).toBeGreaterThanOrEqual(RETRY_MS * 2 ** i * 0.9));
+      expect(rows.get(redemption.id)).toMatchObject({ status: 'DELIVERED', delivery_attempts: 4, last_error: null });
+    }
+    const { me } = await gqlData(server.url, MeDocument, {}, await shop.tokenOf('flaky-0'));
+    expect(me.redemptions).toEqual([expect.objectContaining({ id: ids[0], status: 'DELIVERED', deliveryAttempts: 4, deliveredAt: expect.any(String) })]);
+    await expectPointsInvariants(webhookStores);
+    await stopWithin(server);
+  });
+
+  it('is not delivered again after a restart once it was marked DELIVERED; a delivery cut off by the crash is retried with the same key', async () => {
+    const first = await start(webhookEnv.vars);
+    const shop = new ShopClient(() => first.url);
+    receiver.answer = () => 'ok';
+    const done = (await redeemFor(shop, Array.from({ length: 20 }, (_, i) => `done-${i}`))).map((redemption) => redemption.id);
+    await waitFor('the first vouchers to be delivered', allDelivered(webhookStores, done));
+
+    // The next vouchers' first requests never get an answer: the server dies while it waits.
+    receiver.answer = (_key, nth) => (nth === 1 ? 'hang' : 'ok');
+    const cutOff = (await redeemFor(shop, Array.from({ length: 10 }, (_, i) => `cut-${i}`))).map((redemption) => redemption.id);
+    await waitFor('the next vouchers to be requested', () => cutOff.every((id) => receiver.of(id).length === 1));
+    await first.kill();
+    expect([...(await statuses(webhookStores, cutOff)).values()].map((row) => row.status)).toEqual(Array(10).fill('PENDING'));
+
+    await start(webhookEnv.vars);
+    await waitFor('the cut-off vouchers to be delivered after the restart', allDelivered(webhookStores, cutOff), { timeoutMs: 15_000 });
+    // Marked DELIVERED before the crash: never requested again.
+    for (const id of done) expect(receiver.of(id), id).toHaveLength(1);
+    // Cut off by the crash: requested again once the dead worker's lease ran out, with the same key and voucher.
+    for (const id of cutOff) {
+      const attempts = receiver.of(id);
+      expect(attempts).toHaveLength(2);
+      expect(attempts[1]!.body).toEqual({ ...attempts[0]!.body, attempt: 2 });
+    }
+    await expectPointsInvariants(webhookStores);
+  });
+});
+
+describe('the default notifier', () => {
+  it('records, logs and announces each voucher once, with two instances delivering', async () => {
+    const subscriber = new Redis(TEST_REDIS_URL);
+    const announced: VoucherDelivery[] = [];
+    await subscriber.subscribe(`${noticeEnv.keyPrefix}${VOUCHER_DELIVERED_TOPIC}`);
+    subscriber.on('message', (_channel, message: string) => announced.push(JSON.parse(message) as VoucherDelivery));
+    try {
+      const [a] = await Promise.all([start(noticeEnv.vars), start(noticeEnv.vars)]);
+      const shop = new ShopClient(() => a!.url);
+      const redemptions = await redeemFor(shop, Array.from({ length: 60 }, (_, i) => `notice-${i}`));
+      const ids = redemptions.map((redemption) => redemption.id);
+      await waitFor('every voucher to be delivered', allDelivered(noticeStores, ids));
+      await waitFor('every voucher to be announced', () => announced.length >= ids.length);
+
+      expect(announced.map((delivery) => delivery.idempotencyKey).sort()).toEqual([...ids].sort());
+      for (const row of (await statuses(noticeStores, ids)).values()) expect(row.delivery_attempts).toBe(1);
+      const { rows: notices } = await noticeStores.sql.query<{ redemption_id: string }>('SELECT redemption_id FROM voucher_notice');
+      expect(notices.map((row) => row.redemption_id).sort()).toEqual([...ids].sort());
+
+      // A worker that died after announcing and before marking DELIVERED calls again: nothing is recorded or announced twice.
+      const config = loadConfig({ ...noticeEnv.vars, REDIS_KEY_PREFIX: noticeEnv.keyPrefix, LOG_LEVEL: 'silent', SWEEP_INTERVAL_MS: '600000', JWT_SECRET: TEST_JWT_SECRET });
+      const app = await createApp(config, createLogger(config.LOG_LEVEL));
+      apps.push(app);
+      const notifier = new LogVoucherNotifier(app.prisma, app.events, app.log);
+      const again = announced[0]!;
+      await Promise.all([notifier.deliver({ ...again, attempt: 2 }), notifier.deliver({ ...again, attempt: 2 })]);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(announced).toHaveLength(ids.length);
+      expect((await noticeStores.sql.query('SELECT 1 FROM voucher_notice')).rowCount).toBe(ids.length);
+      await expectPointsInvariants(noticeStores);
+    } finally {
+      subscriber.disconnect();
+    }
+  });
+});

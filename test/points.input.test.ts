@@ -1,0 +1,228 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { signToken } from '../src/infra/auth/tokens.ts';
+import {
+  AwardPointsDocument,
+  type AwardPointsMutationVariables,
+  CreateGoodsDocument,
+  type CreateGoodsInput,
+  GoodsDocument,
+  GoodsRedemptionsDocument,
+  MeDocument,
+  RedeemPointsDocument,
+} from './gql/generated.ts';
+import { type GraphqlResponse, errorCodes, gql, gqlData } from './support/client.ts';
+import { testEnv } from './support/env.ts';
+import { stopAll } from './support/lifecycle.ts';
+import { expectPointsInvariants } from './support/pointsInvariants.ts';
+import { ShopClient, voucherCodes } from './support/points.ts';
+import { type ServerProcess, startServerProcess } from './support/server.ts';
+import { type Stores, openStores } from './support/stores.ts';
+
+const env = testEnv('points_input');
+let server: ServerProcess;
+let stores: Stores;
+const shop = new ShopClient(() => server.url);
+let admin: string;
+/** A live goods item the refused requests must leave alone. */
+let goodsId: string;
+
+beforeAll(async () => {
+  server = await startServerProcess(env.vars);
+  stores = openStores(env);
+  admin = await shop.tokenOf('operator', true);
+  goodsId = (await shop.createGoods({ title: 'gift card', pointsCost: 50, stock: 3, perUserLimit: 1, voucherCodes: ['IN-1', 'IN-2', 'IN-3'] })).id;
+  await shop.award('holder', 120);
+  expect((await shop.redeem('holder', goodsId, 'setup')).result?.__typename).toBe('Redemption');
+});
+
+afterAll(async () => {
+  await stopAll(server);
+  await stores?.cleanup();
+});
+
+/** Everything a request could change: every points table, every Redis key under the prefix and its value. */
+async function state() {
+  const tables = await Promise.all(
+    ['points_account ORDER BY user_id', 'points_ledger ORDER BY id', 'goods ORDER BY id', 'voucher_code ORDER BY code', 'redemption ORDER BY id'].map(
+      async (table) => (await stores.sql.query(`SELECT * FROM ${table}`)).rows,
+    ),
+  );
+  const keys: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, page] = await stores.redis.scan(cursor, 'MATCH', `${env.keyPrefix}*`, 'COUNT', 1000);
+    cursor = next;
+    keys.push(...page.map((key) => key.slice(env.keyPrefix.length)));
+  } while (cursor !== '0');
+  const values = await Promise.all(
+    keys.sort().map(async (key) => {
+      switch (await stores.redis.type(key)) {
+        case 'string':
+          return [key, await stores.redis.get(key)];
+        case 'hash':
+          return [key, await stores.redis.hgetall(key)];
+        case 'list':
+          return [key, await stores.redis.lrange(key, 0, -1)];
+        case 'zset':
+          return [key, await stores.redis.zrange(key, 0, -1, 'WITHSCORES')];
+        default:
+          return [key, await stores.redis.xlen(key)];
+      }
+    }),
+  );
+  // Delivery moves redemptions on by itself; it is not what these requests could change.
+  const [accounts, ledger, goods, codes, redemptions] = tables;
+  return { accounts, ledger, goods, codes, redemptions: redemptions!.map(({ id, user_id, voucher_code }) => ({ id, user_id, voucher_code })), values };
+}
+
+async function unchanged<T>(request: () => Promise<T>): Promise<T> {
+  const before = await state();
+  const result = await request();
+  expect(await state()).toEqual(before);
+  return result;
+}
+
+const award = (variables: AwardPointsMutationVariables, token?: string) => gql(server.url, AwardPointsDocument, variables, token);
+const goodAward = { userId: 'someone', amount: 10, reason: 'watched a video', requestId: 'video-1' };
+
+describe('awardPoints', () => {
+  const badAwards: [string, Record<string, unknown>][] = [
+    ['amount 0', { amount: 0 }],
+    ['a float amount', { amount: 1.5 }],
+    ['a string amount', { amount: '10' }],
+    ['an amount beyond 32 bits', { amount: 2 ** 31 }],
+    ['an empty reason', { reason: '' }],
+    ['a blank reason', { reason: '   ' }],
+    ['a reason of 201 characters', { reason: 'x'.repeat(201) }],
+    ['an empty requestId', { requestId: '' }],
+    ['a requestId of 129 characters', { requestId: 'r'.repeat(129) }],
+    ['an empty userId', { userId: '' }],
+    ['a userId of 129 characters', { userId: 'u'.repeat(129) }],
+    ['no reason', { reason: undefined }],
+    ['a null amount', { amount: null }],
+  ];
+
+  it.each(badAwards)('with %s is BAD_USER_INPUT and changes nothing', async (_name, change) => {
+    const response = await unchanged(() => award({ ...goodAward, ...change } as AwardPointsMutationVariables, admin));
+    expect(response.body.data?.awardPoints ?? null).toBeNull();
+    expect(errorCodes(response), JSON.stringify(response.body.errors)).toEqual(['BAD_USER_INPUT']);
+  });
+
+  it('refuses a correction below zero, and a balance beyond 32 bits, changing nothing', async () => {
+    for (const variables of [
+      { ...goodAward, userId: 'holder', amount: -71, requestId: 'too-much' },
+      { ...goodAward, userId: 'nobody-yet', amount: -1, requestId: 'negative-first' },
+      { ...goodAward, userId: 'holder', amount: 2 ** 31 - 1, requestId: 'overflow' },
+    ]) {
+      const response = await unchanged(() => award(variables, admin));
+      expect(errorCodes(response), JSON.stringify(response.body.errors)).toEqual(['BAD_USER_INPUT']);
+    }
+    expect((await gqlData(server.url, MeDocument, {}, await shop.tokenOf('holder'))).me.pointsBalance).toBe(70);
+  });
+
+  it('UNAUTHENTICATED without a token or with a bad one, FORBIDDEN for a user who is not an operator', async () => {
+    const forged = await signToken('another-secret-that-is-also-32-characters-long', { userId: 'mallory', roles: ['admin'] });
+    for (const [token, code] of [[undefined, 'UNAUTHENTICATED'], ['not-a-jwt', 'UNAUTHENTICATED'], [forged, 'UNAUTHENTICATED'], [await shop.tokenOf('mallory'), 'FORBIDDEN']] as const) {
+      const response = await unchanged(() => award({ ...goodAward, userId: 'mallory', amount: 1_000_000 }, token));
+      expect(response.body.data?.awardPoints ?? null).toBeNull();
+      expect(errorCodes(response)).toEqual([code]);
+    }
+  });
+
+  it('is idempotent per requestId, even concurrently, and refuses a requestId reused for another award', async () => {
+    const answers = await Promise.all(Array.from({ length: 10 }, () => gqlData(server.url, AwardPointsDocument, { ...goodAward, userId: 'viewer', requestId: 'video-7' }, admin)));
+    expect(answers.map((answer) => answer.awardPoints)).toEqual(Array(10).fill(10));
+    const { rows } = await stores.sql.query('SELECT delta FROM points_ledger WHERE user_id = $1', ['viewer']);
+    expect(rows).toEqual([{ delta: 10 }]);
+    const reused = await unchanged(() => award({ ...goodAward, userId: 'viewer', amount: 99, requestId: 'video-7' }, admin));
+    expect(errorCodes(reused)).toEqual(['BAD_USER_INPUT']);
+    // A correction takes points back, down to exactly zero.
+    expect((await gqlData(server.url, AwardPointsDocument, { ...goodAward, userId: 'viewer', amount: -10, requestId: 'undo-7' }, admin)).awardPoints).toBe(0);
+    expect((await gqlData(server.url, MeDocument, {}, await shop.tokenOf('viewer'))).me.pointsBalance).toBe(0);
+    await expectPointsInvariants(stores);
+  });
+});
+
+describe('createGoods', () => {
+  const good: CreateGoodsInput = { title: 'mug', pointsCost: 10, stock: 2 };
+  const badGoods: [string, Record<string, unknown>][] = [
+    ['a negative cost', { pointsCost: -10 }],
+    ['a zero cost', { pointsCost: 0 }],
+    ['a negative stock', { stock: -1 }],
+    ['a zero stock', { stock: 0 }],
+    ['a stock of 1,000,001', { stock: 1_000_001 }],
+    ['a negative per-user limit', { perUserLimit: -1 }],
+    ['an empty title', { title: '' }],
+    ['a title of 101 characters', { title: 't'.repeat(101) }],
+    ['a stock other than the number of codes', { stock: 3, voucherCodes: ['A', 'B'] }],
+    ['a code twice', { stock: 2, voucherCodes: ['A', 'A'] }],
+    ['an empty code', { stock: 2, voucherCodes: ['A', ' '] }],
+    ['an empty pool', { voucherCodes: [] }],
+    ['10,001 codes', { stock: 10_001, voucherCodes: voucherCodes('MANY', 10_001) }],
+    ['a code already in another pool', { stock: 2, voucherCodes: ['NEW-1', 'IN-2'] }],
+    ['a float cost', { pointsCost: 2.5 }],
+    ['no title', { title: undefined }],
+  ];
+
+  it.each(badGoods)('with %s is BAD_USER_INPUT and changes nothing', async (_name, change) => {
+    const response = await unchanged(() => gql(server.url, CreateGoodsDocument, { input: { ...good, ...change } as CreateGoodsInput }, admin));
+    expect(response.body.data?.createGoods ?? null).toBeNull();
+    expect(errorCodes(response), JSON.stringify(response.body.errors)).toEqual(['BAD_USER_INPUT']);
+  });
+
+  it('UNAUTHENTICATED without a token, FORBIDDEN for a user who is not an operator', async () => {
+    for (const [token, code] of [[undefined, 'UNAUTHENTICATED'], [await shop.tokenOf('mallory'), 'FORBIDDEN']] as const) {
+      const response = await unchanged(() => gql(server.url, CreateGoodsDocument, { input: good }, token));
+      expect(errorCodes(response)).toEqual([code]);
+    }
+  });
+});
+
+describe('redeemPoints and the reads', () => {
+  it('NotFound for goods that do not exist, leaving no key behind', async () => {
+    for (const id of ['00000000-0000-0000-0000-000000000000', 'nope', '{shop}:goods', '*', 'a:b']) {
+      const { result } = await unchanged(() => shop.redeem('holder', id, `missing-${id}`));
+      expect(result?.__typename, id).toBe('NotFound');
+      expect((await unchanged(() => gqlData(server.url, GoodsDocument, { id }, admin))).goods).toBeNull();
+    }
+  });
+
+  it('BAD_USER_INPUT for a missing, empty or oversized goodsId or requestId', async () => {
+    const token = await shop.tokenOf('holder');
+    for (const variables of [{}, { goodsId }, { requestId: 'r' }, { goodsId, requestId: '' }, { goodsId, requestId: 'r'.repeat(129) }, { goodsId: 'g'.repeat(129), requestId: 'r' }]) {
+      const response = await unchanged(() => gql(server.url, RedeemPointsDocument, variables as { goodsId: string; requestId: string }, token));
+      expect(new Set(errorCodes(response)), JSON.stringify(variables)).toEqual(new Set(['BAD_USER_INPUT']));
+    }
+  });
+
+  it('UNAUTHENTICATED without a token for every operation; FORBIDDEN for goodsRedemptions to a user', async () => {
+    const operations: [string, (token?: string) => Promise<GraphqlResponse<unknown>>][] = [
+      ['redeemPoints', (token) => gql(server.url, RedeemPointsDocument, { goodsId, requestId: 'anon' }, token)],
+      ['me', (token) => gql(server.url, MeDocument, {}, token)],
+      ['goods', (token) => gql(server.url, GoodsDocument, { id: goodsId }, token)],
+      ['goodsRedemptions', (token) => gql(server.url, GoodsRedemptionsDocument, { goodsId }, token)],
+    ];
+    for (const [name, run] of operations) expect(errorCodes(await unchanged(() => run())), name).toEqual(['UNAUTHENTICATED']);
+    expect(errorCodes(await unchanged(async () => gql(server.url, GoodsRedemptionsDocument, { goodsId }, await shop.tokenOf('holder'))))).toEqual(['FORBIDDEN']);
+  });
+
+  it('lets operators page through a goods item by status, with bounded pages', async () => {
+    await shop.award('second', 50);
+    const second = (await shop.redeem('second', goodsId, 's')).result;
+    expect(second?.__typename).toBe('Redemption');
+    const all = (await gqlData(server.url, GoodsRedemptionsDocument, { goodsId }, admin)).goodsRedemptions;
+    expect(all.map((redemption) => redemption.userId)).toEqual(['holder', 'second']);
+    expect((await gqlData(server.url, GoodsRedemptionsDocument, { goodsId, limit: 1, offset: 1 }, admin)).goodsRedemptions.map((r) => r.userId)).toEqual(['second']);
+    const byStatus = await Promise.all(
+      (['PENDING', 'DELIVERED'] as const).map(async (status) => (await gqlData(server.url, GoodsRedemptionsDocument, { goodsId, status }, admin)).goodsRedemptions),
+    );
+    expect(byStatus.flat().map((redemption) => redemption.id).sort()).toEqual(all.map((redemption) => redemption.id).sort());
+    for (const variables of [{ goodsId, limit: 0 }, { goodsId, limit: 501 }, { goodsId, offset: -1 }]) {
+      expect(errorCodes(await gql(server.url, GoodsRedemptionsDocument, variables, admin)), JSON.stringify(variables)).toEqual(['BAD_USER_INPUT']);
+    }
+    // The per-user limit (1) holds for both; the third code is still there.
+    expect((await shop.redeem('second', goodsId, 's2')).result).toMatchObject({ __typename: 'PerUserLimitReached', perUserLimit: 1 });
+    expect((await gqlData(server.url, GoodsDocument, { id: goodsId }, admin)).goods).toMatchObject({ stock: 3, remainingStock: 1, pooled: true });
+    await expectPointsInvariants(stores);
+  });
+});

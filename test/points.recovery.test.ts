@@ -1,0 +1,230 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SHOP_JOURNAL, balanceKeys, goodsKeys } from '../src/domain/points/store.ts';
+import { GoodsDocument, MeDocument } from './gql/generated.ts';
+import { gqlData } from './support/client.ts';
+import { testEnv } from './support/env.ts';
+import { stopAll } from './support/lifecycle.ts';
+import { type RedemptionRow, expectPointsInvariants } from './support/pointsInvariants.ts';
+import { type RedeemResult, ShopClient, voucherCodes } from './support/points.ts';
+import { sleep, waitFor } from './support/poll.ts';
+import { type ServerProcess, startServerProcess } from './support/server.ts';
+import { type Stores, loseKeysAtOnce, openStores } from './support/stores.ts';
+
+// The sweeper of a restarted server persists what a killed one left in the journal.
+const env = testEnv('points_recovery', { JOURNAL_SWEEP_AFTER_MS: '500', SWEEP_INTERVAL_MS: '200' });
+let stores: Stores;
+let server: ServerProcess | undefined;
+const killed: ServerProcess[] = [];
+const shop = new ShopClient(() => server!.url);
+
+beforeAll(() => {
+  stores = openStores(env);
+});
+
+afterAll(async () => {
+  await stopAll(server, ...killed);
+  await stores?.cleanup();
+});
+
+const redeemed = (result: RedeemResult | undefined) => (result?.__typename === 'Redemption' ? result : undefined);
+const requestKey = (userId: string, requestId: string) => `${userId}\u0000${requestId}`;
+
+async function durableRedemptions(goodsId: string): Promise<Map<string, RedemptionRow>> {
+  const { rows } = await stores.sql.query<RedemptionRow>('SELECT * FROM redemption WHERE goods_id = $1', [goodsId]);
+  return new Map(rows.map((row) => [requestKey(row.user_id, row.request_id), row]));
+}
+
+async function durableBalances(users: string[]): Promise<Map<string, number>> {
+  const { rows } = await stores.sql.query<{ user_id: string; balance: number }>('SELECT user_id, balance FROM points_account WHERE user_id = ANY($1)', [users]);
+  return new Map(rows.map((row) => [row.user_id, row.balance]));
+}
+
+/**
+ * Holds the goods row's lock, which every group commit of its redemptions waits for,
+ * until `pending` redemptions wait in the journal; then runs `then` and lets go.
+ */
+async function whileCommitsAreStuck<T>(goodsId: string, pending: number, then: () => Promise<T>): Promise<T> {
+  const blocker = await stores.sql.connect();
+  try {
+    await blocker.query('BEGIN');
+    await blocker.query('SELECT id FROM goods WHERE id = $1 FOR UPDATE', [goodsId]);
+    await waitFor('redemptions waiting in the journal', async () => (await stores.redis.xlen(SHOP_JOURNAL)) >= pending, { timeoutMs: 5_000, intervalMs: 10 });
+    return await then();
+  } finally {
+    await blocker.query('ROLLBACK');
+    blocker.release();
+  }
+}
+
+describe('a server killed with SIGKILL in the middle of a storm', () => {
+  it('loses no acknowledged redemption, and no points or codes are lost or handed out twice after the restart', async () => {
+    // Codes for every request of phase 1, so grants keep coming while the commits are stuck.
+    const POOL = 1_500;
+    const COST = 10;
+    const AWARD = 30;
+    server = await startServerProcess(env.vars);
+    const codes = voucherCodes('CRASH', POOL);
+    const goods = await shop.createGoods({ title: 'crash card', pointsCost: COST, stock: POOL, voucherCodes: codes });
+    const users = Array.from({ length: 600 }, (_, i) => `crash-${i}`);
+    await Promise.all(users.map((user) => shop.award(user, AWARD)));
+    const first = server;
+
+    // Phase 1: every user redeems twice at once; after 60 acknowledgements the commits
+    // get stuck behind the goods row's lock, and the server is killed.
+    const acknowledged = new Map<string, NonNullable<ReturnType<typeof redeemed>>>();
+    let crash: Promise<void> | undefined;
+    const phase1 = await Promise.all(
+      users.flatMap((user) =>
+        ['a', 'b'].map(async (requestId) => {
+          const outcome = await shop.redeem(user, goods.id, requestId);
+          const redemption = redeemed(outcome.result);
+          if (redemption) {
+            acknowledged.set(requestKey(user, requestId), redemption);
+            if (acknowledged.size >= 60) crash ??= whileCommitsAreStuck(goods.id, 50, () => first.kill());
+          }
+          return outcome;
+        }),
+      ),
+    );
+    expect(crash, 'the server was killed during the storm').toBeDefined();
+    await crash;
+    killed.push(first);
+    server = undefined;
+    expect(first.child.signalCode).toBe('SIGKILL');
+    const cutOff = phase1.filter((outcome) => outcome.failed !== undefined).length;
+    expect(cutOff).toBeGreaterThan(100);
+    const journalAtCrash = await stores.redis.xlen(SHOP_JOURNAL);
+    expect(journalAtCrash).toBeGreaterThan(0);
+    console.info(`crash: ${acknowledged.size} acknowledged, ${journalAtCrash} journal entries left, ${cutOff} requests cut off`);
+
+    // Every acknowledged redemption is already in PostgreSQL, with the code its user was given.
+    const atCrash = await durableRedemptions(goods.id);
+    for (const [key, redemption] of acknowledged) {
+      expect(atCrash.get(key), `acknowledged ${key}`).toMatchObject({ id: redemption.id, voucher_code: redemption.voucherCode });
+    }
+    await expectPointsInvariants(stores);
+
+    // The restarted server's sweeper persists what the dead one left; then Redis and PostgreSQL agree.
+    server = await startServerProcess(env.vars);
+    await waitFor('the journal to be swept', async () => (await stores.redis.xlen(SHOP_JOURNAL)) === 0, { timeoutMs: 15_000 });
+    const afterSweep = await durableRedemptions(goods.id);
+    expect(afterSweep.size).toBe(POOL - (await stores.redis.llen(goodsKeys(goods.id).codes)));
+    await expectPointsInvariants(stores);
+
+    // Phase 2: everyone retries both requests and asks for one more, which empties the pool.
+    const phase2 = await Promise.all(users.flatMap((user) => ['a', 'b', 'c'].map((requestId) => shop.redeem(user, goods.id, requestId))));
+    for (const { userId, requestId, result, errors, failed } of phase2) {
+      expect(errors ?? failed, `${userId}/${requestId}`).toBeUndefined();
+      const durable = afterSweep.get(requestKey(userId, requestId));
+      // Acknowledged or not, what the dead server redeemed is the answer to a retry.
+      if (durable) expect(result).toMatchObject({ __typename: 'Redemption', id: durable.id, voucherCode: durable.voucher_code });
+      else expect(['Redemption', 'OutOfStock']).toContain(result?.__typename);
+    }
+
+    const final = await durableRedemptions(goods.id);
+    expect(final.size).toBe(POOL);
+    expect([...final.values()].map((row) => row.voucher_code).sort()).toEqual(codes);
+    for (const { userId, requestId, result } of phase2) {
+      const redemption = redeemed(result);
+      if (redemption) expect(final.get(requestKey(userId, requestId))).toMatchObject({ id: redemption.id, voucher_code: redemption.voucherCode });
+    }
+    // Points: each user kept exactly what their durable redemptions did not spend.
+    const balances = await durableBalances(users);
+    const spent = new Map<string, number>();
+    for (const row of final.values()) spent.set(row.user_id, (spent.get(row.user_id) ?? 0) + row.points_spent);
+    for (const user of users) expect(balances.get(user), user).toBe(AWARD - (spent.get(user) ?? 0));
+    await waitFor('the journal to be empty', async () => (await stores.redis.xlen(SHOP_JOURNAL)) === 0);
+    await expectPointsInvariants(stores);
+  });
+});
+
+describe('Redis loses its data mid-campaign', () => {
+  it('rebuilds balances, stock and remembered answers from PostgreSQL', async () => {
+    server ??= await startServerProcess(env.vars);
+    const goods = await shop.createGoods({ title: 'flush card', pointsCost: 40, stock: 20, perUserLimit: 2, voucherCodes: voucherCodes('FLUSH', 20) });
+    const users = Array.from({ length: 8 }, (_, i) => `flush-${i}`);
+    await Promise.all(users.map((user) => shop.award(user, 100)));
+    const before = await Promise.all(users.map((user) => shop.redeem(user, goods.id, 'first')));
+    for (const { result } of before) expect(result?.__typename).toBe('Redemption');
+
+    expect(await loseKeysAtOnce(stores.redis, env.keyPrefix)).toBeGreaterThan(0);
+    expect(await stores.redis.exists(balanceKeys(users[0]!).meta, goodsKeys(goods.id).meta)).toBe(0);
+
+    const token = await shop.tokenOf(users[0]!);
+    expect((await gqlData(server.url, GoodsDocument, { id: goods.id }, token)).goods?.remainingStock).toBe(12);
+    // A retry is answered from PostgreSQL and deducts nothing; the per-user limit counts what PostgreSQL holds.
+    for (const [i, user] of users.entries()) {
+      const { id, voucherCode } = redeemed(before[i]!.result)!;
+      expect((await shop.redeem(user, goods.id, 'first')).result).toMatchObject({ __typename: 'Redemption', id, voucherCode });
+      expect((await gqlData(server.url, MeDocument, {}, await shop.tokenOf(user))).me.pointsBalance).toBe(60);
+    }
+    const second = await Promise.all(users.map((user) => shop.redeem(user, goods.id, 'second')));
+    for (const { result } of second) expect(result?.__typename).toBe('Redemption');
+    const third = await Promise.all(users.map((user) => shop.redeem(user, goods.id, 'third')));
+    for (const { result } of third) expect(result).toMatchObject({ __typename: 'PerUserLimitReached', perUserLimit: 2 });
+    expect((await gqlData(server.url, GoodsDocument, { id: goods.id }, token)).goods?.remainingStock).toBe(4);
+    await expectPointsInvariants(stores);
+  });
+
+  it('keeps every invariant when all of Redis is lost while redemptions are on their way to PostgreSQL', async () => {
+    server ??= await startServerProcess(env.vars);
+    // Codes for every request, so grants keep coming while the commits are stuck.
+    const POOL = 900;
+    const codes = voucherCodes('LOSS', POOL);
+    const goods = await shop.createGoods({ title: 'loss card', pointsCost: 10, stock: POOL, voucherCodes: codes });
+    const users = Array.from({ length: 300 }, (_, i) => `loss-${i}`);
+    await Promise.all(users.map((user) => shop.award(user, 40)));
+
+    // The harsh case: Redis loses everything (balances, stock, answers, the journal)
+    // while redemptions wait for PostgreSQL; the storm's own redemptions rebuild the
+    // keys from a PostgreSQL that lacks them, and only then do the commits go through.
+    const acknowledged = new Map<string, NonNullable<ReturnType<typeof redeemed>>>();
+    let loss: Promise<number> | undefined;
+    const loseRedis = () =>
+      whileCommitsAreStuck(goods.id, 20, async () => {
+        const lost = await loseKeysAtOnce(stores.redis, env.keyPrefix);
+        await waitFor('the goods to be rebuilt', async () => (await stores.redis.exists(goodsKeys(goods.id).meta)) === 1, { timeoutMs: 5_000, intervalMs: 10 });
+        await sleep(100);
+        return lost;
+      });
+    const results = await Promise.all(
+      users.flatMap((user) =>
+        ['a', 'b', 'c'].map(async (requestId) => {
+          const outcome = await shop.redeem(user, goods.id, requestId);
+          const redemption = redeemed(outcome.result);
+          if (redemption) {
+            acknowledged.set(requestKey(user, requestId), redemption);
+            if (acknowledged.size >= 40) loss ??= loseRedis();
+          }
+          return outcome;
+        }),
+      ),
+    );
+    expect(loss, 'Redis lost its data during the storm').toBeDefined();
+    expect(await loss).toBeGreaterThan(0);
+    // A redemption that kept meeting a rebuild gives up with a retryable error, never an unexpected one.
+    const failed = results.filter((outcome) => outcome.errors !== undefined || outcome.failed !== undefined);
+    for (const { errors } of failed) expect((errors as { extensions?: { code?: string } }[]).map((error) => error.extensions?.code)).toEqual(['SERVICE_UNAVAILABLE']);
+    const conflicts = server.output().split('redemption conflicted with PostgreSQL').length - 1;
+    console.info(`redis loss mid-storm: ${acknowledged.size} acknowledged, ${conflicts} conflicts, ${failed.length} asked to retry`);
+
+    const durable = await durableRedemptions(goods.id);
+    for (const [key, redemption] of acknowledged) expect(durable.get(key), key).toMatchObject({ id: redemption.id, voucher_code: redemption.voucherCode });
+    await expectPointsInvariants(stores);
+
+    // The dust settles: every user asks again until the pool is empty.
+    for (let round = 0; (await stores.sql.query('SELECT 1 FROM redemption WHERE goods_id = $1', [goods.id])).rowCount! < POOL; round++) {
+      expect(round, 'the pool empties').toBeLessThan(4);
+      await Promise.all(users.map((user) => shop.redeem(user, goods.id, `after-${round}`)));
+    }
+    await waitFor('the journal to be empty', async () => (await stores.redis.xlen(SHOP_JOURNAL)) === 0);
+    const final = await expectPointsInvariants(stores);
+    expect(final.filter((row) => row.goods_id === goods.id).map((row) => row.voucher_code).sort()).toEqual(codes);
+    // Every cached balance and the stock agree with PostgreSQL (checked above); every user's reads do too.
+    const balances = await durableBalances(users);
+    for (const user of users.slice(0, 50)) {
+      expect((await gqlData(server.url, MeDocument, {}, await shop.tokenOf(user))).me.pointsBalance, user).toBe(balances.get(user));
+    }
+    expect((await gqlData(server.url, GoodsDocument, { id: goods.id }, await shop.tokenOf(users[0]!))).goods?.remainingStock).toBe(0);
+  });
+});

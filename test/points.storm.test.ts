@@ -1,0 +1,176 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { answerKey, balanceKeys, goodsKeys } from '../src/domain/points/store.ts';
+import { GoodsDocument, MeDocument } from './gql/generated.ts';
+import { gqlData } from './support/client.ts';
+import { testEnv } from './support/env.ts';
+import { stopAll } from './support/lifecycle.ts';
+import { type RedemptionRow, expectPointsInvariants } from './support/pointsInvariants.ts';
+import { type RedeemResult, ShopClient, voucherCodes } from './support/points.ts';
+import { type ServerProcess, startServerProcess } from './support/server.ts';
+import { type Stores, openStores } from './support/stores.ts';
+
+const env = testEnv('points_storm');
+let server: ServerProcess;
+let stores: Stores;
+const shop = new ShopClient(() => server.url);
+
+beforeAll(async () => {
+  server = await startServerProcess(env.vars);
+  stores = openStores(env);
+});
+
+afterAll(async () => {
+  await stopAll(server);
+  await stores?.cleanup();
+});
+
+const redeemed = (result: RedeemResult | undefined) => (result?.__typename === 'Redemption' ? result : undefined);
+
+async function durableBalance(userId: string): Promise<number> {
+  const { rows } = await stores.sql.query<{ balance: number }>('SELECT balance FROM points_account WHERE user_id = $1', [userId]);
+  return rows[0]?.balance ?? 0;
+}
+
+async function redemptionsOf(where: string, params: unknown[]): Promise<RedemptionRow[]> {
+  const { rows } = await stores.sql.query<RedemptionRow>(`SELECT * FROM redemption WHERE ${where}`, params);
+  return rows;
+}
+
+describe('an overdraw attack', () => {
+  it('50 parallel redemptions with points for exactly 3: 3 succeed and the balance is exactly 0 in Redis and PostgreSQL', async () => {
+    const goods = await shop.createGoods({ title: 'gift card 50', pointsCost: 100, stock: 1_000 });
+    expect(await shop.award('attacker', 300)).toBe(300);
+
+    // Watch the cached balance while the attack runs: it must never dip below zero.
+    const seen: number[] = [];
+    let attacking = true;
+    const watching = (async () => {
+      while (attacking) seen.push(Number(await stores.redis.get(balanceKeys('attacker').meta)));
+    })();
+    const results = await Promise.all(Array.from({ length: 50 }, (_, i) => shop.redeem('attacker', goods.id, `attack-${i}`)));
+    attacking = false;
+    await watching;
+    expect(seen.length).toBeGreaterThan(1);
+    expect(Math.min(...seen)).toBeGreaterThanOrEqual(0);
+    for (const { errors, failed } of results) expect(errors ?? failed).toBeUndefined();
+    const won = results.filter(({ result }) => redeemed(result));
+    expect(won).toHaveLength(3);
+    const refused = results.filter(({ result }) => result?.__typename === 'InsufficientPoints');
+    expect(refused).toHaveLength(47);
+    for (const { result } of refused) expect(result).toMatchObject({ pointsCost: 100, balance: expect.any(Number) });
+    for (const { result } of won) expect(result).toMatchObject({ pointsSpent: 100, status: 'PENDING', voucherCode: null, goodsId: goods.id });
+
+    expect(await stores.redis.get(balanceKeys('attacker').meta)).toBe('0');
+    expect(await durableBalance('attacker')).toBe(0);
+    expect(await redemptionsOf('user_id = $1', ['attacker'])).toHaveLength(3);
+    const { me } = await gqlData(server.url, MeDocument, {}, await shop.tokenOf('attacker'));
+    expect(me.pointsBalance).toBe(0);
+    expect(me.redemptions.map((redemption) => redemption.id).sort()).toEqual(won.map(({ result }) => redeemed(result)!.id).sort());
+    await expectPointsInvariants(stores);
+  });
+});
+
+describe('a stock storm', () => {
+  it('1,000 users race for 100 voucher codes: exactly 100 win, every code once', async () => {
+    const codes = voucherCodes('JD100', 100);
+    const goods = await shop.createGoods({ title: 'JD card 100', pointsCost: 10, stock: 100, voucherCodes: codes });
+    expect(goods).toMatchObject({ pooled: true, stock: 100, remainingStock: 100 });
+    const users = Array.from({ length: 1_000 }, (_, i) => `stormer-${i}`);
+    await Promise.all(users.map((user) => shop.award(user, 25)));
+
+    const results = await Promise.all(users.map((user) => shop.redeem(user, goods.id, 'storm')));
+    for (const { errors, failed } of results) expect(errors ?? failed).toBeUndefined();
+    const won = results.flatMap(({ result }) => redeemed(result) ?? []);
+    expect(won).toHaveLength(100);
+    expect(results.filter(({ result }) => result?.__typename === 'OutOfStock')).toHaveLength(900);
+    const handedOut = won.map((redemption) => redemption.voucherCode);
+    expect(new Set(handedOut).size).toBe(100);
+    expect([...handedOut].sort()).toEqual(codes);
+
+    // Each code is in exactly one durable redemption, the one its winner was told about.
+    const durable = await redemptionsOf('goods_id = $1', [goods.id]);
+    expect(new Map(durable.map((row) => [row.voucher_code, row.user_id]))).toEqual(new Map(won.map((redemption) => [redemption.voucherCode, redemption.userId])));
+    for (const redemption of won) expect(await durableBalance(redemption.userId)).toBe(15);
+    expect((await gqlData(server.url, GoodsDocument, { id: goods.id }, await shop.tokenOf('stormer-0'))).goods?.remainingStock).toBe(0);
+    expect(await stores.redis.llen(goodsKeys(goods.id).codes)).toBe(0);
+    await expectPointsInvariants(stores);
+  });
+});
+
+describe('the per-user limit', () => {
+  it('holds when every user fires many redemptions at once', async () => {
+    const goods = await shop.createGoods({ title: 'coupon', pointsCost: 5, stock: 1_000, perUserLimit: 2 });
+    const users = Array.from({ length: 20 }, (_, i) => `limited-${i}`);
+    await Promise.all(users.map((user) => shop.award(user, 100)));
+
+    const results = await Promise.all(users.flatMap((user) => Array.from({ length: 10 }, (_, i) => shop.redeem(user, goods.id, `limited-${i}`))));
+    for (const { errors, failed } of results) expect(errors ?? failed).toBeUndefined();
+    for (const user of users) {
+      const ofUser = results.filter(({ userId }) => userId === user);
+      expect(ofUser.filter(({ result }) => redeemed(result))).toHaveLength(2);
+      const limited = ofUser.filter(({ result }) => result?.__typename === 'PerUserLimitReached');
+      expect(limited).toHaveLength(8);
+      for (const { result } of limited) expect(result).toMatchObject({ perUserLimit: 2 });
+      expect(await durableBalance(user)).toBe(90);
+    }
+    expect(await redemptionsOf('goods_id = $1', [goods.id])).toHaveLength(40);
+    await expectPointsInvariants(stores);
+  });
+});
+
+describe('a requestId', () => {
+  it('retried concurrently makes one redemption and one deduction, and every retry gets it', async () => {
+    const goods = await shop.createGoods({ title: 'mug', pointsCost: 100, stock: 10, voucherCodes: voucherCodes('MUG', 10) });
+    await shop.award('retrier', 1_000);
+    const results = await Promise.all(Array.from({ length: 30 }, () => shop.redeem('retrier', goods.id, 'once')));
+    for (const { errors, failed } of results) expect(errors ?? failed).toBeUndefined();
+    const answers = results.map(({ result }) => redeemed(result));
+    expect(new Set(answers.map((answer) => answer?.id)).size).toBe(1);
+    expect(new Set(answers.map((answer) => answer?.voucherCode)).size).toBe(1);
+    expect(answers[0]).toMatchObject({ pointsSpent: 100, requestId: 'once' });
+
+    const later = redeemed((await shop.redeem('retrier', goods.id, 'once')).result);
+    expect(later).toMatchObject({ id: answers[0]!.id, voucherCode: answers[0]!.voucherCode });
+    expect(await durableBalance('retrier')).toBe(900);
+    expect(await stores.redis.get(balanceKeys('retrier').meta)).toBe('900');
+    expect(await redemptionsOf('user_id = $1', ['retrier'])).toHaveLength(1);
+    await expectPointsInvariants(stores);
+  });
+
+  it('retried after Redis forgot its answer gets the same redemption from PostgreSQL, and nothing is deducted again', async () => {
+    const goods = await shop.createGoods({ title: 'cap', pointsCost: 30, stock: 5, voucherCodes: voucherCodes('CAP', 5) });
+    await shop.award('forgotten', 100);
+    const first = redeemed((await shop.redeem('forgotten', goods.id, 'r1')).result)!;
+    expect(first).toBeDefined();
+
+    // The remembered answer expires (or is lost alone); concurrent retries reach PostgreSQL's unique (user, requestId).
+    expect(await stores.redis.del(answerKey('forgotten', 'r1'))).toBe(1);
+    const retries = await Promise.all(Array.from({ length: 5 }, () => shop.redeem('forgotten', goods.id, 'r1')));
+    for (const { result, errors } of retries) {
+      expect(errors).toBeUndefined();
+      expect(result).toMatchObject({ __typename: 'Redemption', id: first.id, voucherCode: first.voucherCode });
+    }
+    expect(await durableBalance('forgotten')).toBe(70);
+    const { me } = await gqlData(server.url, MeDocument, {}, await shop.tokenOf('forgotten'));
+    expect(me.pointsBalance).toBe(70);
+    expect((await gqlData(server.url, GoodsDocument, { id: goods.id }, await shop.tokenOf('forgotten'))).goods?.remainingStock).toBe(4);
+    expect(await redemptionsOf('user_id = $1', ['forgotten'])).toHaveLength(1);
+    await expectPointsInvariants(stores);
+  });
+
+  it('keeps its refusal even after the balance grows, and names the first goods item whatever a retry names', async () => {
+    const cheap = await shop.createGoods({ title: 'sticker', pointsCost: 10, stock: 100 });
+    const dear = await shop.createGoods({ title: 'headphones', pointsCost: 500, stock: 100 });
+    await shop.award('refused', 100);
+    const refusal = (await shop.redeem('refused', dear.id, 'try-1')).result;
+    expect(refusal).toMatchObject({ __typename: 'InsufficientPoints', balance: 100, pointsCost: 500 });
+    await shop.award('refused', 1_000);
+    expect((await shop.redeem('refused', dear.id, 'try-1')).result).toEqual(refusal);
+    expect(redeemed((await shop.redeem('refused', dear.id, 'try-2')).result)).toMatchObject({ goodsId: dear.id, pointsSpent: 500 });
+
+    const sticker = redeemed((await shop.redeem('refused', cheap.id, 'try-3')).result)!;
+    expect((await shop.redeem('refused', dear.id, 'try-3')).result).toMatchObject({ __typename: 'Redemption', id: sticker.id, goodsId: cheap.id });
+    expect(await durableBalance('refused')).toBe(590);
+    await expectPointsInvariants(stores);
+  });
+});

@@ -1,0 +1,136 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { activityKeys } from '../src/domain/teams/store.ts';
+import { ConfirmTeamSeatDocument, LockTeamSeatDocument, ReleaseTeamSeatDocument } from './gql/generated.ts';
+import { type GraphqlResponse, gql } from './support/client.ts';
+import { testEnv } from './support/env.ts';
+import { stopAll } from './support/lifecycle.ts';
+import { sleep, waitFor } from './support/poll.ts';
+import { type ServerProcess, startServerProcess } from './support/server.ts';
+import { type Stores, openStores } from './support/stores.ts';
+import { expectTeamInvariants, postgresViolations, readRedisTeams, redisViolations } from './support/teamInvariants.ts';
+import { teamsAt, tokenOf } from './support/teams.ts';
+
+const env = testEnv('tm_contention');
+let servers: ServerProcess[] = [];
+let stores: Stores;
+
+beforeAll(async () => {
+  // Two instances of one deployment; every user's requests alternate between them.
+  servers = await Promise.all([startServerProcess(env.vars), startServerProcess(env.vars)]);
+  stores = openStores(env);
+});
+
+afterAll(async () => {
+  try {
+    await stopAll(...servers);
+  } finally {
+    await stores?.cleanup();
+  }
+});
+
+const ACTIVITY = 'contention';
+const TEAMS = 100;
+const USERS = 300;
+const RUN_MS = 20_000;
+
+const pick = <T>(items: readonly T[]): T => items[Math.floor(Math.random() * items.length)]!;
+
+describe('300 users racing for 100 teams of three', () => {
+  it('never oversells a seat, never gives a user two live locks, and PostgreSQL agrees with Redis', async () => {
+    // Short locks on some teams, so expiries (swept and found by scripts) mix with the rest.
+    const teamIds = await Promise.all(
+      Array.from({ length: TEAMS }, async (_, i) => (await teamsAt(servers[i % 2]!.url).open(`leader-${i}`, { activityId: ACTIVITY, lockSeconds: i % 4 === 0 ? 1 : 300 })).id),
+    );
+    const users = Array.from({ length: USERS }, (_, i) => `user-${i}`);
+    await Promise.all(users.map((user) => tokenOf(user)));
+
+    const outcomes = new Map<string, number>();
+    const count = (what: string) => outcomes.set(what, (outcomes.get(what) ?? 0) + 1);
+    const failures: string[] = [];
+    const violations: string[] = [];
+    let checks = 0;
+    const stopAt = Date.now() + RUN_MS;
+
+    const record = (action: string, response: GraphqlResponse<Record<string, { __typename?: string } | undefined>>, field: string) => {
+      if (response.body.errors?.length) {
+        failures.push(`${action}: ${JSON.stringify(response.body.errors)}`);
+        return undefined;
+      }
+      const result = response.body.data![field]!;
+      count(`${action}:${result.__typename ?? 'Team'}`);
+      return result;
+    };
+
+    /** Acts at random until the time is up; resolves with the team the user still holds a lock on. */
+    const actAs = async (user: string, index: number): Promise<string | null> => {
+      const token = await tokenOf(user);
+      let held: string | null = null;
+      let request = index;
+      while (Date.now() < stopAt) {
+        const url = servers[request++ % 2]!.url;
+        const roll = Math.random();
+        if (held && roll < 0.015) {
+          const result = record('confirm', await gql(url, ConfirmTeamSeatDocument, { teamId: held, paymentRef: `pay-${user}-${held}` }, token), 'confirmTeamSeat');
+          if (result?.__typename === 'Team') held = null;
+        } else if (!held && roll < 0.002) {
+          // A payment without a lock: joins only if a seat is free.
+          record('confirm', await gql(url, ConfirmTeamSeatDocument, { teamId: pick(teamIds), paymentRef: `late-${user}-${request}` }, token), 'confirmTeamSeat');
+        } else if (held && roll < 0.25) {
+          await gql(url, ReleaseTeamSeatDocument, { teamId: held }, token).then((response) => {
+            if (response.body.errors?.length) failures.push(`release: ${JSON.stringify(response.body.errors)}`);
+            else count('release');
+          });
+          held = null;
+        } else {
+          // Lock a random team; while holding a lock this is a move.
+          const action = held ? 'move' : 'lock';
+          const result = record(action, await gql(url, LockTeamSeatDocument, { teamId: pick(teamIds) }, token), 'lockTeamSeat') as
+            | { __typename: string; team?: { id: string }; releasedTeamId?: string | null }
+            | undefined;
+          if (result?.__typename === 'SeatLocked') {
+            if (result.releasedTeamId) count('moved');
+            held = result.team!.id;
+          }
+        }
+        await sleep(Math.random() * 10);
+      }
+      return held;
+    };
+
+    const checker = async () => {
+      for (let round = 0; Date.now() < stopAt; round++) {
+        violations.push(...redisViolations(await readRedisTeams(stores.redis, ACTIVITY, teamIds)));
+        if (round % 10 === 0) violations.push(...(await postgresViolations(stores, teamIds)));
+        checks++;
+        await sleep(100);
+      }
+    };
+
+    const [holding] = await Promise.all([Promise.all(users.map(actAs)), checker()]);
+    // Then every buyer still holding a lock pays at once: teams fill up and complete side by side.
+    await Promise.all(
+      holding.map(async (teamId, i) => {
+        if (!teamId) return;
+        const response = await gql(servers[i % 2]!.url, ConfirmTeamSeatDocument, { teamId, paymentRef: `final-${i}` }, await tokenOf(users[i]!));
+        record('final confirm', response, 'confirmTeamSeat');
+      }),
+    );
+    console.info(`contention: ${JSON.stringify(Object.fromEntries([...outcomes].sort()))}, ${checks} checks`);
+    expect(failures.slice(0, 5)).toEqual([]);
+    expect(violations.slice(0, 5)).toEqual([]);
+    // Checked all along, not just at the end (how often depends on how busy the machine is).
+    expect(checks).toBeGreaterThan(10);
+
+    // The race was real: seats were won, refused, moved and paid for.
+    for (const outcome of ['lock:SeatLocked', 'lock:TeamFull', 'move:SeatLocked', 'moved', 'confirm:Team', 'final confirm:Team', 'release']) {
+      expect(outcomes.get(outcome) ?? 0, outcome).toBeGreaterThan(0);
+    }
+
+    // Quiet now: the journal drains, and both stores agree on every team.
+    await waitFor('the journal to drain', async () => (await stores.redis.xlen(activityKeys(ACTIVITY).journal)) === 0, { timeoutMs: 15_000 });
+    const members = await expectTeamInvariants(stores, ACTIVITY, teamIds);
+    const { rows } = await stores.sql.query<{ status: string; n: number }>('SELECT status, count(*)::int AS n FROM team WHERE activity_id = $1 GROUP BY status', [ACTIVITY]);
+    console.info(`contention: ${members.length} members; teams by status ${JSON.stringify(rows)}`);
+    expect(rows.find((row) => row.status === 'COMPLETE')?.n ?? 0).toBeGreaterThan(0);
+  });
+});

@@ -1,0 +1,134 @@
+import { randomUUID } from 'node:crypto';
+import type { ExecutionResult } from 'graphql';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TeamStatusDocument, type TeamStatusSubscription } from './gql/generated.ts';
+import { type Subscription, subscribeSse, subscribeWs } from './support/client.ts';
+import { testEnv } from './support/env.ts';
+import { waitFor } from './support/poll.ts';
+import { type ServerProcess, startServerProcess } from './support/server.ts';
+import { type Stores, openStores } from './support/stores.ts';
+import { expectTeamInvariants } from './support/teamInvariants.ts';
+import { teamsAt, tokenOf } from './support/teams.ts';
+
+// The deadline worker runs five times a second; the expiry sweeper at its default (200 ms).
+const env = testEnv('tm_expiry', { SWEEP_INTERVAL_MS: '200' });
+let server: ServerProcess;
+let stores: Stores;
+let teams: ReturnType<typeof teamsAt>;
+const open: Subscription<unknown>[] = [];
+
+beforeAll(async () => {
+  server = await startServerProcess(env.vars);
+  stores = openStores(env);
+  teams = teamsAt(server.url);
+});
+
+afterAll(async () => {
+  for (const subscription of open) subscription.close();
+  await server?.stop();
+  await stores?.cleanup();
+});
+
+type Event = ExecutionResult<TeamStatusSubscription>;
+const ms = (iso: string | null | undefined) => (iso ? Date.parse(iso) : Number.NaN);
+
+/** Records when each event arrived, by this process's clock (the same machine as Redis). */
+function timed(subscription: Subscription<TeamStatusSubscription>) {
+  const arrivals: { at: number; event: Event }[] = [];
+  const original = subscription.events.push.bind(subscription.events);
+  subscription.events.push = (...events: Event[]) => {
+    for (const event of events) arrivals.push({ at: Date.now(), event });
+    return original(...events);
+  };
+  return arrivals;
+}
+
+const transports = [
+  ['SSE', subscribeSse],
+  ['graphql-ws', subscribeWs],
+] as const;
+
+describe.each(transports)('a seat lock running out, watched over %s', (_name, subscribe) => {
+  it('frees the seat without any request, tells subscribers within a second, and nextUnlockAt was the countdown', async () => {
+    const activityId = `expiry-${randomUUID().slice(0, 8)}`;
+    const team = await teams.open('exp-leader', { activityId, capacity: 2, lockSeconds: 1 });
+    const subscription = subscribe(server.url, TeamStatusDocument, { teamId: team.id }, await tokenOf('exp-watcher'));
+    open.push(subscription as Subscription<unknown>);
+    const arrivals = timed(subscription);
+    await subscription.until((events) => events.length >= 1);
+
+    const locked = await teams.lock('exp-holder', team.id);
+    if (locked.__typename !== 'SeatLocked') throw new Error(`got ${locked.__typename}`);
+    const expiresAt = ms(locked.lock.expiresAt);
+    expect(expiresAt - ms(locked.lock.lockedAt)).toBe(1_000);
+    expect(locked.team).toMatchObject({ freeSeats: 0, nextUnlockAt: locked.lock.expiresAt });
+
+    // The countdown a refused buyer is shown is the lock's expiry.
+    const refused = await teams.lock('exp-waiter', team.id);
+    expect(refused).toMatchObject({ __typename: 'TeamFull', nextUnlockAt: locked.lock.expiresAt });
+    if (refused.__typename === 'TeamFull') expect(ms(refused.serverTime)).toBeLessThan(expiresAt);
+
+    // Nobody asks anything now; the sweeper frees the seat and tells the subscriber.
+    await subscription.until((events) => events.some((event) => event.data?.teamStatus.locks.length === 1), 5_000);
+    const freed = await subscription.until(
+      (events) => events.some((event, i) => i > 0 && event.data?.teamStatus.locks.length === 0 && event.data.teamStatus.freeSeats === 1),
+      5_000,
+    );
+    const arrival = arrivals.find(({ event }, i) => i > 0 && event.data?.teamStatus.locks.length === 0)!;
+    const state = arrival.event.data!.teamStatus;
+    console.info(`expiry announced ${arrival.at - expiresAt} ms after the lock ran out`);
+    expect(arrival.at).toBeGreaterThanOrEqual(expiresAt);
+    expect(arrival.at - expiresAt).toBeLessThan(1_000);
+    expect(ms(state.serverTime)).toBeGreaterThanOrEqual(expiresAt);
+    expect(state).toMatchObject({ status: 'OPEN', freeSeats: 1, nextUnlockAt: null });
+    expect(freed.every((event) => event.errors === undefined)).toBe(true);
+    const versions = freed.map((event) => event.data!.teamStatus.version);
+    expect(versions).toEqual([...versions].sort((a, b) => a - b));
+
+    // The seat is lockable again; the history says it expired at its expiry.
+    expect((await teams.lock('exp-waiter', team.id)).__typename).toBe('SeatLocked');
+    await expectTeamInvariants(stores, activityId, [team.id]);
+    const { rows } = await stores.sql.query<{ user_id: string; kind: string; at: Date }>('SELECT user_id, kind, at FROM team_seat_event WHERE team_id = $1 ORDER BY at', [team.id]);
+    expect(rows.map((row) => `${row.user_id}:${row.kind}`)).toEqual(['exp-holder:LOCKED', 'exp-holder:EXPIRED', 'exp-waiter:LOCKED']);
+    expect(rows[1]!.at.getTime()).toBe(expiresAt);
+    subscription.close();
+  });
+});
+
+describe('the formation deadline', () => {
+  it('fails a team still OPEN at its deadline, releases its locks, records its members as to be refunded and announces it', async () => {
+    const activityId = `deadline-${randomUUID().slice(0, 8)}`;
+    const team = await teams.open('dl-leader', { activityId, capacity: 4, formationSeconds: 2 });
+    const lasting = await teams.open('dl-other', { activityId, capacity: 2 });
+    expect((await teams.confirm('dl-member', team.id, 'dl-pay')).__typename).toBe('Team');
+    expect((await teams.lock('dl-locker', team.id)).__typename).toBe('SeatLocked');
+    const subscription = subscribeWs(server.url, TeamStatusDocument, { teamId: team.id }, await tokenOf('dl-watcher'));
+    open.push(subscription as Subscription<unknown>);
+
+    const events = await subscription.until((all) => all.at(-1)?.data?.teamStatus.status === 'FAILED', 10_000);
+    const failed = events.at(-1)!.data!.teamStatus;
+    expect(failed).toMatchObject({ status: 'FAILED', freeSeats: 0, locks: [], nextUnlockAt: null });
+    expect(ms(failed.serverTime)).toBeGreaterThanOrEqual(ms(team.deadline));
+    expect(failed.members.map((member) => member.userId)).toEqual(['dl-leader', 'dl-member']);
+
+    await waitFor('the failure in PostgreSQL', async () => {
+      const { rows } = await stores.sql.query('SELECT 1 FROM team WHERE id = $1 AND status = $2', [team.id, 'FAILED']);
+      return rows.length === 1;
+    }, { timeoutMs: 5_000 });
+    const { rows: refunds } = await stores.sql.query<{ user_id: string; payment_ref: string | null; refunded_at: Date | null }>(
+      'SELECT user_id, payment_ref, refunded_at FROM team_refund WHERE team_id = $1 ORDER BY user_id',
+      [team.id],
+    );
+    expect(refunds).toEqual([
+      { user_id: 'dl-leader', payment_ref: null, refunded_at: null },
+      { user_id: 'dl-member', payment_ref: 'dl-pay', refunded_at: null },
+    ]);
+    expect(await teams.lock('dl-late', team.id)).toMatchObject({ __typename: 'TeamClosed', status: 'FAILED' });
+    expect(await teams.confirm('dl-locker', team.id, 'dl-locker-pay')).toMatchObject({ __typename: 'TeamClosed', status: 'FAILED' });
+    // The other team of the activity, not yet due, is left alone.
+    expect((await teams.team('dl-watcher', lasting.id))?.status).toBe('OPEN');
+    await expectTeamInvariants(stores, activityId, [team.id, lasting.id]);
+    const { rows } = await stores.sql.query<{ kind: string }>(`SELECT kind FROM team_seat_event WHERE team_id = $1 AND user_id = 'dl-locker'`, [team.id]);
+    expect(rows.map((row) => row.kind).sort()).toEqual(['LOCKED', 'RELEASED']);
+  });
+});

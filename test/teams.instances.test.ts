@@ -1,0 +1,106 @@
+import { randomUUID } from 'node:crypto';
+import type { ExecutionResult } from 'graphql';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TeamStatusDocument, type TeamStatusSubscription } from './gql/generated.ts';
+import { type Subscription, subscribeSse, subscribeWs } from './support/client.ts';
+import { testEnv } from './support/env.ts';
+import { stopAll } from './support/lifecycle.ts';
+import { type ServerProcess, startServerProcess } from './support/server.ts';
+import { type Stores, openStores } from './support/stores.ts';
+import { expectTeamInvariants, readRedisTeams, redisViolations } from './support/teamInvariants.ts';
+import { teamsAt, tokenOf } from './support/teams.ts';
+
+const env = testEnv('tm_instances');
+let watched: ServerProcess;
+let acting: ServerProcess;
+let stores: Stores;
+const open: Subscription<unknown>[] = [];
+
+beforeAll(async () => {
+  // Two processes of one deployment on different ports: same Redis, same database.
+  [watched, acting] = await Promise.all([startServerProcess(env.vars), startServerProcess(env.vars)]);
+  stores = openStores(env);
+});
+
+afterAll(async () => {
+  for (const subscription of open) subscription.close();
+  try {
+    await stopAll(watched, acting);
+  } finally {
+    await stores?.cleanup();
+  }
+});
+
+type Event = ExecutionResult<TeamStatusSubscription>;
+const states = (events: Event[]) => events.filter((event) => event.data).map((event) => event.data!.teamStatus);
+const lastState = (events: Event[]) => states(events).at(-1);
+
+const transports = [
+  ['SSE', subscribeSse],
+  ['graphql-ws', subscribeWs],
+] as const;
+
+describe.each(transports)('a %s subscriber on one instance', (_name, subscribe) => {
+  it('sees locks, moves, releases, expiries, confirmations and completion made through the other', async () => {
+    expect(watched.port).not.toBe(acting.port);
+    const activityId = `inst-${randomUUID().slice(0, 8)}`;
+    const far = teamsAt(acting.url);
+    const team = await far.open('inst-leader', { activityId, capacity: 3, lockSeconds: 2 });
+    const other = await far.open('inst-other', { activityId });
+    const subscription = subscribe(watched.url, TeamStatusDocument, { teamId: team.id }, await tokenOf('inst-leader'));
+    open.push(subscription as Subscription<unknown>);
+    const [first] = await subscription.until((events) => events.length >= 1);
+    expect(first!.errors).toBeUndefined();
+    expect(lastState([first!])).toMatchObject({ id: team.id, freeSeats: 2, locks: [] });
+
+    const locked = await far.lock('inst-a', team.id);
+    if (locked.__typename !== 'SeatLocked') throw new Error(`got ${locked.__typename}`);
+    let events = await subscription.until((all) => lastState(all)?.locks[0]?.userId === 'inst-a');
+    // Absolute state: the lock's times, the seats, the server's clock.
+    expect(lastState(events)).toMatchObject({ freeSeats: 1, locks: [locked.lock], nextUnlockAt: null });
+
+    expect((await far.lock('inst-b', team.id)).__typename).toBe('SeatLocked');
+    events = await subscription.until((all) => lastState(all)?.freeSeats === 0);
+    expect(lastState(events)!.nextUnlockAt).toBe(locked.lock.expiresAt);
+
+    // inst-b moves away to the other team, then inst-a's lock runs out on its own.
+    expect(await far.lock('inst-b', other.id)).toMatchObject({ __typename: 'SeatLocked', releasedTeamId: team.id });
+    await subscription.until((all) => lastState(all)?.locks.map((lock) => lock.userId).join() === 'inst-a');
+    await subscription.until((all) => lastState(all)?.locks.length === 0 && lastState(all)?.freeSeats === 2, 5_000);
+
+    expect((await far.lock('inst-c', team.id)).__typename).toBe('SeatLocked');
+    expect((await far.confirm('inst-c', team.id, 'inst-c-pay')).__typename).toBe('Team');
+    events = await subscription.until((all) => lastState(all)?.members.length === 2);
+    expect(lastState(events)).toMatchObject({ status: 'OPEN', freeSeats: 1, locks: [] });
+    expect((await far.lock('inst-d', team.id)).__typename).toBe('SeatLocked');
+    expect(await far.release('inst-d', team.id)).toMatchObject({ freeSeats: 1 });
+    expect((await far.confirm('inst-a', team.id, 'inst-a-late-pay')).__typename).toBe('Team');
+    events = await subscription.until((all) => lastState(all)?.status === 'COMPLETE');
+    expect(lastState(events)!.members.map((member) => member.userId)).toEqual(['inst-leader', 'inst-c', 'inst-a']);
+
+    // Every event is newer than the one before, and none is an error.
+    expect(events.every((event) => event.errors === undefined)).toBe(true);
+    const versions = states(events).map((state) => state.version);
+    expect(new Set(versions).size).toBe(versions.length);
+    expect(versions).toEqual([...versions].sort((a, b) => a - b));
+    subscription.close();
+    await expectTeamInvariants(stores, activityId, [team.id, other.id]);
+  });
+});
+
+describe('one user racing their own lock requests across both instances', () => {
+  it('ends with exactly one live lock and no request failing', async () => {
+    const activityId = `inst-race-${randomUUID().slice(0, 8)}`;
+    const near = teamsAt(watched.url);
+    const far = teamsAt(acting.url);
+    const ids = await Promise.all(Array.from({ length: 4 }, async (_, i) => (await near.open(`race-leader-${i}`, { activityId })).id));
+    for (let round = 0; round < 5; round++) {
+      const results = await Promise.all(Array.from({ length: 12 }, (_, i) => (i % 2 ? near : far).lock('inst-racer', ids[(i + round) % ids.length]!)));
+      for (const result of results) expect(result.__typename).toBe('SeatLocked');
+      const snapshot = await readRedisTeams(stores.redis, activityId, ids);
+      expect(redisViolations(snapshot)).toEqual([]);
+      expect(ids.filter((id) => snapshot.teams.get(id)!.locks.some(([user]) => user === 'inst-racer'))).toHaveLength(1);
+    }
+    await expectTeamInvariants(stores, activityId, ids);
+  });
+});
