@@ -1,3 +1,4 @@
+import autocannon from 'autocannon';
 import { cpus } from 'node:os';
 
 export interface Measurement {
@@ -51,4 +52,25 @@ export function printTable(measurements: Measurement[]): void {
 
 export function machine(): string {
   return `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, Node ${process.version}`;
+}
+
+/**
+ * autocannon over HTTP, timed to the last response: autocannon notices that a fixed
+ * `amount` is done only on its once-a-second tick, which would round every duration
+ * up to the next second.
+ */
+export async function loadOverHttp(label: string, options: autocannon.Options & { requests: autocannon.Request[] }): Promise<{ measurement: Measurement; result: autocannon.Result }> {
+  let lastResponseAt = 0;
+  type OnResponse = Extract<autocannon.Request['onResponse'], (...args: never[]) => void>;
+  const requests = options.requests.map((request): autocannon.Request => ({
+    ...request,
+    onResponse: (...args: Parameters<OnResponse>) => {
+      lastResponseAt = performance.now();
+      (request.onResponse as OnResponse | undefined)?.(...args);
+    },
+  }));
+  const started = performance.now();
+  const result = await autocannon({ ...options, requests });
+  const seconds = (lastResponseAt - started) / 1000;
+  return { result, measurement: { label, operations: result.requests.total, seconds, p50Ms: result.latency.p50, p99Ms: result.latency.p99 } };
 }

@@ -9,7 +9,6 @@
  * --users N (default 10000).
  */
 import { randomInt, randomUUID } from 'node:crypto';
-import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { chooseWeighted } from '../../src/domain/lottery/choice.ts';
@@ -21,7 +20,7 @@ import { TEST_DATABASE_URL, TEST_REDIS_URL, testEnv } from '../../test/support/e
 import { weightedSettings, writeActivity } from '../../test/support/lotterySettings.ts';
 import { startServerProcess } from '../../test/support/server.ts';
 import { openStores } from '../../test/support/stores.ts';
-import { type Measurement, machine, measureConcurrent, option, perSecond, printTable } from '../support.ts';
+import { type Measurement, machine, measureConcurrent, option, perSecond, printTable, loadOverHttp } from '../support.ts';
 
 const WEIGHTS = [1, 3, 6, 10, 20, 60];
 const NO_PRIZE_WEIGHT = 100;
@@ -85,7 +84,7 @@ async function viaHttp(label: string, url: string, activityId: string, tokens: s
   let sent = 0;
   let drawn = 0;
   let other = 0;
-  const result = await autocannon({
+  const { result, measurement } = await loadOverHttp(label, {
     url,
     connections,
     amount: draws,
@@ -108,7 +107,7 @@ async function viaHttp(label: string, url: string, activityId: string, tokens: s
   if (drawn !== draws) violations.push(`${label}: ${drawn} draws answered, expected ${draws} (${other} other replies)`);
   const { rows } = await sql.query<{ n: string }>('SELECT count(*) AS n FROM lottery_draw WHERE activity_id = $1', [activityId]);
   if (Number(rows[0]!.n) !== drawn) violations.push(`${label}: PostgreSQL holds ${rows[0]!.n} draws, clients were acknowledged ${drawn}`);
-  return { label, operations: result.requests.total, seconds: result.duration, p50Ms: result.latency.p50, p99Ms: result.latency.p99 };
+  return measurement;
 }
 
 /** (c) The ceiling: the draw script alone through ioredis, no GraphQL, no PostgreSQL. */

@@ -10,7 +10,6 @@
  * Options: --redemptions N (default 100000), --connections N (default 200), --users N (default 10000).
  */
 import { randomUUID } from 'node:crypto';
-import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { createApp } from '../../src/app.ts';
@@ -24,7 +23,7 @@ import { TEST_DATABASE_URL, TEST_REDIS_URL, testEnv } from '../../test/support/e
 import { ShopClient, voucherCodes } from '../../test/support/points.ts';
 import { startServerProcess } from '../../test/support/server.ts';
 import { deleteKeys, openStores } from '../../test/support/stores.ts';
-import { type Measurement, machine, measureConcurrent, option, perSecond, printTable } from '../support.ts';
+import { type Measurement, machine, measureConcurrent, option, perSecond, printTable, loadOverHttp } from '../support.ts';
 
 const COST = 10;
 const SETUP_CONCURRENCY = 50;
@@ -87,7 +86,7 @@ async function viaHttp(shop: ShopClient, shape: Shape, sql: pg.Pool, violations:
   let sent = 0;
   let granted = 0;
   let other = 0;
-  const result = await autocannon({
+  const { result, measurement } = await loadOverHttp('(a) HTTP redeemPoints, durable ack', {
     url: shop.url(),
     connections: shape.connections,
     amount: shape.redemptions,
@@ -120,13 +119,7 @@ async function viaHttp(shop: ShopClient, shape: Shape, sql: pg.Pool, violations:
   if (Number(durable.n) !== granted) violations.push(`(a) PostgreSQL holds ${durable.n} redemptions, clients were acknowledged ${granted}`);
   if (Number(durable.codes) !== Number(durable.n)) violations.push(`(a) ${durable.codes} distinct codes in ${durable.n} redemptions`);
   if (Number(durable.spent) + Number(durable.balances) !== shape.users * shape.award) violations.push(`(a) points spent + balances = ${Number(durable.spent) + Number(durable.balances)}`);
-  return {
-    label: '(a) HTTP redeemPoints, durable ack',
-    operations: result.requests.total,
-    seconds: result.duration,
-    p50Ms: result.latency.p50,
-    p99Ms: result.latency.p99,
-  };
+  return measurement;
 }
 
 /** (b) What a team without Redis builds: one transaction per redemption in PostgreSQL. */

@@ -2,21 +2,25 @@
  * The red-packet grab three ways, on the same machine in the same run:
  *  (a) grabRedPacket over HTTP with the durable ack (the product),
  *  (b) the same Lua script through ioredis alone (the ceiling),
- *  (c) the grab in PostgreSQL alone, one transaction with FOR UPDATE SKIP LOCKED.
+ *  (c) the grab in PostgreSQL alone, one transaction with FOR UPDATE SKIP LOCKED,
+ *  (d) the project's service in process (script + group commit, no HTTP), the
+ *      like-for-like partner of (c), which has no HTTP either.
  * Options: --grabs N (default 100000), --connections N (default 200).
  */
 import { randomUUID } from 'node:crypto';
-import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { RedPacketStore, redPacketKeys } from '../../src/domain/redPackets/store.ts';
 import { splitAmount } from '../../src/domain/redPackets/split.ts';
+import { createApp } from '../../src/app.ts';
+import { loadConfig } from '../../src/config.ts';
+import { createLogger } from '../../src/infra/logger.ts';
 import { Scripts } from '../../src/infra/redis/scripts.ts';
 import { tokenFor } from '../../test/support/client.ts';
 import { TEST_DATABASE_URL, TEST_REDIS_URL, testEnv } from '../../test/support/env.ts';
 import { startServerProcess } from '../../test/support/server.ts';
 import { openStores } from '../../test/support/stores.ts';
-import { type Measurement, machine, measureConcurrent, option, perSecond, printTable } from '../support.ts';
+import { type Measurement, machine, measureConcurrent, option, perSecond, printTable, loadOverHttp } from '../support.ts';
 
 const MAX_SHARES_PER_PACKET = 10_000;
 const PACKET_TOTAL = 1_000_000;
@@ -36,11 +40,13 @@ export async function run(args: string[]): Promise<void> {
     const a = await viaHttp(server.url, grabs, connections, packets, usersPerPacket, stores.sql, violations);
     const b = await viaScript(env.keyPrefix, grabs, connections, violations);
     const c = await viaPostgres(env.schema, grabs, connections, violations);
+    const d = await viaService(env.vars, Math.min(grabs, MAX_SHARES_PER_PACKET * 3), connections, violations);
     console.log();
-    printTable([a, b, c]);
+    printTable([a, b, c, d]);
     console.log();
     console.log(`a/b = ${(perSecond(a) / perSecond(b)).toFixed(2)}  (share of the script ceiling the full stack reaches)`);
-    console.log(`a/c = ${(perSecond(a) / perSecond(c)).toFixed(2)}  (Redis + group commit against PostgreSQL alone)`);
+    console.log(`a/c = ${(perSecond(a) / perSecond(c)).toFixed(2)}  (the product over HTTP against PostgreSQL alone without HTTP)`);
+    console.log(`d/c = ${(perSecond(d) / perSecond(c)).toFixed(2)}  (Redis + group commit against PostgreSQL alone, both in process)`);
     console.log(`invariant violations: ${violations.length}`);
     for (const violation of violations) console.log(`  - ${violation}`);
   } finally {
@@ -67,7 +73,7 @@ async function viaHttp(url: string, grabs: number, connections: number, packets:
   let sent = 0;
   let granted = 0;
   let other = 0;
-  const result = await autocannon({
+  const { result, measurement } = await loadOverHttp('(a) HTTP grabRedPacket, durable ack', {
     url,
     connections,
     amount: grabs,
@@ -94,13 +100,7 @@ async function viaHttp(url: string, grabs: number, connections: number, packets:
   const { rows } = await sql.query<{ n: string; total: string }>('SELECT count(*) AS n, COALESCE(sum(amount), 0) AS total FROM red_packet_grab');
   if (Number(rows[0]!.n) !== granted) violations.push(`(a) PostgreSQL holds ${rows[0]!.n} grabs, clients were acknowledged ${granted}`);
   if (granted === grabs && Number(rows[0]!.total) !== packets * PACKET_TOTAL) violations.push(`(a) granted amounts sum to ${rows[0]!.total}`);
-  return {
-    label: '(a) HTTP grabRedPacket, durable ack',
-    operations: result.requests.total,
-    seconds: result.duration,
-    p50Ms: result.latency.p50,
-    p99Ms: result.latency.p99,
-  };
+  return measurement;
 }
 
 /** (b) The ceiling: the grab script alone through ioredis, no GraphQL, no PostgreSQL. */
@@ -169,4 +169,26 @@ async function viaPostgres(schema: string, grabs: number, connections: number, v
   if (granted !== grabs) violations.push(`(c) ${granted} of ${grabs} PostgreSQL grabs granted`);
   await pool.end();
   return measurement;
+}
+
+/** (d) RedPacketService.grab in this process: the Lua script, the group commit and the durable ack, without HTTP. */
+async function viaService(vars: Record<string, string>, grabs: number, connections: number, violations: string[]): Promise<Measurement> {
+  const app = await createApp(loadConfig({ ...process.env, ...vars }), createLogger('warn'));
+  try {
+    const packets = Math.ceil(grabs / MAX_SHARES_PER_PACKET);
+    const packetIds: string[] = [];
+    for (let p = 0; p < packets; p++) {
+      const packet = await app.redPackets.create('bench-sender', { totalAmount: PACKET_TOTAL, count: MAX_SHARES_PER_PACKET, mode: 'RANDOM', minAmount: 1, maxAmount: null, expiresInSeconds: 3600, greeting: null });
+      packetIds.push(packet.id);
+    }
+    let granted = 0;
+    const measurement = await measureConcurrent('(d) service in process, durable ack', grabs, connections, async (i) => {
+      await app.redPackets.grab(`service-user-${i % MAX_SHARES_PER_PACKET}`, packetIds[Math.floor(i / MAX_SHARES_PER_PACKET)]!);
+      granted++;
+    });
+    if (granted !== grabs) violations.push(`(d) ${granted} of ${grabs} service grabs granted`);
+    return measurement;
+  } finally {
+    await app.close();
+  }
 }

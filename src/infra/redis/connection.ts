@@ -15,6 +15,8 @@ export function createRedis({ url, keyPrefix }: RedisOptions, name: string): Red
     lazyConnect: true,
     maxRetriesPerRequest: 3,
     retryStrategy: (attempt) => Math.min(attempt * 100, 2000),
+    // Commands issued in the same tick go out in one write: fewer syscalls under a storm.
+    enableAutoPipelining: true,
   });
 }
 

@@ -5,6 +5,9 @@ import { ServiceUnavailableError } from '../../errors.ts';
 const LOCK_TTL_MS = 10_000;
 const WAIT_STEP_MS = 20;
 const WAIT_LIMIT_MS = 5_000;
+/** How long "not in PostgreSQL either" is remembered, so a crowd asking for an unknown id waits on no lock. */
+const ABSENT_TTL_MS = 1_000;
+const ABSENT = 'absent';
 
 /** Retryable: the client is told SERVICE_UNAVAILABLE, not an unexpected error. */
 export class HydrationTimeoutError extends ServiceUnavailableError {}
@@ -15,14 +18,27 @@ export class HydrationTimeoutError extends ServiceUnavailableError {}
  * for `meta` to appear. `rebuild` must write every key in one MULTI/EXEC with
  * `meta` included, so scripts never see a half-built campaign.
  *
- * Returns false when the campaign does not exist in PostgreSQL either.
+ * Returns false when the campaign does not exist in PostgreSQL either; that answer is
+ * kept for a second, so a storm of requests for an unknown id costs one lookup.
  */
 export function hydrate(
   redis: Redis,
   keys: { meta: string; hydrating: string },
   rebuild: () => Promise<boolean>,
 ): Promise<boolean> {
-  return underLock(redis, keys.hydrating, rebuild, async () => ((await redis.exists(keys.meta)) === 1 ? true : undefined));
+  return underLock(
+    redis,
+    keys.hydrating,
+    async () => {
+      const found = await rebuild();
+      if (!found) await redis.set(keys.hydrating, ABSENT, 'PX', ABSENT_TTL_MS);
+      return found;
+    },
+    async () => {
+      if ((await redis.exists(keys.meta)) === 1) return true;
+      return (await redis.get(keys.hydrating)) === ABSENT ? false : undefined;
+    },
+  );
 }
 
 /**
