@@ -10,6 +10,7 @@ import {
 } from './gql/generated.ts';
 import { type GraphqlResponse, errorCodes, gql, gqlData, tokenFor } from './support/client.ts';
 import { lotteryServer, runningWindow } from './support/lottery.ts';
+import { stateKeys } from './support/stores.ts';
 
 const lot = lotteryServer('lot_input');
 let player: string;
@@ -48,17 +49,11 @@ const TABLES = ['lottery_activity', 'lottery_prize', 'lottery_settings', 'lotter
 /** Every row of every lottery table, every Redis key under the prefix, and the live activities' Redis state. */
 async function state() {
   const rows = await Promise.all(TABLES.map(async (table) => (await lot.stores.sql.query(`SELECT * FROM ${table} ORDER BY 1, 2`)).rows));
-  const keys: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, page] = await lot.stores.redis.scan(cursor, 'MATCH', `${lot.env.keyPrefix}*`, 'COUNT', 1000);
-    cursor = next;
-    keys.push(...page.filter((key) => !key.includes('journal:streams')));
-  } while (cursor !== '0');
+  const keys = (await stateKeys(lot.stores.redis, lot.env.keyPrefix)).filter((key) => !key.includes('journal:streams'));
   const live = await Promise.all(
     [weighted.id, timed.id].flatMap((id) => [lot.stores.redis.hgetall(`{lot:${id}}:meta`), lot.stores.redis.hgetall(`{lot:${id}}:stock`), lot.stores.redis.hgetall(`{lot:${id}}:daily`)]),
   );
-  return { rows, keys: keys.sort(), live };
+  return { rows, keys, live };
 }
 
 async function unchanged<T>(request: () => Promise<T>): Promise<T> {

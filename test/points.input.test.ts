@@ -16,7 +16,7 @@ import { stopAll } from './support/lifecycle.ts';
 import { expectPointsInvariants } from './support/pointsInvariants.ts';
 import { ShopClient, voucherCodes } from './support/points.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
-import { type Stores, openStores } from './support/stores.ts';
+import { type Stores, openStores, stateKeys } from './support/stores.ts';
 
 const env = testEnv('points_input');
 let server: ServerProcess;
@@ -47,15 +47,9 @@ async function state() {
       async (table) => (await stores.sql.query(`SELECT * FROM ${table}`)).rows,
     ),
   );
-  const keys: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, page] = await stores.redis.scan(cursor, 'MATCH', `${env.keyPrefix}*`, 'COUNT', 1000);
-    cursor = next;
-    keys.push(...page.map((key) => key.slice(env.keyPrefix.length)));
-  } while (cursor !== '0');
+  const keys = (await stateKeys(stores.redis, env.keyPrefix));
   const values = await Promise.all(
-    keys.sort().map(async (key) => {
+    keys.map(async (key) => {
       switch (await stores.redis.type(key)) {
         case 'string':
           return [key, await stores.redis.get(key)];

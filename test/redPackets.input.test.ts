@@ -14,7 +14,7 @@ import { type GraphqlResponse, errorCodes, gql, gqlData, tokenFor } from './supp
 import { TEST_JWT_SECRET, testEnv } from './support/env.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
-import { type Stores, openStores } from './support/stores.ts';
+import { type Stores, openStores, stateKeys } from './support/stores.ts';
 
 const env = testEnv('rp_input');
 let server: ServerProcess;
@@ -50,14 +50,8 @@ async function state(): Promise<State> {
     stores.sql.query<{ n: number }>('SELECT count(*)::int AS n FROM red_packet'),
     stores.sql.query<{ n: number }>('SELECT count(*)::int AS n FROM red_packet_grab'),
   ]);
-  const keys: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, page] = await stores.redis.scan(cursor, 'MATCH', `${env.keyPrefix}*`, 'COUNT', 1000);
-    cursor = next;
-    keys.push(...page);
-  } while (cursor !== '0');
-  return { packets: packets[0]!.n, grabs: grabs[0]!.n, keys: keys.sort(), meta: await stores.redis.hgetall(`{rp:${packetId}}:meta`) };
+  const keys = (await stateKeys(stores.redis, env.keyPrefix));
+  return { packets: packets[0]!.n, grabs: grabs[0]!.n, keys, meta: await stores.redis.hgetall(`{rp:${packetId}}:meta`) };
 }
 
 /** Runs the request and checks that it changed nothing. */

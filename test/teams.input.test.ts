@@ -14,7 +14,7 @@ import {
 import { type GraphqlResponse, errorCodes, gql, subscribeSse, subscribeWs } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
-import { type Stores, openStores } from './support/stores.ts';
+import { type Stores, openStores, stateKeys } from './support/stores.ts';
 import { teamsAt, tokenOf } from './support/teams.ts';
 
 const env = testEnv('tm_input');
@@ -45,17 +45,11 @@ async function state() {
   const counts = await Promise.all(
     ['team', 'team_member', 'team_refund', 'team_seat_event'].map(async (table) => (await stores.sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`)).rows[0]!.n),
   );
-  const keys: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, page] = await stores.redis.scan(cursor, 'MATCH', `${env.keyPrefix}*`, 'COUNT', 1000);
-    cursor = next;
-    keys.push(...page);
-  } while (cursor !== '0');
+  const keys = (await stateKeys(stores.redis, env.keyPrefix));
   const live = teamKeys(ACTIVITY, teamId);
   return {
     counts,
-    keys: keys.sort(),
+    keys,
     meta: await stores.redis.hgetall(live.meta),
     members: await stores.redis.hgetall(live.members),
     locks: await stores.redis.zrange(live.locks, 0, -1, 'WITHSCORES'),

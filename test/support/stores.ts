@@ -25,25 +25,8 @@ export function openStores(env: TestEnv): Stores {
   };
 }
 
-/** Deletes every key under the prefix, as a Redis data loss would. */
-export async function deleteKeys(redis: Redis, keyPrefix: string, pattern = '*'): Promise<number> {
-  let cursor = '0';
-  let deleted = 0;
-  do {
-    // SCAN returns full key names; keyPrefix would be added a second time on DEL.
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${keyPrefix}${pattern}`, 'COUNT', 1000);
-    cursor = next;
-    if (keys.length > 0) deleted += await redis.del(...keys.map((key) => key.slice(keyPrefix.length)));
-  } while (cursor !== '0');
-  return deleted;
-}
-
-/**
- * Deletes every key under the prefix that matches `pattern` in one DEL, so the loss is
- * atomic, as when Redis restarts empty or fails over: no script ever sees a campaign
- * with some of its keys and not others. (`deleteKeys` deletes page by page.)
- */
-export async function loseKeysAtOnce(redis: Redis, keyPrefix: string, pattern = '*'): Promise<number> {
+/** Every key under the prefix matching `pattern`, without the prefix (ioredis adds it back on use), sorted. */
+async function scanKeys(redis: Redis, keyPrefix: string, pattern: string): Promise<string[]> {
   const keys = new Set<string>();
   let cursor = '0';
   do {
@@ -51,5 +34,28 @@ export async function loseKeysAtOnce(redis: Redis, keyPrefix: string, pattern = 
     cursor = next;
     for (const key of page) keys.add(key.slice(keyPrefix.length));
   } while (cursor !== '0');
-  return keys.size > 0 ? redis.del(...keys) : 0;
+  return [...keys].sort();
+}
+
+/** The keys that hold state; rebuild markers (`…:hydrating`) are short-lived locks and left out. */
+export async function stateKeys(redis: Redis, keyPrefix: string, pattern = '*'): Promise<string[]> {
+  return (await scanKeys(redis, keyPrefix, pattern)).filter((key) => !key.endsWith(':hydrating'));
+}
+
+/**
+ * Deletes every key under the prefix that matches `pattern` in one DEL, as when Redis
+ * restarts empty or fails over: no script ever sees a campaign with some of its keys
+ * and not others.
+ */
+export async function loseKeysAtOnce(redis: Redis, keyPrefix: string, pattern = '*'): Promise<number> {
+  const keys = await scanKeys(redis, keyPrefix, pattern);
+  return keys.length > 0 ? redis.del(...keys) : 0;
+}
+
+/** Deletes the keys page by page, as a careless operator would: a campaign can briefly have some keys and not others. */
+export async function deleteKeys(redis: Redis, keyPrefix: string, pattern = '*'): Promise<number> {
+  let deleted = 0;
+  const keys = await scanKeys(redis, keyPrefix, pattern);
+  for (let i = 0; i < keys.length; i += 1000) deleted += await redis.del(...keys.slice(i, i + 1000));
+  return deleted;
 }
