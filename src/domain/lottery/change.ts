@@ -1,5 +1,5 @@
 import type { UpdateLotteryInput } from './input.ts';
-import { LOTTERY_LIMITS, type LotterySettings, type SettingsIssue, retainUntil, settingsIssues } from './settings.ts';
+import { LOTTERY_LIMITS, type LotterySettings, type SettingsIssue, lotteryRetainUntil, settingsIssues } from './settings.ts';
 import { utcOffsetTable } from './timezone.ts';
 
 export type SettingsChange =
@@ -44,7 +44,7 @@ export function changeSettings(current: LotterySettings, input: UpdateLotteryInp
     ...current,
     version: current.version + 1,
     endsAtMs,
-    retainUntilMs: Math.max(current.retainUntilMs, retainUntil(endsAtMs)),
+    retainUntilMs: Math.max(current.retainUntilMs, lotteryRetainUntil(endsAtMs)),
     paused: input.paused ?? current.paused,
     noPrizeWeight: input.noPrizeWeight ?? current.noPrizeWeight,
     dailyDrawLimit: input.dailyDrawLimit ?? current.dailyDrawLimit,

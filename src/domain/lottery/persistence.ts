@@ -1,18 +1,11 @@
 import type { PrismaClient } from '../../generated/prisma/client.ts';
-import type { JournalEntry, JournalHandler } from '../../infra/journal/journal.ts';
+import { type JournalEntry, type JournalHandler, conflictingEntries } from '../../infra/journal/journal.ts';
 import type { LotterySettings } from './settings.ts';
 import type { LotterySnapshot } from './store.ts';
 import { localDate, localDay } from './timezone.ts';
 
 const orNull = (value: string | undefined) => (value === undefined || value === '' ? null : value);
 const numberOrNull = (value: string | undefined) => (value === undefined || value === '' ? null : Number(value));
-
-/** Entries whose key is not durable now: neither inserted by this statement nor there from an earlier commit. */
-async function conflicting(entries: JournalEntry[], keyOf: (entry: JournalEntry) => string, inserted: Set<string>, alreadyThere: (missing: string[]) => Promise<string[]>): Promise<Set<string>> {
-  const missing = entries.map(keyOf).filter((key) => !inserted.has(key));
-  const durable = new Set([...inserted, ...(missing.length > 0 ? await alreadyThere(missing) : [])]);
-  return new Set(entries.filter((entry) => !durable.has(keyOf(entry))).map((entry) => entry.id));
-}
 
 /**
  * Persists journaled draws in one statement per batch. Every counter value Redis handed
@@ -23,7 +16,7 @@ async function conflicting(entries: JournalEntry[], keyOf: (entry: JournalEntry)
  */
 export const drawJournalHandler: JournalHandler = {
   kind: 'lottery.draw',
-  async persist(db: PrismaClient, entries: JournalEntry[]): Promise<Set<string>> {
+  async persist(db: PrismaClient, entries: JournalEntry[]): Promise<JournalEntry[]> {
     const rows = entries.map(({ fields }) => fields);
     const column = (name: string) => rows.map((row) => orNull(row[name]));
     const numbers = (name: string) => rows.map((row) => numberOrNull(row[name]));
@@ -58,7 +51,7 @@ export const drawJournalHandler: JournalHandler = {
       column('snapshot'),
       column('at'),
     );
-    return conflicting(entries, (entry) => entry.fields.draw!, new Set(inserted.map((row) => row.id)), async (missing) =>
+    return conflictingEntries(entries, (entry) => entry.fields.draw!, inserted.map((row) => row.id), async (missing) =>
       (await db.lotteryDraw.findMany({ where: { id: { in: missing } }, select: { id: true } })).map((row) => row.id),
     );
   },
@@ -80,7 +73,7 @@ function parseReleases(list: string): { prizeId: string; unit: number; atMs: num
  */
 export const scheduleJournalHandler: JournalHandler = {
   kind: 'lottery.schedule',
-  async persist(db: PrismaClient, entries: JournalEntry[]): Promise<Set<string>> {
+  async persist(db: PrismaClient, entries: JournalEntry[]): Promise<JournalEntry[]> {
     const rows = entries.map(({ fields }) => fields);
     const releases = rows.flatMap((row) => parseReleases(row.releases!).map((release) => ({ ...release, scheduleId: row.schedule! })));
     const inserted = await db.$queryRawUnsafe<{ schedule_id: string }[]>(
@@ -110,7 +103,7 @@ export const scheduleJournalHandler: JournalHandler = {
       releases.map((release) => String(release.atMs)),
       releases.map((release) => release.scheduleId),
     );
-    return conflicting(entries, (entry) => entry.fields.schedule!, new Set(inserted.map((row) => row.schedule_id)), async (missing) =>
+    return conflictingEntries(entries, (entry) => entry.fields.schedule!, inserted.map((row) => row.schedule_id), async (missing) =>
       (await db.lotteryScheduledHour.findMany({ where: { scheduleId: { in: missing } }, select: { scheduleId: true } })).map((row) => row.scheduleId),
     );
   },
@@ -124,9 +117,10 @@ export const scheduleJournalHandler: JournalHandler = {
  */
 export const settingsJournalHandler: JournalHandler = {
   kind: 'lottery.settings',
-  async persist(db: PrismaClient, entries: JournalEntry[]): Promise<Set<string>> {
-    const conflicts = new Set<string>();
-    for (const { id, fields } of entries) {
+  async persist(db: PrismaClient, entries: JournalEntry[]): Promise<JournalEntry[]> {
+    const conflicts: JournalEntry[] = [];
+    for (const entry of entries) {
+      const { fields } = entry;
       const [{ durable }] = await db.$queryRawUnsafe<[{ durable: boolean }]>(
         `WITH history AS (
            INSERT INTO lottery_settings (activity_id, version, settings, changed_by, changed_at)
@@ -154,7 +148,7 @@ export const settingsJournalHandler: JournalHandler = {
         fields.by!,
         fields.at!,
       );
-      if (!durable) conflicts.add(id);
+      if (!durable) conflicts.push(entry);
     }
     return conflicts;
   },

@@ -26,7 +26,7 @@ import {
   timedActivitiesToSchedule,
 } from './persistence.ts';
 import { ActivityNotActive, DrawLimitReached } from './problems.ts';
-import { DRAW_RANDOM_RANGE, LOTTERY_LIMITS, type LotterySettings, type LotteryStatus, RELEASE_RANDOM_RANGE, lotteryStatus, retainUntil } from './settings.ts';
+import { DRAW_RANDOM_RANGE, LOTTERY_LIMITS, type LotterySettings, type LotteryStatus, RELEASE_RANDOM_RANGE, lotteryStatus, lotteryRetainUntil } from './settings.ts';
 import { type LotterySnapshot, LotteryStore, type PrizeSnapshot, emptySnapshot, lotteryKeys } from './store.ts';
 import { ONE_HOUR_MS, localDay, localHourOfDay, localHourStart, utcOffsetTable } from './timezone.ts';
 
@@ -126,7 +126,7 @@ export class LotteryService {
       strategy: input.strategy,
       startsAtMs,
       endsAtMs,
-      retainUntilMs: retainUntil(endsAtMs),
+      retainUntilMs: lotteryRetainUntil(endsAtMs),
       paused: false,
       noPrizeWeight: input.noPrizeWeight,
       dailyDrawLimit: input.dailyDrawLimit,

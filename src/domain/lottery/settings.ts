@@ -1,3 +1,4 @@
+import { retainUntil } from '../../infra/redis/keys.ts';
 import type { UtcOffsets } from './timezone.ts';
 
 export type LotteryStrategy = 'WEIGHTED' | 'TIMED';
@@ -28,7 +29,7 @@ export const DRAW_RANDOM_RANGE = 2 ** 48 - 1;
 export const RELEASE_RANDOM_RANGE = 2 ** 30;
 
 /** Keys stay this long after the end; a later read rebuilds them from PostgreSQL. */
-export const RETENTION_AFTER_END_MS = 7 * 24 * 3600 * 1000;
+const RETENTION_AFTER_END_MS = 7 * 24 * 3600 * 1000;
 
 /**
  * One prize as the scripts read it. No nulls (Lua's cjson turns them into userdata):
@@ -68,8 +69,9 @@ export interface LotterySettings {
   prizes: PrizeSettings[];
 }
 
-export function retainUntil(endsAtMs: number): number {
-  return endsAtMs + RETENTION_AFTER_END_MS;
+/** Lottery keys stay a week after the end: winners and audits are looked up for longer than a packet. */
+export function lotteryRetainUntil(endsAtMs: number): number {
+  return retainUntil(endsAtMs, RETENTION_AFTER_END_MS);
 }
 
 /** TIMED: the prize every draw falls back to when nothing is released. */

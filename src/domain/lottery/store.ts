@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { type JournalEntry, journalEntry } from '../../infra/journal/journal.ts';
-import { campaignKeys } from '../../infra/redis/keys.ts';
+import { campaignKeys, keysExpireAt } from '../../infra/redis/keys.ts';
 import type { Scripts } from '../../infra/redis/scripts.ts';
 import { DRAW_RANDOM_RANGE, type LotterySettings, type PrizeSettings, RELEASE_RANDOM_RANGE } from './settings.ts';
 
@@ -57,7 +57,6 @@ export interface LotterySnapshot {
 }
 
 const WRITE_CHUNK = 1000;
-const REBUILT_KEYS_MIN_TTL_MS = 3_600_000;
 
 /** A new activity's keys: full stock, no draw yet. */
 export function emptySnapshot(activityId: string, settings: LotterySettings, day: number): LotterySnapshot {
@@ -174,8 +173,7 @@ export class LotteryStore {
   async write(snapshot: LotterySnapshot): Promise<void> {
     const { settings } = snapshot;
     const keys = lotteryKeys(snapshot.activityId);
-    // An activity read back long after its end is rebuilt for a while, not for no time at all.
-    const expireAt = Math.max(settings.retainUntilMs, Date.now() + REBUILT_KEYS_MIN_TTL_MS);
+    const expireAt = keysExpireAt(settings.retainUntilMs);
     const tx = this.redis.multi().del(keys.meta, keys.stock, keys.daily, keys.requests, keys.releases, keys.hours);
     tx.hset(keys.stock, Object.fromEntries(snapshot.stockLeft)).pexpireat(keys.stock, expireAt);
 

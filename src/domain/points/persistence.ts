@@ -66,7 +66,7 @@ const intOrNull = (value: string | undefined) => (value ? Number(value) : null);
 
 export const redemptionJournalHandler: JournalHandler = {
   kind: 'points.redeem',
-  async persist(db: PrismaClient, entries: JournalEntry[]): Promise<Set<string>> {
+  async persist(db: PrismaClient, entries: JournalEntry[]): Promise<JournalEntry[]> {
     const rows = entries.map(({ fields }) => fields);
     const ids = rows.map((row) => row.id!);
     const inserted = await db.$queryRawUnsafe<{ id: string }[]>(

@@ -11,7 +11,7 @@ import type { RedPacketSnapshot } from './store.ts';
  */
 export const grabJournalHandler: JournalHandler = {
   kind: 'redPacket.grab',
-  async persist(db: PrismaClient, entries: JournalEntry[]): Promise<Set<string>> {
+  async persist(db: PrismaClient, entries: JournalEntry[]): Promise<JournalEntry[]> {
     const rows = entries.map(({ fields }) => fields);
     const grantIds = rows.map((row) => row.grant!);
     const inserted = await db.$queryRawUnsafe<{ id: string }[]>(

@@ -5,6 +5,7 @@ import type { PrismaClient } from '../../generated/prisma/client.ts';
 import type { Journal } from '../../infra/journal/journal.ts';
 import type { Logger } from '../../infra/logger.ts';
 import { hydrate, withRebuild } from '../../infra/redis/hydration.ts';
+import { retainUntil } from '../../infra/redis/keys.ts';
 import type { LiveEvents } from '../../infra/redis/pubsub.ts';
 import type { Scripts } from '../../infra/redis/scripts.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
@@ -14,7 +15,7 @@ import type { CreateRedPacketInput } from './input.ts';
 import { grabJournalHandler, loadSnapshot, packetsDueForSettlement, recordedRefund, settleRefund } from './persistence.ts';
 import { AlreadyGrabbed, RedPacketEmpty, RedPacketExpired } from './problems.ts';
 import { splitAmount, widestMaxAmount } from './split.ts';
-import { type RedPacketSnapshot, type RedPacketState, RedPacketStore, redPacketKeys, retainUntil } from './store.ts';
+import { type RedPacketSnapshot, type RedPacketState, RedPacketStore, redPacketKeys } from './store.ts';
 
 export interface GrabbedShare {
   packetId: string;
@@ -193,7 +194,7 @@ export class RedPacketService {
 
   private async writeToRedis(snapshot: RedPacketSnapshot): Promise<void> {
     const keys = redPacketKeys(snapshot.id);
-    await this.deps.journal.trackStream(keys.journal, retainUntil(snapshot.expiresAt));
+    await this.deps.journal.trackStream(keys.journal, retainUntil(snapshot.expiresAt.getTime()));
     await this.store.write(snapshot);
   }
 }

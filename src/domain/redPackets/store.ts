@@ -1,16 +1,9 @@
 import type { Redis } from 'ioredis';
 import { type JournalEntry, journalEntry } from '../../infra/journal/journal.ts';
-import { campaignKeys } from '../../infra/redis/keys.ts';
+import { campaignKeys, keysExpireAt, retainUntil } from '../../infra/redis/keys.ts';
 import type { Scripts } from '../../infra/redis/scripts.ts';
 import type { SplitMode } from './split.ts';
 
-/** Keys stay this long after expiry; a later read rebuilds them from PostgreSQL. */
-const RETENTION_AFTER_EXPIRY_MS = 24 * 3600 * 1000;
-
-/** When a packet's keys (and the sweeper's watch on its journal) may go. */
-export function retainUntil(expiresAt: Date): number {
-  return expiresAt.getTime() + RETENTION_AFTER_EXPIRY_MS;
-}
 
 export function redPacketKeys(packetId: string) {
   return campaignKeys('rp', packetId, ['meta', 'shares', 'grabs', 'journal', 'hydrating']);
@@ -111,7 +104,7 @@ export class RedPacketStore {
     const keys = redPacketKeys(snapshot.id);
     const taken = new Set(snapshot.grabs.map((grab) => grab.shareIndex));
     const remaining = snapshot.shareAmounts.flatMap((amount, index) => (taken.has(index) ? [] : [`${index}:${amount}`]));
-    const expireAt = retainUntil(snapshot.expiresAt);
+    const expireAt = keysExpireAt(retainUntil(snapshot.expiresAt.getTime()));
     const meta: Record<string, string | number> = {
       senderId: snapshot.senderId,
       totalAmount: snapshot.totalAmount,

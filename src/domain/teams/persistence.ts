@@ -46,7 +46,7 @@ export function teamsChangedBy(entry: JournalEntry): string[] {
  */
 export const teamJournalHandler: JournalHandler = {
   kind: TEAM_JOURNAL_KIND,
-  async persist(db: PrismaClient, entries: JournalEntry[]): Promise<Set<string>> {
+  async persist(db: PrismaClient, entries: JournalEntry[]): Promise<JournalEntry[]> {
     const events = entries.flatMap((entry) => seatEventsOf(entry).map((event, index) => ({ ...event, id: `${entry.fields.event}:${index}` })));
     const confirms = entries.filter(({ fields }) => fields.op === 'confirm');
     const failures = entries.filter(({ fields }) => fields.op === 'fail');
@@ -98,7 +98,7 @@ export const teamJournalHandler: JournalHandler = {
       failedMembers.map((member) => member.user),
       failedMembers.map((member) => member.paymentRef ?? null),
     );
-    if (confirms.length === 0) return new Set();
+    if (confirms.length === 0) return [];
 
     // Whoever fills a team completes it. Run after the insert committed, so of two batches
     // filling one team, the later one sees both.
@@ -120,7 +120,7 @@ export const teamJournalHandler: JournalHandler = {
       });
       for (const row of present) durable.add(key(row.teamId, row.userId));
     }
-    return new Set(confirms.filter(({ fields }) => !durable.has(key(fields.team!, fields.user!))).map((entry) => entry.id));
+    return confirms.filter(({ fields }) => !durable.has(key(fields.team!, fields.user!)));
   },
 };
 

@@ -6,6 +6,7 @@ import { groupBy } from '../../infra/collections.ts';
 import type { Journal, JournalEntry } from '../../infra/journal/journal.ts';
 import type { Logger } from '../../infra/logger.ts';
 import { hydrate, withRebuild } from '../../infra/redis/hydration.ts';
+import { retainUntil } from '../../infra/redis/keys.ts';
 import type { LiveEvents } from '../../infra/redis/pubsub.ts';
 import type { Scripts } from '../../infra/redis/scripts.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
@@ -20,7 +21,6 @@ import {
   type TeamStatus,
   TeamStore,
   activityKeys,
-  retainUntil,
   teamKeys,
 } from './store.ts';
 
@@ -334,7 +334,7 @@ export class TeamService {
   }
 
   private async writeToRedis(snapshot: TeamSnapshot): Promise<void> {
-    const until = retainUntil(snapshot.deadline);
+    const until = retainUntil(snapshot.deadline.getTime());
     await this.deps.journal.trackStream(activityKeys(snapshot.activityId).journal, until);
     await this.deps.redis.zadd(ACTIVITY_REGISTRY, 'GT', until, snapshot.activityId);
     await this.store.write(snapshot);

@@ -1,15 +1,8 @@
 import type { Redis } from 'ioredis';
 import { type JournalEntry, journalEntry } from '../../infra/journal/journal.ts';
-import { campaignKeys } from '../../infra/redis/keys.ts';
+import { campaignKeys, keysExpireAt, retainUntil } from '../../infra/redis/keys.ts';
 import type { Scripts } from '../../infra/redis/scripts.ts';
 
-/** Keys stay this long after the deadline; a later read rebuilds them from PostgreSQL. */
-const RETENTION_AFTER_DEADLINE_MS = 24 * 3600 * 1000;
-
-/** When a team's keys, and the sweepers' watch on its activity, may go. */
-export function retainUntil(deadline: Date): number {
-  return deadline.getTime() + RETENTION_AFTER_DEADLINE_MS;
-}
 
 /**
  * Every key of every team of one activity shares the activity's hash tag, `{tm:<activityId>}`:
@@ -276,7 +269,7 @@ export class TeamStore {
   async write(snapshot: TeamSnapshot): Promise<void> {
     const keys = teamKeys(snapshot.activityId, snapshot.id);
     const [seconds, micros] = await this.redis.time();
-    const expireAt = retainUntil(snapshot.deadline);
+    const expireAt = keysExpireAt(retainUntil(snapshot.deadline.getTime()));
     const meta: Record<string, string | number> = {
       activityId: snapshot.activityId,
       leaderId: snapshot.leaderId,

@@ -19,11 +19,11 @@ export interface JournalHandler {
   /**
    * Writes a batch of entries. Each statement must be atomic on its own and
    * idempotent (unique keys), because a sweeper may persist the same entry again;
-   * batches of different kinds are not one transaction. Returns the ids of entries
-   * that clash with a different durable grant: those are dropped and their callers
-   * told, never acknowledged.
+   * batches of different kinds are not one transaction. Returns the entries that
+   * clash with a different durable grant: those are dropped and their callers told,
+   * never acknowledged. (Entries, not ids: two streams can mint the same id.)
    */
-  persist(db: PrismaClient, entries: JournalEntry[]): Promise<Set<string>>;
+  persist(db: PrismaClient, entries: JournalEntry[]): Promise<JournalEntry[]>;
 }
 
 export type PersistOutcome = 'persisted' | 'conflict';
@@ -57,12 +57,15 @@ export async function conflictingEntries(
   grantOf: (entry: JournalEntry) => string,
   inserted: Iterable<string>,
   durableAmong: (grantIds: string[]) => Promise<string[]>,
-): Promise<Set<string>> {
+): Promise<JournalEntry[]> {
   const durable = new Set(inserted);
   const missing = entries.map(grantOf).filter((id) => !durable.has(id));
   if (missing.length > 0) for (const id of await durableAmong(missing)) durable.add(id);
-  return new Set(entries.filter((entry) => !durable.has(grantOf(entry))).map((entry) => entry.id));
+  return entries.filter((entry) => !durable.has(grantOf(entry)));
 }
+
+/** An entry's identity: its id is unique only within its stream. */
+const entryKey = (entry: JournalEntry) => `${entry.stream}\u0000${entry.id}`;
 
 /** Turns the flat [field, value, ...] list that XADD and XRANGE use into an entry. */
 export function journalEntry(stream: string, id: string, flatFields: string[]): JournalEntry {
@@ -191,7 +194,7 @@ export class Journal {
 
   private async commitBatch(batch: Waiter[]): Promise<void> {
     const unique = new Map<string, JournalEntry>();
-    for (const { entry } of batch) unique.set(`${entry.stream}\u0000${entry.id}`, entry);
+    for (const { entry } of batch) unique.set(entryKey(entry), entry);
     const entries = [...unique.values()];
     let conflicts: Set<string>;
     try {
@@ -206,7 +209,7 @@ export class Journal {
     await this.deleteFromStreams(entries).catch((error: unknown) => {
       this.log.warn({ err: error }, 'could not delete persisted journal entries; the sweeper will re-persist them harmlessly');
     });
-    for (const waiter of batch) waiter.resolve(conflicts.has(waiter.entry.id) ? 'conflict' : 'persisted');
+    for (const waiter of batch) waiter.resolve(conflicts.has(entryKey(waiter.entry)) ? 'conflict' : 'persisted');
   }
 
   private async persistWithRetry(entries: JournalEntry[]): Promise<Set<string>> {
@@ -219,7 +222,7 @@ export class Journal {
       try {
         const conflicts = new Set<string>();
         for (const [handler, ofKind] of byKind) {
-          for (const id of await handler.persist(this.prisma, ofKind)) conflicts.add(id);
+          for (const entry of await handler.persist(this.prisma, ofKind)) conflicts.add(entryKey(entry));
         }
         return conflicts;
       } catch (error) {
