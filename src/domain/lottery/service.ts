@@ -1,13 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import { ErrorCode, ServiceUnavailableError, graphqlError } from '../../errors.ts';
-import type { PrismaClient } from '../../generated/prisma/client.ts';
-import type { Journal } from '../../infra/journal/journal.ts';
-import type { Logger } from '../../infra/logger.ts';
 import { hydrate, withRebuild } from '../../infra/redis/hydration.ts';
-import type { LiveEvents } from '../../infra/redis/pubsub.ts';
-import type { Scripts } from '../../infra/redis/scripts.ts';
 import type { ScriptClock } from '../../infra/redis/testClock.ts';
+import type { CampaignDeps } from '../deps.ts';
 import { NotFound } from '../problems.ts';
 import { type RandomSource, cryptoRandom } from '../random.ts';
 import { changeSettings } from './change.ts';
@@ -80,15 +75,8 @@ export interface DrawAudit {
 
 export class DrawNotConfirmedError extends ServiceUnavailableError {}
 
-export interface LotteryDeps {
-  prisma: PrismaClient;
-  redis: Redis;
-  scripts: Scripts;
-  journal: Journal;
-  events: LiveEvents;
+export interface LotteryDeps extends CampaignDeps {
   clock: ScriptClock;
-  log: Logger;
-  random?: RandomSource;
 }
 
 /** How many times an operation that clashed with durable state rebuilds the activity and tries again. */

@@ -1,12 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import { ServiceUnavailableError } from '../../errors.ts';
-import type { Prisma, PrismaClient, Redemption, RedemptionStatus } from '../../generated/prisma/client.ts';
-import type { Journal } from '../../infra/journal/journal.ts';
-import type { Logger } from '../../infra/logger.ts';
+import type { Prisma, Redemption, RedemptionStatus } from '../../generated/prisma/client.ts';
 import { hydrate, withHydrationLock, withRebuild } from '../../infra/redis/hydration.ts';
-import type { Scripts } from '../../infra/redis/scripts.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
+import type { CampaignDeps } from '../deps.ts';
 import { NotFound } from '../problems.ts';
 import { type DeliveryOptions, type VoucherNotifier, deliverDue } from './delivery.ts';
 import type { CreateGoodsInput } from './input.ts';
@@ -16,12 +13,7 @@ import { PointsStore, type RedeemAnswer, SHOP_JOURNAL, balanceKeys, goodsKeys } 
 
 export class RedemptionNotConfirmedError extends ServiceUnavailableError {}
 
-export interface PointsDeps {
-  prisma: PrismaClient;
-  redis: Redis;
-  scripts: Scripts;
-  journal: Journal;
-  log: Logger;
+export interface PointsDeps extends Omit<CampaignDeps, 'events' | 'random'> {
   notifier: VoucherNotifier;
   delivery: DeliveryOptions;
 }

@@ -1,16 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import { ServiceUnavailableError } from '../../errors.ts';
-import type { PrismaClient } from '../../generated/prisma/client.ts';
-import type { Journal } from '../../infra/journal/journal.ts';
-import type { Logger } from '../../infra/logger.ts';
 import { hydrate, withRebuild } from '../../infra/redis/hydration.ts';
 import { retainUntil } from '../../infra/redis/keys.ts';
-import type { LiveEvents } from '../../infra/redis/pubsub.ts';
-import type { Scripts } from '../../infra/redis/scripts.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
+import type { CampaignDeps } from '../deps.ts';
 import { NotFound } from '../problems.ts';
-import { type RandomSource, cryptoRandom } from '../random.ts';
+import { cryptoRandom } from '../random.ts';
 import type { CreateRedPacketInput } from './input.ts';
 import { grabJournalHandler, loadSnapshot, packetsDueForSettlement, recordedRefund, settleRefund } from './persistence.ts';
 import { AlreadyGrabbed, RedPacketEmpty, RedPacketExpired } from './problems.ts';
@@ -26,15 +21,7 @@ export interface GrabbedShare {
 
 export class GrabNotConfirmedError extends ServiceUnavailableError {}
 
-export interface RedPacketDeps {
-  prisma: PrismaClient;
-  redis: Redis;
-  scripts: Scripts;
-  journal: Journal;
-  events: LiveEvents;
-  log: Logger;
-  random?: RandomSource;
-}
+export type RedPacketDeps = CampaignDeps;
 
 /** How many times a grab that clashed with a durable grab rebuilds the packet and tries again. */
 const GRAB_ATTEMPTS = 3;

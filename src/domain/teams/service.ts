@@ -1,15 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import { ErrorCode, ServiceUnavailableError, graphqlError } from '../../errors.ts';
-import type { PrismaClient } from '../../generated/prisma/client.ts';
 import { groupBy } from '../../infra/collections.ts';
-import type { Journal, JournalEntry } from '../../infra/journal/journal.ts';
-import type { Logger } from '../../infra/logger.ts';
+import type { JournalEntry } from '../../infra/journal/journal.ts';
 import { hydrate, withRebuild } from '../../infra/redis/hydration.ts';
 import { retainUntil } from '../../infra/redis/keys.ts';
-import type { LiveEvents } from '../../infra/redis/pubsub.ts';
-import type { Scripts } from '../../infra/redis/scripts.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
+import type { CampaignDeps } from '../deps.ts';
 import { NotFound } from '../problems.ts';
 import type { OpenTeamInput } from './input.ts';
 import { activityOfTeam, listTeams, loadSnapshot, seatEventsOf, teamJournalHandler, teamsChangedBy, teamsPastDeadline } from './persistence.ts';
@@ -31,14 +27,7 @@ export interface SeatLocked {
   releasedTeamId: string | null;
 }
 
-export interface TeamDeps {
-  prisma: PrismaClient;
-  redis: Redis;
-  scripts: Scripts;
-  journal: Journal;
-  events: LiveEvents;
-  log: Logger;
-}
+export type TeamDeps = Omit<CampaignDeps, 'random'>;
 
 /** Activities with teams whose locks the expiry sweeper watches: activityId -> until (ms). */
 const ACTIVITY_REGISTRY = 'teams:activities';

@@ -1,0 +1,19 @@
+import type { Redis } from 'ioredis';
+import type { PrismaClient } from '../generated/prisma/client.ts';
+import type { Journal } from '../infra/journal/journal.ts';
+import type { Logger } from '../infra/logger.ts';
+import type { LiveEvents } from '../infra/redis/pubsub.ts';
+import type { Scripts } from '../infra/redis/scripts.ts';
+import type { RandomSource } from './random.ts';
+
+/** What every campaign service is built from: the shared core each flow runs on. */
+export interface CampaignDeps {
+  prisma: PrismaClient;
+  redis: Redis;
+  scripts: Scripts;
+  journal: Journal;
+  events: LiveEvents;
+  log: Logger;
+  /** Node's crypto unless a test replays chosen numbers. */
+  random?: RandomSource;
+}
