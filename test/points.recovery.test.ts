@@ -183,7 +183,7 @@ describe('Redis loses its data mid-campaign', () => {
     const loseRedis = () =>
       whileCommitsAreStuck(goods.id, 20, async () => {
         const lost = await loseKeysAtOnce(stores.redis, env.keyPrefix);
-        await waitFor('the goods to be rebuilt', async () => (await stores.redis.exists(goodsKeys(goods.id).meta)) === 1, { timeoutMs: 5_000, intervalMs: 10 });
+        await waitFor('the goods to be rebuilt', async () => (await stores.redis.exists(goodsKeys(goods.id).meta)) === 1, { timeoutMs: 15_000, intervalMs: 10 });
         await sleep(100);
         return lost;
       });

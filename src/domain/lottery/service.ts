@@ -153,6 +153,11 @@ export class LotteryService {
         case 'limit':
           throw new DrawLimitReached(reply.dailyDrawLimit, new Date(reply.resetsAtMs));
         case 'repeated':
+          // The first call may still be committing, or may have failed: answer only with a durable draw.
+          await this.deps.journal.commitStream(lotteryKeys(activityId).journal, (entry) => entry.fields.draw === reply.drawId);
+          if (!(await this.deps.prisma.lotteryDraw.findUnique({ where: { id: reply.drawId }, select: { id: true } }))) {
+            throw new DrawNotConfirmedError('the first draw with this requestId is not confirmed yet; try again');
+          }
           return this.outcome(activityId, userId, reply);
         case 'drawn': {
           if ((await this.deps.journal.commit(reply.entry)) === 'conflict') {

@@ -74,11 +74,6 @@ export function lotteryRetainUntil(endsAtMs: number): number {
   return retainUntil(endsAtMs, RETENTION_AFTER_END_MS);
 }
 
-/** TIMED: the prize every draw falls back to when nothing is released. */
-export function consolationPrize(settings: LotterySettings): PrizeSettings | undefined {
-  return settings.prizes.find((prize) => prize.kind === 'CONSOLATION' && prize.hourlyQuota.length === 0);
-}
-
 export type LotteryStatus = 'UPCOMING' | 'ACTIVE' | 'PAUSED' | 'ENDED';
 
 export function lotteryStatus(settings: LotterySettings, nowMs: number): LotteryStatus {

@@ -104,7 +104,7 @@ export class RedPacketService {
 
   async get(packetId: string): Promise<RedPacketState | null> {
     const state = (await this.store.readState(packetId)) ?? ((await this.rebuild(packetId)) ? await this.store.readState(packetId) : null);
-    if (state && state.refundedAmount === null && Date.parse(state.expiresAt) <= Date.now()) return this.withDurableRefund(state);
+    if (state && state.refundedAmount === null && Date.parse(state.expiresAt) <= (await redisTimeMs(this.deps.redis))) return this.withDurableRefund(state);
     return state;
   }
 

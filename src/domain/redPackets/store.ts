@@ -17,7 +17,7 @@ interface RedPacketTerms {
   count: number;
   mode: SplitMode;
   greeting: string | null;
-  /** Null until the expiry worker has settled the packet. */
+  /** Null until a settlement is recorded (in PostgreSQL first, then here). */
   refundedAmount: number | null;
 }
 

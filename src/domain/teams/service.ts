@@ -230,11 +230,16 @@ export class TeamService {
     let failed = 0;
     for (const { id, activityId } of await teamsPastDeadline(this.deps.prisma, now, DEADLINE_BATCH)) {
       this.remember(id, activityId);
-      const reply = await withRebuild(() => this.store.fail(activityId, id, randomUUID()), () => this.rebuild(activityId, id));
-      if (reply?.kind !== 'failed') continue;
-      await this.settle(activityId, reply.entry);
-      this.deps.log.info({ teamId: id, activityId }, 'a team missed its deadline; its members are to be refunded');
-      failed++;
+      try {
+        const reply = await withRebuild(() => this.store.fail(activityId, id, randomUUID()), () => this.rebuild(activityId, id));
+        if (reply?.kind !== 'failed') continue;
+        await this.settle(activityId, reply.entry);
+        this.deps.log.info({ teamId: id, activityId }, 'a team missed its deadline; its members are to be refunded');
+        failed++;
+      } catch (error) {
+        // One team's trouble must not hold up the others; the next sweep tries it again.
+        this.deps.log.error({ err: error, teamId: id, activityId }, 'could not fail an overdue team');
+      }
     }
     return failed;
   }

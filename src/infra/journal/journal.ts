@@ -192,10 +192,17 @@ export class Journal {
     }
   }
 
-  private async commitBatch(batch: Waiter[]): Promise<void> {
+  private async commitBatch(waiting: Waiter[]): Promise<void> {
+    // An entry nothing here can persist (a kind from a newer release, swept by an older
+    // instance) stays in its stream for an instance that can; it must not sink the batch.
+    const batch = waiting.filter((waiter) => this.handlers.has(waiter.entry.fields.kind ?? ''));
+    for (const waiter of waiting) {
+      if (!batch.includes(waiter)) waiter.reject(new Error(`no journal handler for kind "${waiter.entry.fields.kind}"`));
+    }
     const unique = new Map<string, JournalEntry>();
     for (const { entry } of batch) unique.set(entryKey(entry), entry);
     const entries = [...unique.values()];
+    if (entries.length === 0) return;
     let conflicts: Set<string>;
     try {
       conflicts = await this.persistWithRetry(entries);
@@ -213,11 +220,7 @@ export class Journal {
   }
 
   private async persistWithRetry(entries: JournalEntry[]): Promise<Set<string>> {
-    const byKind = groupBy(entries, (entry) => {
-      const handler = this.handlers.get(entry.fields.kind ?? '');
-      if (!handler) throw new Error(`no journal handler for kind "${entry.fields.kind}"`);
-      return handler;
-    });
+    const byKind = groupBy(entries, (entry) => this.handlers.get(entry.fields.kind!)!);
     for (let attempt = 1; ; attempt++) {
       try {
         const conflicts = new Set<string>();
