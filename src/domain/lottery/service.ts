@@ -336,7 +336,7 @@ export class LotteryService {
   /** Rebuilds the activity's keys from PostgreSQL; false if it does not exist. */
   private rebuild(activityId: string): Promise<boolean> {
     const keys = lotteryKeys(activityId);
-    return hydrate(this.deps.redis, keys, async () => {
+    return hydrate(this.deps, keys, async () => {
       // Entries still in the stream are draws Redis made before it lost the other keys;
       // persist them first so the rebuild counts them.
       await this.deps.journal.commitStream(keys.journal);

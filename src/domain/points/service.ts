@@ -43,7 +43,7 @@ export class PointsService {
     // Under the lock a rebuild takes, so no rebuild that read PostgreSQL before the award
     // can write its balance after it. A replay cannot know whether the first call reached
     // Redis (it may have died in between), so it reloads the balance from the ledger.
-    return withHydrationLock(this.deps.redis, balanceKeys(award.userId).hydrating, async () => {
+    return withHydrationLock(this.deps, balanceKeys(award.userId).hydrating, async () => {
       const applied = outcome === 'applied' ? await this.store.applyAward(award.userId, award.amount) : null;
       return applied ?? this.reloadBalance(award.userId);
     });
@@ -162,7 +162,7 @@ export class PointsService {
   }
 
   private rebuildBalance(userId: string): Promise<boolean> {
-    return hydrate(this.deps.redis, balanceKeys(userId), async () => {
+    return hydrate(this.deps, balanceKeys(userId), async () => {
       await this.reloadBalance(userId);
       return true;
     });
@@ -185,7 +185,7 @@ export class PointsService {
 
   /** Rebuilds a goods item's keys; false if it does not exist. */
   private rebuildGoods(goodsId: string): Promise<boolean> {
-    return hydrate(this.deps.redis, goodsKeys(goodsId), async () => {
+    return hydrate(this.deps, goodsKeys(goodsId), async () => {
       await this.deps.journal.trackStream(SHOP_JOURNAL, SHOP_JOURNAL_TRACKED_UNTIL);
       await this.deps.journal.commitStream(SHOP_JOURNAL, (entry) => entry.fields.goods === goodsId);
       const snapshot = await loadGoods(this.deps.prisma, goodsId);

@@ -168,7 +168,7 @@ export class RedPacketService {
   /** Rebuilds the packet's keys from PostgreSQL; false if it does not exist. */
   private rebuild(packetId: string): Promise<boolean> {
     const keys = redPacketKeys(packetId);
-    return hydrate(this.deps.redis, keys, async () => {
+    return hydrate(this.deps, keys, async () => {
       // Entries still in the stream are grabs Redis made before it lost the packet's
       // other keys; persist them first so the rebuild counts them.
       await this.deps.journal.commitStream(keys.journal);

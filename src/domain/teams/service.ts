@@ -316,7 +316,7 @@ export class TeamService {
 
   /** Rebuilds the team's keys from PostgreSQL; false if it does not exist. */
   private rebuild(activityId: string, teamId: string): Promise<boolean> {
-    return hydrate(this.deps.redis, teamKeys(activityId, teamId), async () => {
+    return hydrate(this.deps, teamKeys(activityId, teamId), async () => {
       // Entries still in the stream are changes Redis made before it lost the team's keys;
       // persist them first so the rebuild counts them.
       await this.deps.journal.commitStream(activityKeys(activityId).journal);

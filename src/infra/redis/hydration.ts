@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import type { Scripts } from './scripts.ts';
 import { ServiceUnavailableError } from '../../errors.ts';
 
 const LOCK_TTL_MS = 10_000;
@@ -21,13 +22,19 @@ export class HydrationTimeoutError extends ServiceUnavailableError {}
  * Returns false when the campaign does not exist in PostgreSQL either; that answer is
  * kept for a second, so a storm of requests for an unknown id costs one lookup.
  */
+/** The connection and the loaded scripts; every campaign service has both. */
+interface LockDeps {
+  redis: Redis;
+  scripts: Scripts;
+}
+
 export function hydrate(
-  redis: Redis,
+  { redis, scripts }: LockDeps,
   keys: { meta: string; hydrating: string },
   rebuild: () => Promise<boolean>,
 ): Promise<boolean> {
   return underLock(
-    redis,
+    { redis, scripts },
     keys.hydrating,
     async () => {
       const found = await rebuild();
@@ -46,12 +53,12 @@ export function hydrate(
  * change made in PostgreSQL first and in Redis second: a rebuild that read PostgreSQL
  * just before the change could otherwise write its older copy just after it.
  */
-export function withHydrationLock<T>(redis: Redis, lockKey: string, task: () => Promise<T>): Promise<T> {
-  return underLock(redis, lockKey, task, async () => undefined);
+export function withHydrationLock<T>(deps: LockDeps, lockKey: string, task: () => Promise<T>): Promise<T> {
+  return underLock(deps, lockKey, task, async () => undefined);
 }
 
 /** Waits for the lock and runs `task` under it, unless `settled` answers first. */
-async function underLock<T>(redis: Redis, lockKey: string, task: () => Promise<T>, settled: () => Promise<T | undefined>): Promise<T> {
+async function underLock<T>({ redis, scripts }: LockDeps, lockKey: string, task: () => Promise<T>, settled: () => Promise<T | undefined>): Promise<T> {
   const token = randomUUID();
   const deadline = Date.now() + WAIT_LIMIT_MS;
   while (Date.now() < deadline) {
@@ -61,8 +68,7 @@ async function underLock<T>(redis: Redis, lockKey: string, task: () => Promise<T
       try {
         return await task();
       } finally {
-        // Only release our own lock; after LOCK_TTL_MS another instance may hold it.
-        if ((await redis.get(lockKey)) === token) await redis.del(lockKey);
+        await scripts.run('releaseLock', [lockKey], [token]);
       }
     }
     await new Promise((resolve) => setTimeout(resolve, WAIT_STEP_MS));

@@ -1,0 +1,13 @@
+--[[
+  Releases a lock only if the caller still holds it: after the lock's TTL another
+  instance may hold it, and a plain DEL would take that one away.
+
+  KEYS[1] the lock
+  ARGV[1] the holder's token
+
+  Returns 1 if released, 0 if the lock was not ours (or gone).
+]]
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
