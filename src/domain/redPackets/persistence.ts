@@ -38,19 +38,24 @@ export const grabJournalHandler: JournalHandler = {
   },
 };
 
+/** A refund counts once settlement set refunded_at; before that the amount column means nothing. */
+function refundOf(packet: { refundedAt: Date | null; refundedAmount: number }): number | null {
+  return packet.refundedAt ? packet.refundedAmount : null;
+}
+
 export async function loadSnapshot(prisma: PrismaClient, packetId: string): Promise<RedPacketSnapshot | null> {
   const packet = await prisma.redPacket.findUnique({
     where: { id: packetId },
     include: { grabs: { select: { userId: true, shareIndex: true, amount: true, grabbedAt: true } } },
   });
   if (!packet) return null;
-  return { ...packet, refundedAmount: packet.refundedAt ? packet.refundedAmount : null };
+  return { ...packet, refundedAmount: refundOf(packet) };
 }
 
 /** The refund PostgreSQL recorded for a packet, or null while it is unsettled. */
 export async function recordedRefund(prisma: PrismaClient, packetId: string): Promise<number | null> {
   const packet = await prisma.redPacket.findUnique({ where: { id: packetId }, select: { refundedAt: true, refundedAmount: true } });
-  return packet?.refundedAt ? packet.refundedAmount : null;
+  return packet ? refundOf(packet) : null;
 }
 
 export async function packetsDueForSettlement(prisma: PrismaClient, limit: number): Promise<string[]> {

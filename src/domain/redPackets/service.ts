@@ -103,9 +103,14 @@ export class RedPacketService {
   }
 
   async get(packetId: string): Promise<RedPacketState | null> {
-    const state = (await this.store.readState(packetId)) ?? ((await this.rebuild(packetId)) ? await this.store.readState(packetId) : null);
+    const state = await this.loaded(packetId);
     if (state && state.refundedAmount === null && Date.parse(state.expiresAt) <= (await redisTimeMs(this.deps.redis))) return this.withDurableRefund(state);
     return state;
+  }
+
+  /** The packet's state from Redis, rebuilt from PostgreSQL if its keys are gone. */
+  private async loaded(packetId: string): Promise<RedPacketState | null> {
+    return (await this.store.readState(packetId)) ?? ((await this.rebuild(packetId)) ? this.store.readState(packetId) : null);
   }
 
   /**
@@ -144,7 +149,8 @@ export class RedPacketService {
   async settleExpired(): Promise<number> {
     let settled = 0;
     for (const packetId of await packetsDueForSettlement(this.deps.prisma, SETTLE_BATCH)) {
-      const state = await this.get(packetId);
+      // PostgreSQL just listed it as unsettled, so there is no recorded refund to pick up.
+      const state = await this.loaded(packetId);
       if (!state || Date.parse(state.expiresAt) > (await redisTimeMs(this.deps.redis))) continue;
       if ((await this.store.journalLength(packetId)) > 0) continue;
       const refundedAmount = await settleRefund(this.deps.prisma, packetId);
