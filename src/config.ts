@@ -25,6 +25,8 @@ const envSchema = z.object({
   GRAPHQL_MAX_COST: intFromEnv(5000, 1),
   GRAPHQL_MAX_ALIASES: intFromEnv(15, 1),
   GRAPHQL_MAX_TOKENS: intFromEnv(2000, 1),
+  /** 1: plain JSON POSTs skip Yoga's fetch layer (see src/fastLane.ts); 0: Yoga serves every request. */
+  GRAPHQL_FAST_LANE: z.enum(['0', '1']).default('1'),
 
   JOURNAL_BATCH_MAX: intFromEnv(256, 1),
   JOURNAL_BATCH_WAIT_MS: intFromEnv(5, 0),

@@ -13,6 +13,7 @@ import { WebSocketServer } from 'ws';
 import { type App, createApp } from './app.ts';
 import type { Config } from './config.ts';
 import { type Context, buildContext } from './context.ts';
+import { createFastLane } from './fastLane.ts';
 import { useInputErrorCodes, useMutationRateLimit, useReadiness } from './graphqlPlugins.ts';
 import type { Logger } from './infra/logger.ts';
 import { StartupError, describeCause } from './infra/startupError.ts';
@@ -71,7 +72,10 @@ type EnvelopedRoot = { execute: (args: ExecutionArgs) => unknown; subscribe: (ar
 export async function startServer(config: Config, log: Logger): Promise<RunningServer> {
   const app = await createApp(config, log);
   const yoga = createGraphqlServer(app);
-  const httpServer: Server = createServer(yoga);
+  const fastLane = config.GRAPHQL_FAST_LANE === '1' ? createFastLane(yoga, GRAPHQL_PATH, log) : undefined;
+  const httpServer: Server = createServer((req, res) => {
+    if (!fastLane?.(req, res)) void yoga(req, res);
+  });
   const wsServer = new WebSocketServer({ server: httpServer, path: GRAPHQL_PATH });
 
   useServer<Record<string, unknown>>(

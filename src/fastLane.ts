@@ -1,0 +1,156 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { getCORSHeadersByRequestAndOptions, sendNodeResponse } from '@whatwg-node/server';
+import { type ExecutionResult, GraphQLError, getOperationAST } from 'graphql';
+import { type YogaServerInstance, maskError, processRegularResult } from 'graphql-yoga';
+import type { Context } from './context.ts';
+import type { Logger } from './infra/logger.ts';
+
+type RegularMediaType = 'application/json' | 'application/graphql-response+json';
+type Yoga = YogaServerInstance<{ connectionParams?: Record<string, unknown> }, Context>;
+type RequestView = ReturnType<typeof requestView>;
+
+const MAX_FAST_BODY_BYTES = 64 * 1024;
+
+/**
+ * Yoga's choice of media type for a single (non-streamed) result, or null when the
+ * client accepts none that Yoga would answer a query or mutation with.
+ */
+export function regularMediaType(accept: string | undefined): RegularMediaType | null {
+  let chosen: RegularMediaType | null = null;
+  const asked = (accept ?? '*/*').replace(/\s/g, '').toLowerCase().split(',').reverse();
+  for (const entry of asked) {
+    const [mediaType = '', ...params] = entry.split(';');
+    if (params.some((param) => param.startsWith('charset=') && param !== 'charset=utf-8')) continue;
+    const [type, subtype] = mediaType.split('/');
+    for (const candidate of ['application/graphql-response+json', 'application/json'] as const) {
+      const [candidateType, candidateSubtype] = candidate.split('/');
+      if ((type === '*' || type === candidateType) && (subtype === '*' || subtype === candidateSubtype)) chosen = candidate;
+    }
+  }
+  return chosen;
+}
+
+interface Params {
+  query: string;
+  variables?: Record<string, unknown> | null;
+  operationName?: string | null;
+}
+
+function asParams(body: unknown): Params | null {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return null;
+  const { query, variables, operationName, ...rest } = body as Record<string, unknown>;
+  if (Object.keys(rest).length > 0 || typeof query !== 'string') return null;
+  if (variables != null && (typeof variables !== 'object' || Array.isArray(variables))) return null;
+  if (operationName != null && typeof operationName !== 'string') return null;
+  return { query, variables: variables as Params['variables'], operationName: operationName as Params['operationName'] };
+}
+
+function readBody(req: IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
+
+/**
+ * What Yoga's plugins read of a request (method, url, headers), without building a
+ * WHATWG Request: that object, with its AbortController and streams, is much of what
+ * the fast lane saves.
+ */
+function requestView(req: IncomingMessage) {
+  return {
+    method: req.method,
+    url: req.url,
+    headers: { get: (name: string) => (req.headers[name.toLowerCase()] as string | undefined) ?? null },
+  };
+}
+
+/**
+ * Serves the requests a flash crowd is made of, plain JSON POSTs of a query or mutation,
+ * without Yoga's fetch layer: on this 2-core machine that layer (a WHATWG Request and
+ * Response per request, with their streams and AbortController) costs more than the
+ * grab itself (`npm run bench -- http`). What makes the answer stays Yoga's own:
+ * `getEnveloped` runs the same plugins (armor limits, auth context, rate limit, error
+ * codes, masking) with the same parse and validation caches, and any result with errors
+ * goes through Yoga's own result processor and CORS rule. Anything else, and any request
+ * whose parameters, document or validation fail, is handed to Yoga whole, so every error
+ * answer is Yoga's; test/fastLane.test.ts compares the two lanes answer for answer.
+ */
+export function createFastLane(yoga: Yoga, graphqlPath: string, log: Logger) {
+  /** Yoga's fetch handler, given a body this lane has already read. */
+  async function viaYoga(req: IncomingMessage, res: ServerResponse, body: Buffer): Promise<void> {
+    const headers = new yoga.fetchAPI.Headers();
+    for (const [name, value] of Object.entries(req.headers)) {
+      if (value !== undefined) headers.set(name, Array.isArray(value) ? value.join(', ') : value);
+    }
+    const request = new yoga.fetchAPI.Request(`http://${req.headers.host ?? 'localhost'}${req.url}`, { method: 'POST', headers, body: new Uint8Array(body) });
+    await sendNodeResponse(await yoga.fetch(request), res, req, false);
+  }
+
+  function send(req: IncomingMessage, request: RequestView, res: ServerResponse, result: ExecutionResult, mediaType: RegularMediaType): Promise<void> | void {
+    const cors = getCORSHeadersByRequestAndOptions(request as never, {});
+    if (result.errors?.length || result.extensions) {
+      const response = processRegularResult(result, yoga.fetchAPI, mediaType);
+      for (const [name, value] of Object.entries(cors ?? {})) response.headers.set(name, value);
+      return sendNodeResponse(response, res, req, false);
+    }
+    const json = JSON.stringify(result);
+    res.writeHead(200, { ...cors, 'content-type': `${mediaType}; charset=utf-8`, 'content-length': Buffer.byteLength(json) });
+    res.end(json);
+  }
+
+  async function serve(req: IncomingMessage, res: ServerResponse, mediaType: RegularMediaType): Promise<void> {
+    const body = await readBody(req);
+    let params: Params | null;
+    try {
+      params = asParams(JSON.parse(body.toString('utf8')));
+    } catch {
+      params = null;
+    }
+    if (!params) return viaYoga(req, res, body);
+    const request = requestView(req);
+    const { parse, validate, execute, contextFactory, schema } = yoga.getEnveloped({ request, params } as never);
+    let document;
+    try {
+      document = parse(params.query);
+    } catch {
+      return viaYoga(req, res, body);
+    }
+    const operation = getOperationAST(document, params.operationName);
+    if (!operation || operation.operation === 'subscription' || validate(schema, document).length > 0) return viaYoga(req, res, body);
+    let result: ExecutionResult;
+    try {
+      result = (await execute({
+        schema,
+        document,
+        variableValues: params.variables,
+        operationName: params.operationName,
+        contextValue: await contextFactory(),
+      })) as ExecutionResult;
+    } catch (error) {
+      // As Yoga's default error masking does with an error thrown outside the resolvers.
+      log.error({ err: error }, 'graphql execution failed');
+      result = { errors: [maskError(error, 'Unexpected error.') as GraphQLError] };
+    }
+    return send(req, request, res, result, mediaType);
+  }
+
+  /** Takes the request and returns true, or returns false, having read nothing, to leave it to Yoga. */
+  return function handle(req: IncomingMessage, res: ServerResponse): boolean {
+    if (req.method !== 'POST' || req.url !== graphqlPath) return false;
+    const contentType = req.headers['content-type']?.toLowerCase().replace(/\s/g, '');
+    if (contentType !== 'application/json' && contentType !== 'application/json;charset=utf-8') return false;
+    const length = Number(req.headers['content-length']);
+    if (!(length <= MAX_FAST_BODY_BYTES)) return false;
+    const mediaType = regularMediaType(req.headers.accept);
+    if (!mediaType) return false;
+    serve(req, res, mediaType).catch((error: unknown) => {
+      log.error({ err: error }, 'fast lane failed');
+      if (!res.headersSent) res.writeHead(500);
+      res.end();
+    });
+    return true;
+  };
+}

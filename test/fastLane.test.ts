@@ -1,0 +1,139 @@
+import { fetch } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { regularMediaType } from '../src/fastLane.ts';
+import { tokenFor } from './support/client.ts';
+import { testEnv } from './support/env.ts';
+import { type ServerProcess, startServerProcess } from './support/server.ts';
+import { type Stores, openStores } from './support/stores.ts';
+
+// Both servers are instances of one deployment (same schema and key prefix); only the lane differs.
+const env = testEnv('fast_lane', { RATE_LIMIT_MUTATIONS: '4', RATE_LIMIT_WINDOW_MS: '60000' });
+let fastLane: ServerProcess;
+let yogaOnly: ServerProcess;
+let stores: Stores;
+
+beforeAll(async () => {
+  stores = openStores(env);
+  fastLane = await startServerProcess(env.vars);
+  yogaOnly = await startServerProcess({ ...env.vars, GRAPHQL_FAST_LANE: '0' });
+});
+
+afterAll(async () => {
+  await Promise.all([fastLane?.stop(), yogaOnly?.stop()]);
+  await stores?.cleanup();
+});
+
+interface RawRequest {
+  headers?: Record<string, string>;
+  body: string;
+}
+
+/** What a client can see of a response; header names are case-insensitive and Date/Keep-Alive vary. */
+async function answer(server: ServerProcess, request: RawRequest) {
+  const response = await fetch(server.url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...request.headers },
+    body: request.body,
+  });
+  const headers = Object.fromEntries(
+    [...response.headers].filter(([name]) => !['date', 'connection', 'keep-alive'].includes(name.toLowerCase())),
+  );
+  return { status: response.status, headers, body: await response.text() };
+}
+
+async function expectSameAnswer(request: RawRequest) {
+  const [fast, yoga] = [await answer(fastLane, request), await answer(yogaOnly, request)];
+  expect(fast).toEqual(yoga);
+  return fast;
+}
+
+const json = (value: unknown) => JSON.stringify(value);
+const typename = json({ query: '{ __typename }' });
+const unknownGrab = json({ query: 'mutation { grabRedPacket(packetId: "no-such-packet") { __typename } }' });
+
+describe('the fast lane answers exactly as Yoga does', () => {
+  it.each([
+    ['no Accept header', undefined],
+    ['*/*', '*/*'],
+    ['application/json', 'application/json'],
+    ['application/graphql-response+json', 'application/graphql-response+json'],
+    ['the GraphQL-over-HTTP recommendation', 'application/graphql-response+json, application/json;q=0.9'],
+    ['axios', 'application/json, text/plain, */*'],
+    ['event stream first', 'text/event-stream, application/json'],
+    ['only an event stream', 'text/event-stream'],
+    ['a charset Yoga does not serve', 'application/json; charset=latin1'],
+  ])('for a query, Accept: %s', async (_name, accept) => {
+    await expectSameAnswer({ headers: accept ? { accept } : {}, body: typename });
+  });
+
+  it('with CORS headers for a browser origin', async () => {
+    const { headers } = await expectSameAnswer({ headers: { origin: 'https://shop.example' }, body: typename });
+    expect(headers['access-control-allow-origin']).toBe('https://shop.example');
+  });
+
+  it.each([
+    ['a syntax error', json({ query: '{' })],
+    ['an empty query', json({ query: '' })],
+    ['an unknown field', json({ query: '{ nope }' })],
+    ['an unknown operationName', json({ query: 'query A { __typename }', operationName: 'B' })],
+    ['two operations and no operationName', json({ query: 'query A { __typename } query B { __typename }' })],
+    ['a subscription over a plain POST', json({ query: 'subscription { redPacketUpdated(packetId: "x") { id } }' })],
+    ['an unexpected parameter', json({ query: '{ __typename }', extra: 1 })],
+    ['variables that are not an object', json({ query: '{ __typename }', variables: [1] })],
+    ['a batch', json([{ query: '{ __typename }' }])],
+    ['JSON null', 'null'],
+    ['malformed JSON', '{"query": '],
+    ['an empty body', ''],
+    ['a document over the token limit', json({ query: `{ ${'__typename '.repeat(3000)}}` })],
+  ])('for %s', async (_name, body) => {
+    for (const accept of ['application/json', 'application/graphql-response+json']) {
+      await expectSameAnswer({ headers: { accept }, body });
+    }
+  });
+
+  it.each(['application/json', 'application/graphql-response+json'])('for variables of the wrong type, Accept: %s', async (accept) => {
+    const body = json({ query: 'query ($id: ID!) { redPacket(id: $id) { id } }', variables: { id: { not: 'an id' } } });
+    const { body: text } = await expectSameAnswer({ headers: { accept }, body });
+    expect(JSON.parse(text).errors[0].extensions.code).toBe('BAD_USER_INPUT');
+  });
+
+  it('for a mutation without a token, and for a non-admin calling an operator mutation', async () => {
+    const unauthenticated = await expectSameAnswer({ body: unknownGrab });
+    expect(JSON.parse(unauthenticated.body).errors[0].extensions.code).toBe('UNAUTHENTICATED');
+    const award = json({ query: 'mutation { awardPoints(userId: "u", amount: 5, reason: "r", requestId: "fast-lane-award") }' });
+    const forbidden = await expectSameAnswer({ headers: { authorization: `Bearer ${await tokenFor('fast-lane-shopper')}` }, body: award });
+    expect(JSON.parse(forbidden.body).errors[0].extensions.code).toBe('FORBIDDEN');
+  });
+
+  it('for a signed-in mutation with a typed problem, and for an invalid token', async () => {
+    const granted = await expectSameAnswer({ headers: { authorization: `Bearer ${await tokenFor('fast-lane-grabber')}` }, body: unknownGrab });
+    expect(JSON.parse(granted.body).data.grabRedPacket.__typename).toBe('NotFound');
+    const invalid = await expectSameAnswer({ headers: { authorization: 'Bearer not.a.token' }, body: unknownGrab });
+    expect(JSON.parse(invalid.body).errors[0].extensions.code).toBe('UNAUTHENTICATED');
+  });
+
+  it('for a rate-limited caller, whichever instance counted the earlier requests', async () => {
+    const authorization = `Bearer ${await tokenFor('fast-lane-hasty')}`;
+    for (let i = 0; i < 4; i++) await answer(i % 2 ? yogaOnly : fastLane, { headers: { authorization }, body: unknownGrab });
+    // Only the time left in the window may differ between the two answers.
+    const withoutRetryAfter = (reply: Awaited<ReturnType<typeof answer>>) => ({ ...reply, body: reply.body.replace(/"retryAfterMs":\d+/, '') });
+    const [fast, yoga] = [await answer(fastLane, { headers: { authorization }, body: unknownGrab }), await answer(yogaOnly, { headers: { authorization }, body: unknownGrab })];
+    expect(withoutRetryAfter(fast)).toEqual(withoutRetryAfter(yoga));
+    expect(JSON.parse(fast.body).errors[0].extensions.code).toBe('RATE_LIMITED');
+  });
+});
+
+describe('the media type the fast lane answers with', () => {
+  it.each([
+    [undefined, 'application/json'],
+    ['*/*', 'application/json'],
+    ['application/*', 'application/json'],
+    ['application/graphql-response+json, application/json', 'application/graphql-response+json'],
+    ['application/json, application/graphql-response+json', 'application/json'],
+    ['text/event-stream', null],
+    ['multipart/mixed', null],
+    ['application/json; charset=latin1', null],
+  ])('Accept: %s gives %s', (accept, expected) => {
+    expect(regularMediaType(accept)).toBe(expected);
+  });
+});
