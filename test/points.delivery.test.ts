@@ -187,7 +187,7 @@ describe('the default notifier', () => {
       apps.push(app);
       const notifier = new LogVoucherNotifier(app.prisma, app.events, app.log);
       const again = announced[0]!;
-      await Promise.all([notifier.deliver({ ...again, attempt: 2 }), notifier.deliver({ ...again, attempt: 2 })]);
+      await Promise.all([notifier.deliver([{ ...again, attempt: 2 }, { ...again, attempt: 2 }]), notifier.deliver([{ ...again, attempt: 2 }])]);
       await new Promise((resolve) => setTimeout(resolve, 300));
       expect(announced).toHaveLength(ids.length);
       expect((await noticeStores.sql.query('SELECT 1 FROM voucher_notice')).rowCount).toBe(ids.length);

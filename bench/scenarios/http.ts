@@ -20,7 +20,7 @@ export async function run(args: string[]): Promise<void> {
   const requests = option(args, 'requests', 50_000);
   const connections = option(args, 'connections', 200);
   console.log(`GraphQL over HTTP: ${requests} requests per run, ${connections} connections, ${USERS} users; ${machine()}`);
-  const env = testEnv('bench_http', { LOG_LEVEL: 'warn', RATE_LIMIT_MUTATIONS: '1000000' });
+  const env = testEnv('bench_http', { RATE_LIMIT_MUTATIONS: '1000000' });
   const stores = openStores(env);
   const tokens = await Promise.all(Array.from({ length: USERS }, (_, i) => tokenFor(`bench-http-${i}`)));
   const measurements: Measurement[] = [];

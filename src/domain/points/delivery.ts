@@ -1,7 +1,7 @@
 /*
  * Voucher delivery, after the redemption is durable: a worker in every instance claims
- * PENDING redemptions that are due, a batch at a time, hands each to the notifier, and
- * marks the batch's successes DELIVERED in one statement.
+ * PENDING redemptions that are due, a batch at a time, hands the batch to the notifier,
+ * and marks its successes DELIVERED in one statement.
  *
  * What "never lost, never duplicated" means here. Never lost: a redemption stays
  * PENDING until a notifier call has succeeded and DELIVERED is committed; a failure is
@@ -29,9 +29,13 @@ export interface VoucherDelivery {
   attempt: number;
 }
 
-/** Hands a voucher to its user. Resolves once delivered; throws to have it retried later. Must dedupe by idempotencyKey. */
+/**
+ * Hands vouchers to their users. Resolves with one outcome per delivery, in order; a
+ * rejected one (or all of them, if the call throws) is retried later. Must dedupe by
+ * idempotencyKey.
+ */
 export interface VoucherNotifier {
-  deliver(delivery: VoucherDelivery): Promise<void>;
+  deliver(deliveries: VoucherDelivery[]): Promise<PromiseSettledResult<void>[]>;
 }
 
 /** The channel (under the key prefix) on which the default notifier announces deliveries. */
@@ -46,12 +50,19 @@ export const VOUCHER_DELIVERED_TOPIC = 'points.voucherDelivered';
 export class LogVoucherNotifier implements VoucherNotifier {
   constructor(private readonly prisma: PrismaClient, private readonly events: LiveEvents, private readonly log: Logger) {}
 
-  async deliver(delivery: VoucherDelivery): Promise<void> {
-    const recorded = await this.prisma.$executeRaw`
-      INSERT INTO voucher_notice (redemption_id) VALUES (${delivery.idempotencyKey}) ON CONFLICT DO NOTHING`;
-    if (recorded === 0) return;
-    this.log.info({ redemptionId: delivery.idempotencyKey, userId: delivery.userId, goodsId: delivery.goodsId }, 'voucher delivered');
-    await this.events.publish(VOUCHER_DELIVERED_TOPIC, delivery);
+  // One statement for the whole batch: in a flash sale a statement per voucher costs the
+  // database more than the redemptions themselves.
+  async deliver(deliveries: VoucherDelivery[]): Promise<PromiseSettledResult<void>[]> {
+    const recorded = await this.prisma.$queryRaw<{ redemption_id: string }[]>`
+      INSERT INTO voucher_notice (redemption_id) SELECT unnest(${deliveries.map((delivery) => delivery.idempotencyKey)}::text[])
+      ON CONFLICT DO NOTHING RETURNING redemption_id`;
+    const toAnnounce = new Set(recorded.map((row) => row.redemption_id));
+    const announced = deliveries.filter((delivery) => toAnnounce.delete(delivery.idempotencyKey));
+    for (const delivery of announced) {
+      this.log.info({ redemptionId: delivery.idempotencyKey, userId: delivery.userId, goodsId: delivery.goodsId }, 'voucher delivered');
+    }
+    await Promise.all(announced.map((delivery) => this.events.publish(VOUCHER_DELIVERED_TOPIC, delivery)));
+    return deliveries.map(() => ({ status: 'fulfilled', value: undefined }));
   }
 }
 
@@ -59,7 +70,11 @@ export class LogVoucherNotifier implements VoucherNotifier {
 export class WebhookVoucherNotifier implements VoucherNotifier {
   constructor(private readonly url: string, private readonly timeoutMs: number) {}
 
-  async deliver(delivery: VoucherDelivery): Promise<void> {
+  deliver(deliveries: VoucherDelivery[]): Promise<PromiseSettledResult<void>[]> {
+    return Promise.allSettled(deliveries.map((delivery) => this.post(delivery)));
+  }
+
+  private async post(delivery: VoucherDelivery): Promise<void> {
     const response = await fetch(this.url, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'idempotency-key': delivery.idempotencyKey },
@@ -112,30 +127,35 @@ async function deliverBatch(prisma: PrismaClient, notifier: VoucherNotifier, opt
       LIMIT ${CLAIM_BATCH}
       FOR UPDATE SKIP LOCKED)
     RETURNING r.id, r.user_id, r.goods_id, r.voucher_code, r.points_spent, r.delivery_attempts`;
-  const outcomes = await Promise.all(
-    claimed.map(async (row) => {
-      try {
-        await notifier.deliver({
-          idempotencyKey: row.id,
-          userId: row.user_id,
-          goodsId: row.goods_id,
-          voucherCode: row.voucher_code,
-          pointsSpent: row.points_spent,
-          attempt: row.delivery_attempts,
-        });
-        return row.id;
-      } catch (error) {
-        const delayMs = Math.min(MAX_RETRY_DELAY_MS, options.retryBaseMs * 2 ** (row.delivery_attempts - 1));
-        log.warn({ err: error, redemptionId: row.id, attempt: row.delivery_attempts, retryInMs: delayMs }, 'voucher delivery failed; will retry');
-        await prisma.$executeRaw`
-          UPDATE redemption
-          SET next_attempt_at = now() + ${delayMs}::int * interval '1 millisecond', locked_until = NULL, last_error = ${String((error as Error).message ?? error)}
-          WHERE id = ${row.id} AND status = 'PENDING'`;
-        return null;
+  if (claimed.length === 0) return 0;
+  const deliveries = claimed.map((row) => ({
+    idempotencyKey: row.id,
+    userId: row.user_id,
+    goodsId: row.goods_id,
+    voucherCode: row.voucher_code,
+    pointsSpent: row.points_spent,
+    attempt: row.delivery_attempts,
+  }));
+  const outcomes = await notifier
+    .deliver(deliveries)
+    .catch((error: unknown) => deliveries.map((): PromiseSettledResult<void> => ({ status: 'rejected', reason: error })));
+  const delivered: string[] = [];
+  await Promise.all(
+    claimed.map(async (row, i) => {
+      const outcome = outcomes[i] ?? { status: 'rejected', reason: new Error('the notifier gave no outcome for this delivery') };
+      if (outcome.status === 'fulfilled') {
+        delivered.push(row.id);
+        return;
       }
+      const error = outcome.reason as Error | undefined;
+      const delayMs = Math.min(MAX_RETRY_DELAY_MS, options.retryBaseMs * 2 ** (row.delivery_attempts - 1));
+      log.warn({ err: error, redemptionId: row.id, attempt: row.delivery_attempts, retryInMs: delayMs }, 'voucher delivery failed; will retry');
+      await prisma.$executeRaw`
+        UPDATE redemption
+        SET next_attempt_at = now() + ${delayMs}::int * interval '1 millisecond', locked_until = NULL, last_error = ${String(error?.message ?? error)}
+        WHERE id = ${row.id} AND status = 'PENDING'`;
     }),
   );
-  const delivered = outcomes.filter((id) => id !== null);
   if (delivered.length > 0) {
     await prisma.$executeRaw`
       UPDATE redemption SET status = 'DELIVERED', delivered_at = now(), locked_until = NULL, last_error = NULL
