@@ -59,7 +59,7 @@ export function machine(): string {
  * `amount` is done only on its once-a-second tick, which would round every duration
  * up to the next second.
  */
-export async function loadOverHttp(label: string, options: autocannon.Options & { requests: autocannon.Request[] }): Promise<{ measurement: Measurement; result: autocannon.Result }> {
+async function loadOverHttp(label: string, options: autocannon.Options & { requests: autocannon.Request[] }): Promise<{ measurement: Measurement; result: autocannon.Result }> {
   let lastResponseAt = 0;
   type OnResponse = Extract<autocannon.Request['onResponse'], (...args: never[]) => void>;
   const requests = options.requests.map((request): autocannon.Request => ({
@@ -73,4 +73,33 @@ export async function loadOverHttp(label: string, options: autocannon.Options & 
   const result = await autocannon({ ...options, requests });
   const seconds = (lastResponseAt - started) / 1000;
   return { result, measurement: { label, operations: result.requests.total, seconds, p50Ms: result.latency.p50, p99Ms: result.latency.p99 } };
+}
+
+/** `amount` JSON POSTs with a bearer token over `connections`, the i-th built by `request(i)`, timed to the last response. */
+export function signedInPosts(
+  label: string,
+  options: {
+    url: string;
+    connections: number;
+    amount: number;
+    request: (i: number) => { body: string; token: string };
+    onResponse: (status: number, body: string) => void;
+  },
+): Promise<{ measurement: Measurement; result: autocannon.Result }> {
+  let sent = 0;
+  return loadOverHttp(label, {
+    url: options.url,
+    connections: options.connections,
+    amount: options.amount,
+    method: 'POST',
+    requests: [
+      {
+        setupRequest: (request) => {
+          const { body, token } = options.request(sent++);
+          return { ...request, body, headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` } };
+        },
+        onResponse: (status, body) => options.onResponse(status, body),
+      },
+    ],
+  });
 }

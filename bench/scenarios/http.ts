@@ -12,7 +12,7 @@ import { tokenFor } from '../../test/support/client.ts';
 import { testEnv } from '../../test/support/env.ts';
 import { startServerProcess } from '../../test/support/server.ts';
 import { openStores } from '../../test/support/stores.ts';
-import { type Measurement, loadOverHttp, machine, option, perSecond, printTable } from '../support.ts';
+import { type Measurement, machine, option, perSecond, printTable, signedInPosts } from '../support.ts';
 
 const USERS = 2_000;
 
@@ -63,25 +63,15 @@ async function post(url: string, token: string, query: string): Promise<void> {
 
 async function measure(label: string, url: string, query: string, tokens: string[], amount: number, connections: number): Promise<Measurement> {
   const body = JSON.stringify({ query });
-  let sent = 0;
   let failed = 0;
-  const { measurement, result } = await loadOverHttp(label, {
+  const { measurement, result } = await signedInPosts(label, {
     url,
     connections,
     amount,
-    method: 'POST',
-    requests: [
-      {
-        setupRequest: (request) => ({
-          ...request,
-          body,
-          headers: { 'content-type': 'application/json', authorization: `Bearer ${tokens[sent++ % tokens.length]}` },
-        }),
-        onResponse: (status, responseBody) => {
-          if (status !== 200 || responseBody.includes('"errors"')) failed++;
-        },
-      },
-    ],
+    request: (i) => ({ body, token: tokens[i % tokens.length]! }),
+    onResponse: (status, responseBody) => {
+      if (status !== 200 || responseBody.includes('"errors"')) failed++;
+    },
   });
   if (failed > 0 || result.errors > 0) throw new Error(`${label}: ${failed} failed responses, ${result.errors} connection errors`);
   return measurement;

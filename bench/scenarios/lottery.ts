@@ -20,7 +20,7 @@ import { TEST_DATABASE_URL, TEST_REDIS_URL, testEnv } from '../../test/support/e
 import { weightedSettings, writeActivity } from '../../test/support/lotterySettings.ts';
 import { startServerProcess } from '../../test/support/server.ts';
 import { openStores } from '../../test/support/stores.ts';
-import { type Measurement, machine, measureConcurrent, option, perSecond, printTable, loadOverHttp } from '../support.ts';
+import { type Measurement, machine, measureConcurrent, option, perSecond, printTable, signedInPosts } from '../support.ts';
 
 const WEIGHTS = [1, 3, 6, 10, 20, 60];
 const NO_PRIZE_WEIGHT = 100;
@@ -81,27 +81,17 @@ async function createActivity(url: string, admin: string, strategy: 'WEIGHTED' |
 /** (a), (b) The product: HTTP + GraphQL + Lua + group commit to PostgreSQL before the response. */
 async function viaHttp(label: string, url: string, activityId: string, tokens: string[], draws: number, connections: number, sql: pg.Pool, violations: string[]): Promise<Measurement> {
   const body = JSON.stringify({ query: `mutation { drawLottery(activityId: "${activityId}") { __typename ... on LotteryWin { prize { id } } } }` });
-  let sent = 0;
   let drawn = 0;
   let other = 0;
-  const { result, measurement } = await loadOverHttp(label, {
+  const { result, measurement } = await signedInPosts(label, {
     url,
     connections,
     amount: draws,
-    method: 'POST',
-    requests: [
-      {
-        setupRequest: (request) => ({
-          ...request,
-          body,
-          headers: { 'content-type': 'application/json', authorization: `Bearer ${tokens[sent++ % tokens.length]}` },
-        }),
-        onResponse: (status, response) => {
-          if (status === 200 && /"(LotteryWin|LotteryLose)"/.test(response)) drawn++;
-          else other++;
-        },
-      },
-    ],
+    request: (i) => ({ body, token: tokens[i % tokens.length]! }),
+    onResponse: (status, response) => {
+      if (status === 200 && /"(LotteryWin|LotteryLose)"/.test(response)) drawn++;
+      else other++;
+    },
   });
   if (result.errors > 0 || result.non2xx > 0) violations.push(`${label}: ${result.errors} errors, ${result.non2xx} non-2xx responses`);
   if (drawn !== draws) violations.push(`${label}: ${drawn} draws answered, expected ${draws} (${other} other replies)`);

@@ -23,7 +23,7 @@ import { TEST_DATABASE_URL, TEST_REDIS_URL, testEnv } from '../../test/support/e
 import { ShopClient, voucherCodes } from '../../test/support/points.ts';
 import { startServerProcess } from '../../test/support/server.ts';
 import { deleteKeys, openStores } from '../../test/support/stores.ts';
-import { type Measurement, machine, measureConcurrent, option, perSecond, printTable, loadOverHttp } from '../support.ts';
+import { type Measurement, machine, measureConcurrent, option, perSecond, printTable, signedInPosts } from '../support.ts';
 
 const COST = 10;
 const SETUP_CONCURRENCY = 50;
@@ -83,30 +83,20 @@ async function viaHttp(shop: ShopClient, shape: Shape, sql: pg.Pool, violations:
   const tokens = await Promise.all(Array.from({ length: shape.users }, (_, i) => tokenFor(userId(i))));
   const query = 'mutation ($goodsId: ID!, $requestId: String!) { redeemPoints(goodsId: $goodsId, requestId: $requestId) { __typename ... on Redemption { voucherCode } } }';
 
-  let sent = 0;
   let granted = 0;
   let other = 0;
-  const { result, measurement } = await loadOverHttp('(a) HTTP redeemPoints, durable ack', {
+  const { result, measurement } = await signedInPosts('(a) HTTP redeemPoints, durable ack', {
     url: shop.url(),
     connections: shape.connections,
     amount: shape.redemptions,
-    method: 'POST',
-    requests: [
-      {
-        setupRequest: (request) => {
-          const i = sent++;
-          return {
-            ...request,
-            body: JSON.stringify({ query, variables: { goodsId: goodsIds[Math.floor(i / MAX_VOUCHER_CODES)], requestId: `bench-${i}` } }),
-            headers: { 'content-type': 'application/json', authorization: `Bearer ${tokens[i % shape.users]}` },
-          };
-        },
-        onResponse: (status, body) => {
-          if (status === 200 && body.includes('"__typename":"Redemption"')) granted++;
-          else other++;
-        },
-      },
-    ],
+    request: (i) => ({
+      body: JSON.stringify({ query, variables: { goodsId: goodsIds[Math.floor(i / MAX_VOUCHER_CODES)], requestId: `bench-${i}` } }),
+      token: tokens[i % shape.users]!,
+    }),
+    onResponse: (status, body) => {
+      if (status === 200 && body.includes('"__typename":"Redemption"')) granted++;
+      else other++;
+    },
   });
   if (result.errors > 0 || result.non2xx > 0) violations.push(`(a) ${result.errors} errors, ${result.non2xx} non-2xx responses`);
   if (granted !== shape.redemptions) violations.push(`(a) ${granted} redemptions granted, expected ${shape.redemptions} (${other} other replies)`);

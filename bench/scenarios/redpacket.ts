@@ -20,7 +20,7 @@ import { tokenFor } from '../../test/support/client.ts';
 import { TEST_DATABASE_URL, TEST_REDIS_URL, testEnv } from '../../test/support/env.ts';
 import { startServerProcess } from '../../test/support/server.ts';
 import { openStores } from '../../test/support/stores.ts';
-import { type Measurement, machine, measureConcurrent, option, perSecond, printTable, loadOverHttp } from '../support.ts';
+import { type Measurement, machine, measureConcurrent, option, perSecond, printTable, signedInPosts } from '../support.ts';
 
 const MAX_SHARES_PER_PACKET = 10_000;
 const PACKET_TOTAL = 1_000_000;
@@ -70,30 +70,17 @@ async function viaHttp(url: string, grabs: number, connections: number, packets:
   const tokens = await Promise.all(Array.from({ length: usersPerPacket }, (_, i) => tokenFor(`bench-user-${i}`)));
   const bodies = packetIds.map((id) => JSON.stringify({ query: `mutation { grabRedPacket(packetId: "${id}") { __typename ... on GrabbedShare { amount } } }` }));
 
-  let sent = 0;
   let granted = 0;
   let other = 0;
-  const { result, measurement } = await loadOverHttp('(a) HTTP grabRedPacket, durable ack', {
+  const { result, measurement } = await signedInPosts('(a) HTTP grabRedPacket, durable ack', {
     url,
     connections,
     amount: grabs,
-    method: 'POST',
-    requests: [
-      {
-        setupRequest: (request) => {
-          const i = sent++;
-          return {
-            ...request,
-            body: bodies[Math.floor(i / usersPerPacket) % bodies.length],
-            headers: { 'content-type': 'application/json', authorization: `Bearer ${tokens[i % usersPerPacket]}` },
-          };
-        },
-        onResponse: (status, body) => {
-          if (status === 200 && body.includes('GrabbedShare')) granted++;
-          else other++;
-        },
-      },
-    ],
+    request: (i) => ({ body: bodies[Math.floor(i / usersPerPacket) % bodies.length]!, token: tokens[i % usersPerPacket]! }),
+    onResponse: (status, body) => {
+      if (status === 200 && body.includes('GrabbedShare')) granted++;
+      else other++;
+    },
   });
   if (result.errors > 0 || result.non2xx > 0) violations.push(`(a) ${result.errors} errors, ${result.non2xx} non-2xx responses`);
   if (granted !== grabs) violations.push(`(a) ${granted} grabs granted, expected ${grabs} (${other} other replies)`);
