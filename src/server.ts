@@ -19,7 +19,7 @@ import type { Logger } from './infra/logger.ts';
 import { StartupError, describeCause } from './infra/startupError.ts';
 import { schema } from './schema/index.ts';
 
-export const GRAPHQL_PATH = '/graphql';
+const GRAPHQL_PATH = '/graphql';
 
 export interface RunningServer {
   app: App;
@@ -45,7 +45,7 @@ function armorPlugins(config: Config): Plugin[] {
   return plugins;
 }
 
-export function createGraphqlServer(app: App) {
+function createGraphqlServer(app: App) {
   const { config } = app;
   return createYoga<{ connectionParams?: Record<string, unknown> }, Context>({
     schema,

@@ -200,7 +200,7 @@ export async function insertActivity(prisma: PrismaClient, { id, createdBy, sett
 }
 
 /** The newest settings PostgreSQL holds for the activity. */
-export async function loadSettings(prisma: PrismaClient, activityId: string): Promise<LotterySettings | null> {
+async function loadSettings(prisma: PrismaClient, activityId: string): Promise<LotterySettings | null> {
   const row = await prisma.lotterySettings.findFirst({ where: { activityId }, orderBy: { version: 'desc' }, select: { settings: true } });
   return row ? (row.settings as unknown as LotterySettings) : null;
 }

@@ -47,7 +47,7 @@ export function isTimezone(name: string): boolean {
 }
 
 /** The timezone's offset from UTC at an instant, in minutes (Asia/Shanghai: 480). */
-export function utcOffsetMinutes(timezone: string, atMs: number): number {
+function utcOffsetMinutes(timezone: string, atMs: number): number {
   const parts: Record<string, number> = {};
   for (const part of formatter(timezone).formatToParts(atMs)) {
     if (part.type !== 'literal') parts[part.type] = Number(part.value);
@@ -82,7 +82,7 @@ function firstInstantWithOffset(timezone: string, before: number, after: number,
 }
 
 /** The offset valid at `atMs`, in ms. Same rule as `utc_offset_ms` in lua/drawLottery.lua. */
-export function offsetAt(offsets: UtcOffsets, atMs: number): number {
+function offsetAt(offsets: UtcOffsets, atMs: number): number {
   let minutes = offsets[0]![1];
   for (let i = 1; i < offsets.length && offsets[i]![0] <= atMs; i++) minutes = offsets[i]![1];
   return minutes * 60_000;

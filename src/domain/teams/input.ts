@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-export const TEAM_LIMITS = {
+const TEAM_LIMITS = {
   minCapacity: 2,
   maxCapacity: 50,
   maxLockSeconds: 3600,

@@ -1,8 +1,8 @@
-import type { JournalEntry, JournalHandler } from '../../infra/journal/journal.ts';
+import { type JournalEntry, type JournalHandler, conflictingEntries } from '../../infra/journal/journal.ts';
 import type { PrismaClient } from '../../generated/prisma/client.ts';
 import type { TeamSnapshot, TeamStatus } from './store.ts';
 
-export const TEAM_JOURNAL_KIND = 'team';
+const TEAM_JOURNAL_KIND = 'team';
 
 export interface SeatEvent {
   kind: 'LOCKED' | 'RELEASED' | 'MOVED' | 'EXPIRED' | 'CONFIRMED';
@@ -110,17 +110,19 @@ export const teamJournalHandler: JournalHandler = {
     );
 
     // Not inserted now but already there (a replay, or the failure recorded it first) counts as durable.
-    const key = (team: string, user: string) => `${team}\u0000${user}`;
-    const durable = new Set(inserted.map((row) => key(row.team_id, row.user_id)));
-    const missing = confirms.filter(({ fields }) => !durable.has(key(fields.team!, fields.user!)));
-    if (missing.length > 0) {
-      const present = await db.teamMember.findMany({
-        where: { OR: missing.map(({ fields }) => ({ teamId: fields.team!, userId: fields.user! })) },
-        select: { teamId: true, userId: true },
-      });
-      for (const row of present) durable.add(key(row.teamId, row.userId));
-    }
-    return confirms.filter(({ fields }) => !durable.has(key(fields.team!, fields.user!)));
+    const memberKey = (team: string, user: string) => `${team}\u0000${user}`;
+    return conflictingEntries(
+      confirms,
+      ({ fields }) => memberKey(fields.team!, fields.user!),
+      inserted.map((row) => memberKey(row.team_id, row.user_id)),
+      async (keys) => {
+        const present = await db.teamMember.findMany({
+          where: { OR: keys.map((key) => key.split('\u0000')).map(([teamId, userId]) => ({ teamId: teamId!, userId: userId! })) },
+          select: { teamId: true, userId: true },
+        });
+        return present.map((row) => memberKey(row.teamId, row.userId));
+      },
+    );
   },
 };
 

@@ -6,7 +6,7 @@ import { dirname } from 'node:path';
  * Outside production an unset JWT_SECRET falls back to a secret generated once and
  * kept in `.data/`, so tokens minted by `npm run token` keep working across restarts.
  */
-export const DEV_SECRET_FILE = '.data/jwt-secret';
+const DEV_SECRET_FILE = '.data/jwt-secret';
 
 export function readOrCreateDevSecret(file = DEV_SECRET_FILE): string {
   try {

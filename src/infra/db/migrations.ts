@@ -5,7 +5,7 @@ import type { Logger } from '../logger.ts';
 import { StartupError } from '../startupError.ts';
 import type { Database, SqlSession } from './database.ts';
 
-export const MIGRATIONS_DIR = fileURLToPath(new URL('../../../migrations/', import.meta.url));
+const MIGRATIONS_DIR = fileURLToPath(new URL('../../../migrations/', import.meta.url));
 
 // The same table `prisma migrate` keeps, so a team that has the schema engine can take over.
 const CREATE_MIGRATIONS_TABLE = `
@@ -32,7 +32,7 @@ interface AppliedRow {
   finished_at: Date | null;
 }
 
-export async function readMigrations(dir = MIGRATIONS_DIR): Promise<MigrationFile[]> {
+async function readMigrations(dir = MIGRATIONS_DIR): Promise<MigrationFile[]> {
   const entries = await readdir(dir, { withFileTypes: true });
   const names = entries.filter((entry) => entry.isDirectory()).map((entry) => entry.name).sort();
   return Promise.all(

@@ -2,17 +2,17 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
 
-export const LUA_DIR = fileURLToPath(new URL('../../../lua/', import.meta.url));
+const LUA_DIR = fileURLToPath(new URL('../../../lua/', import.meta.url));
 const INCLUDE = /^--\s*@include\s+"([\w.-]+)"\s*$/gm;
 
 /** Reads lua/<name>.lua and splices in `-- @include "file.lua"` lines from lua/includes/. */
-export function readScript(name: string, dir = LUA_DIR): string {
+function readScript(name: string, dir = LUA_DIR): string {
   return readFileSync(`${dir}${name}.lua`, 'utf8').replace(INCLUDE, (_, file: string) =>
     readFileSync(`${dir}includes/${file}`, 'utf8'),
   );
 }
 
-export function listScripts(dir = LUA_DIR): string[] {
+function listScripts(dir = LUA_DIR): string[] {
   return readdirSync(dir)
     .filter((file) => file.endsWith('.lua'))
     .map((file) => file.slice(0, -'.lua'.length))
