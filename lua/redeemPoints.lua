@@ -5,7 +5,8 @@
   the item. PostgreSQL keeps codes, stock units and sequence numbers unique, so a
   redemption Redis grants twice (after losing data) cannot be persisted twice. The
   answer, a refusal included, is remembered per (user, requestId): a retry gets the
-  first answer and never deducts twice.
+  first answer and never deducts twice. A refusal is journaled too, so PostgreSQL can
+  give a retry the same problem after Redis has forgotten it.
 
   Every key shares the shop-wide hash tag {shop} (see src/domain/points/store.ts).
   KEYS[1] {shop}:balance:<user>          the user's spendable points
@@ -14,7 +15,7 @@
   KEYS[3] {shop}:goods:<goods>:codes     list of the pool's codes not handed out yet
   KEYS[4] {shop}:goods:<goods>:users     hash: user -> the user's last sequence number (kept when perUserLimit > 0)
   KEYS[5] {shop}:answer:<user>:<request> the remembered answer
-  KEYS[6] {shop}:journal                 stream of redemptions waiting for PostgreSQL
+  KEYS[6] {shop}:journal                 stream of redemptions and refusals waiting for PostgreSQL
   ARGV[1] user id
   ARGV[2] goods id
   ARGV[3] request id
@@ -24,8 +25,9 @@
   Returns
     {0}                         the balance or the goods item is missing: rebuild from PostgreSQL, then retry
     {1, entryId, entryFields}   redeemed
-    {2, answer}                 refused, or a retry: 'redeemed:<journal entry id>', 'outOfStock',
-                                'perUserLimit:<limit>' or 'insufficient:<balance>:<cost>'
+    {2, answer}                 a retry: the first answer, 'redeemed:<journal entry id>' or a refusal
+    {3, answer, entryId, entryFields}
+                                refused: 'outOfStock', 'perUserLimit:<limit>' or 'insufficient:<balance>:<cost>'
 ]]
 -- @include "now.lua"
 
@@ -39,7 +41,10 @@ end
 
 local function refuse(answer)
   redis.call('SET', KEYS[5], answer, 'PX', ARGV[5])
-  return {2, answer}
+  local fields = {
+    'kind', 'points.refuse', 'user', ARGV[1], 'goods', ARGV[2], 'request', ARGV[3], 'answer', answer, 'at', tostring(now_ms()),
+  }
+  return {3, answer, redis.call('XADD', KEYS[6], '*', unpack(fields)), fields}
 end
 
 local goods = redis.call('HMGET', KEYS[2], 'pointsCost', 'perUserLimit', 'pooled', 'stock', 'remaining')

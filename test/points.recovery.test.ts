@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SHOP_JOURNAL, balanceKeys, goodsKeys } from '../src/domain/points/store.ts';
+import { SHOP_JOURNAL, answerKey, balanceKeys, goodsKeys } from '../src/domain/points/store.ts';
 import { GoodsDocument, MeDocument } from './gql/generated.ts';
 import { gqlData } from './support/client.ts';
 import { testEnv } from './support/env.ts';
@@ -146,6 +146,9 @@ describe('Redis loses its data mid-campaign', () => {
     await Promise.all(users.map((user) => shop.award(user, 100)));
     const before = await Promise.all(users.map((user) => shop.redeem(user, goods.id, 'first')));
     for (const { result } of before) expect(result?.__typename).toBe('Redemption');
+    await shop.award('flush-poor', 30);
+    const refusal = { __typename: 'InsufficientPoints', balance: 30, pointsCost: 40 };
+    expect((await shop.redeem('flush-poor', goods.id, 'too-soon')).result).toMatchObject(refusal);
 
     expect(await loseKeysAtOnce(stores.redis, env.keyPrefix)).toBeGreaterThan(0);
     expect(await stores.redis.exists(balanceKeys(users[0]!).meta, goodsKeys(goods.id).meta)).toBe(0);
@@ -158,6 +161,12 @@ describe('Redis loses its data mid-campaign', () => {
       expect((await shop.redeem(user, goods.id, 'first')).result).toMatchObject({ __typename: 'Redemption', id, voucherCode });
       expect((await gqlData(server.url, MeDocument, {}, await shop.tokenOf(user))).me.pointsBalance).toBe(60);
     }
+    // A refused requestId stays refused after Redis forgot it, even once the points are there.
+    await shop.award('flush-poor', 100);
+    expect((await shop.redeem('flush-poor', goods.id, 'too-soon')).result).toMatchObject(refusal);
+    await stores.redis.del(answerKey('flush-poor', 'too-soon'));
+    expect((await shop.redeem('flush-poor', goods.id, 'too-soon')).result).toMatchObject(refusal);
+    expect((await gqlData(server.url, MeDocument, {}, await shop.tokenOf('flush-poor'))).me.pointsBalance).toBe(130);
     const second = await Promise.all(users.map((user) => shop.redeem(user, goods.id, 'second')));
     for (const { result } of second) expect(result?.__typename).toBe('Redemption');
     const third = await Promise.all(users.map((user) => shop.redeem(user, goods.id, 'third')));

@@ -63,6 +63,10 @@ describe('an overdraw attack', () => {
     expect(await stores.redis.get(balanceKeys('attacker').meta)).toBe('0');
     expect(await durableBalance('attacker')).toBe(0);
     expect(await redemptionsOf('user_id = $1', ['attacker'])).toHaveLength(3);
+    // Each refusal is durable too, so a retry gets it even after Redis forgets.
+    const { rows: refusals } = await stores.sql.query<{ answer: string }>('SELECT answer FROM redemption_refusal WHERE user_id = $1', ['attacker']);
+    expect(refusals).toHaveLength(47);
+    for (const { answer } of refusals) expect(answer).toMatch(/^insufficient:\d+:100$/);
     const { me } = await gqlData(server.url, MeDocument, {}, await shop.tokenOf('attacker'));
     expect(me.pointsBalance).toBe(0);
     expect(me.redemptions.map((redemption) => redemption.id).sort()).toEqual(won.map(({ result }) => redeemed(result)!.id).sort());

@@ -26,7 +26,8 @@ interface GoodsRow {
  * Every points invariant of DESIGN.md, over the whole schema, in PostgreSQL and Redis:
  * balances are the ledger's sum and never negative, every redemption is paid for exactly
  * once, no goods item is oversold, no code is handed out twice or outside its pool,
- * per-user limits hold, and Redis agrees with PostgreSQL once the journal is drained.
+ * per-user limits hold, a requestId is redeemed or refused but not both, and Redis agrees
+ * with PostgreSQL once the journal is drained.
  * Returns the durable redemptions.
  */
 export async function expectPointsInvariants(stores: Stores): Promise<RedemptionRow[]> {
@@ -39,6 +40,9 @@ export async function expectPointsInvariants(stores: Stores): Promise<Redemption
     sql.query<{ code: string; goods_id: string; position: number }>('SELECT code, goods_id, position FROM voucher_code ORDER BY goods_id, position'),
     sql.query<{ redemption_id: string; delta: number; user_id: string }>('SELECT redemption_id, delta, user_id FROM points_ledger WHERE redemption_id IS NOT NULL'),
   ]);
+
+  const { rows: both } = await sql.query('SELECT 1 FROM redemption r JOIN redemption_refusal f USING (user_id, request_id)');
+  expect(both, 'requestIds both redeemed and refused').toHaveLength(0);
 
   // Balances: the ledger's sum, never below zero.
   const ledgerByUser = new Map(ledgerSums.map((row) => [row.user_id, Number(row.total)]));

@@ -10,7 +10,7 @@ import { ANSWER_TTL_MS, type BalanceSnapshot, type GoodsSnapshot } from './store
  * redemptions were on their way here. Then it refuses (reports as a conflict)
  * whatever would overdraw a balance, oversell the stock (a voucher code or a stock unit
  * twice, or one outside the item), break a per-user limit (a sequence number twice or
- * above the limit), or repeat a (user, requestId).
+ * above the limit), or repeat a (user, requestId), refused or redeemed.
  *
  * Only the accounts are locked, in user order so concurrent batches queue instead of
  * deadlocking; the rows FOR UPDATE returns are the newest, so the balance check is
@@ -30,6 +30,7 @@ fresh AS (
   SELECT e.* FROM entry e
   WHERE NOT EXISTS (SELECT 1 FROM redemption r WHERE r.id = e.id)
     AND NOT EXISTS (SELECT 1 FROM redemption r WHERE r.user_id = e.user_id AND r.request_id = e.request_id)
+    AND NOT EXISTS (SELECT 1 FROM redemption_refusal f WHERE f.user_id = e.user_id AND f.request_id = e.request_id)
 ),
 running AS (
   SELECT f.*, sum(f.cost) OVER (PARTITION BY f.user_id ORDER BY f.seq) AS spent FROM fresh f
@@ -83,6 +84,37 @@ export const redemptionJournalHandler: JournalHandler = {
     );
     return conflictingEntries(entries, ({ fields }) => fields.id!, inserted.map((row) => row.id), async (redemptionIds) =>
       (await db.redemption.findMany({ where: { id: { in: redemptionIds } }, select: { id: true } })).map((row) => row.id),
+    );
+  },
+};
+
+/**
+ * Refusals, so a retry gets the same problem once Redis has forgotten it. One that
+ * PostgreSQL answered otherwise before (a redemption, or another refusal, made while
+ * Redis was being rebuilt) is a conflict: the first answer stands.
+ */
+export const refusalJournalHandler: JournalHandler = {
+  kind: 'points.refuse',
+  async persist(db: PrismaClient, entries: JournalEntry[]): Promise<JournalEntry[]> {
+    const rows = entries.map(({ fields }) => fields);
+    const answerKey = (user: string, request: string, answer: string) => `${user}\u0000${request}\u0000${answer}`;
+    const inserted = await db.$queryRaw<{ user_id: string; request_id: string; answer: string }[]>`
+      INSERT INTO redemption_refusal (user_id, request_id, goods_id, answer, refused_at)
+      SELECT r.user_id, r.request_id, r.goods_id, r.answer, to_timestamp(r.at_ms / 1000.0)
+      FROM unnest(${rows.map((row) => row.user!)}::text[], ${rows.map((row) => row.request!)}::text[], ${rows.map((row) => row.goods!)}::text[],
+                  ${rows.map((row) => row.answer!)}::text[], ${rows.map((row) => Number(row.at))}::bigint[]) AS r(user_id, request_id, goods_id, answer, at_ms)
+      WHERE NOT EXISTS (SELECT 1 FROM redemption d WHERE d.user_id = r.user_id AND d.request_id = r.request_id)
+      ON CONFLICT DO NOTHING
+      RETURNING user_id, request_id, answer`;
+    return conflictingEntries(
+      entries,
+      ({ fields }) => answerKey(fields.user!, fields.request!, fields.answer!),
+      inserted.map((row) => answerKey(row.user_id, row.request_id, row.answer)),
+      async (keys) => {
+        const wanted = keys.map((key) => key.split('\u0000'));
+        const present = await db.redemptionRefusal.findMany({ where: { OR: wanted.map(([userId, requestId]) => ({ userId: userId!, requestId: requestId! })) } });
+        return present.map((row) => answerKey(row.userId, row.requestId, row.answer));
+      },
     );
   },
 };
@@ -155,22 +187,24 @@ export async function recordAward(prisma: PrismaClient, award: Award): Promise<'
 }
 
 /**
- * The ledger's sum and the user's redemptions whose answers Redis still remembers (made
- * after `nowMs` − the answer TTL). No transaction: an answer left out only sends a retry
- * to PostgreSQL's unique (user, requestId).
+ * The ledger's sum and the user's answers Redis still remembers: redemptions and
+ * refusals made after `nowMs` − the answer TTL. No transaction: an answer left out only
+ * sends a retry to PostgreSQL, whose journal handlers keep the first answer.
  */
 export async function loadBalance(prisma: PrismaClient, userId: string, nowMs: number): Promise<BalanceSnapshot> {
-  const [account, recent] = await Promise.all([
+  const since = new Date(nowMs - ANSWER_TTL_MS);
+  const [account, redemptions, refusals] = await Promise.all([
     prisma.pointsAccount.findUnique({ where: { userId } }),
-    prisma.redemption.findMany({
-      where: { userId, createdAt: { gt: new Date(nowMs - ANSWER_TTL_MS) } },
-      select: { requestId: true, createdAt: true },
-    }),
+    prisma.redemption.findMany({ where: { userId, createdAt: { gt: since } }, select: { requestId: true, createdAt: true } }),
+    prisma.redemptionRefusal.findMany({ where: { userId, refusedAt: { gt: since } }, select: { requestId: true, answer: true, refusedAt: true } }),
   ]);
   return {
     userId,
     balance: account?.balance ?? 0,
-    recent: recent.map((row) => ({ requestId: row.requestId, forgetAtMs: row.createdAt.getTime() + ANSWER_TTL_MS })),
+    recent: [
+      ...redemptions.map((row) => ({ requestId: row.requestId, answer: 'redeemed:', forgetAtMs: row.createdAt.getTime() + ANSWER_TTL_MS })),
+      ...refusals.map((row) => ({ requestId: row.requestId, answer: row.answer, forgetAtMs: row.refusedAt.getTime() + ANSWER_TTL_MS })),
+    ],
   };
 }
 

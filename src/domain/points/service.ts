@@ -7,9 +7,9 @@ import type { CampaignDeps } from '../deps.ts';
 import { NotFound } from '../problems.ts';
 import { type DeliveryOptions, type VoucherNotifier, deliverDue } from './delivery.ts';
 import type { CreateGoodsInput } from './input.ts';
-import { type Award, insertGoods, loadBalance, loadGoods, pendingRedemption, recordAward, redemptionJournalHandler } from './persistence.ts';
+import { type Award, insertGoods, loadBalance, loadGoods, pendingRedemption, recordAward, redemptionJournalHandler, refusalJournalHandler } from './persistence.ts';
 import { InsufficientPoints, OutOfStock, PerUserLimitReached } from './problems.ts';
-import { PointsStore, type RedeemAnswer, SHOP_JOURNAL, balanceKeys, goodsKeys } from './store.ts';
+import { PointsStore, type RedeemAnswer, SHOP_JOURNAL, balanceKeys, goodsKeys, parseAnswer } from './store.ts';
 
 export class RedemptionNotConfirmedError extends ServiceUnavailableError {}
 
@@ -32,6 +32,7 @@ export class PointsService {
   constructor(private readonly deps: PointsDeps) {
     this.store = new PointsStore(deps.redis, deps.scripts);
     deps.journal.register(redemptionJournalHandler);
+    deps.journal.register(refusalJournalHandler);
   }
 
   /**
@@ -77,13 +78,16 @@ export class PointsService {
       );
       if (!reply) throw new NotFound('goods', goodsId);
       if (reply.kind === 'answered') return this.answered(userId, requestId, reply.answer);
-      if ((await this.deps.journal.commit(reply.entry)) === 'persisted') return pendingRedemption(reply.entry.fields);
-      // PostgreSQL refused what Redis allowed: the requestId was redeemed before Redis
-      // forgot it, or Redis lost data and was rebuilt while redemptions were on their
-      // way to PostgreSQL. Rebuild what the redemption touched and try again.
+      if ((await this.deps.journal.commit(reply.entry)) === 'persisted') {
+        return reply.kind === 'refused' ? this.answered(userId, requestId, reply.answer) : pendingRedemption(reply.entry.fields);
+      }
+      // PostgreSQL holds another answer for this requestId (given before Redis forgot it),
+      // or refused what Redis allowed because Redis lost data and was rebuilt while
+      // redemptions were on their way to PostgreSQL. Rebuild what the redemption touched;
+      // the first answer stands, if there is one.
       this.deps.log.warn({ userId, goodsId, requestId }, 'redemption conflicted with PostgreSQL; rebuilding its balance and goods');
       await this.store.forget(userId, goodsId, requestId);
-      const first = await this.deps.prisma.redemption.findUnique({ where: { userId_requestId: { userId, requestId } } });
+      const first = await this.durableAnswer(userId, requestId);
       if (first) return first;
     }
     throw new RedemptionNotConfirmedError('the points shop is being rebuilt; try again');
@@ -155,10 +159,19 @@ export class PointsService {
     // An entry still in the journal is committed here too; one that is gone was committed (or refused) already.
     const entry = entryId ? await this.store.journalEntry(entryId) : null;
     if (entry) await this.deps.journal.commit(entry);
-    const durable = await this.deps.prisma.redemption.findUnique({ where: { userId_requestId: { userId, requestId } } });
+    const durable = await this.durableAnswer(userId, requestId);
     if (durable) return durable;
     // Refused by PostgreSQL: the first call is rebuilding and trying again.
     throw new RedemptionNotConfirmedError('the first call with this requestId is still being confirmed; try again');
+  }
+
+  /** What PostgreSQL holds for a requestId: its redemption, or its refusal thrown as the problem; null for neither. */
+  private async durableAnswer(userId: string, requestId: string): Promise<Redemption | null> {
+    const where = { userId_requestId: { userId, requestId } };
+    const redemption = await this.deps.prisma.redemption.findUnique({ where });
+    if (redemption) return redemption;
+    const refusal = await this.deps.prisma.redemptionRefusal.findUnique({ where });
+    return refusal ? this.answered(userId, requestId, parseAnswer(refusal.answer)) : null;
   }
 
   private rebuildBalance(userId: string): Promise<boolean> {

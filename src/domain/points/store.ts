@@ -43,9 +43,13 @@ export type RedeemAnswer =
   | { kind: 'perUserLimit'; limit: number }
   | { kind: 'insufficient'; balance: number; cost: number };
 
-export type RedeemReply = { kind: 'missing' } | { kind: 'redeemed'; entry: JournalEntry } | { kind: 'answered'; answer: RedeemAnswer };
+export type RedeemReply =
+  | { kind: 'missing' }
+  | { kind: 'redeemed'; entry: JournalEntry }
+  | { kind: 'answered'; answer: RedeemAnswer }
+  | { kind: 'refused'; answer: RedeemAnswer; entry: JournalEntry };
 
-function parseAnswer(answer: string): RedeemAnswer {
+export function parseAnswer(answer: string): RedeemAnswer {
   const [kind, first = '', second = ''] = answer.split(':');
   switch (kind) {
     case 'redeemed':
@@ -65,7 +69,8 @@ function parseAnswer(answer: string): RedeemAnswer {
 export interface BalanceSnapshot {
   userId: string;
   balance: number;
-  recent: { requestId: string; forgetAtMs: number }[];
+  /** Answers to remember: 'redeemed:' for a redemption (retries look it up), or the refusal. */
+  recent: { requestId: string; answer: string; forgetAtMs: number }[];
 }
 
 /** What rebuilt goods keys hold. */
@@ -103,6 +108,10 @@ export class PointsStore {
       }
       case 2:
         return { kind: 'answered', answer: parseAnswer(reply[1] as string) };
+      case 3: {
+        const [, answer, entryId, fields] = reply as [number, string, string, string[]];
+        return { kind: 'refused', answer: parseAnswer(answer), entry: journalEntry(SHOP_JOURNAL, entryId, fields) };
+      }
       default:
         throw new Error(`redeemPoints returned an unknown reply: ${JSON.stringify(reply)}`);
     }
@@ -132,8 +141,8 @@ export class PointsStore {
 
   async writeBalance(snapshot: BalanceSnapshot, nowMs: number): Promise<void> {
     const tx = this.redis.multi();
-    for (const { requestId, forgetAtMs } of snapshot.recent) {
-      if (forgetAtMs > nowMs) tx.set(answerKey(snapshot.userId, requestId), 'redeemed:', 'PX', forgetAtMs - nowMs);
+    for (const { requestId, answer, forgetAtMs } of snapshot.recent) {
+      if (forgetAtMs > nowMs) tx.set(answerKey(snapshot.userId, requestId), answer, 'PX', forgetAtMs - nowMs);
     }
     await tx.set(balanceKeys(snapshot.userId).meta, snapshot.balance).exec();
   }
