@@ -13,14 +13,15 @@ const MAX_FAST_BODY_BYTES = 64 * 1024;
 
 /**
  * Yoga's choice of media type for a single (non-streamed) result, or null when the
- * client accepts none that Yoga would answer a query or mutation with.
+ * client accepts none that Yoga would answer a query or mutation with. Parsed exactly
+ * as graphql-yoga's result processor does (the last acceptable entry wins).
  */
 export function regularMediaType(accept: string | undefined): RegularMediaType | null {
   let chosen: RegularMediaType | null = null;
-  const asked = (accept ?? '*/*').replace(/\s/g, '').toLowerCase().split(',').reverse();
+  const asked = (accept || '*/*').replace(/\s/g, '').toLowerCase().split(',').reverse();
   for (const entry of asked) {
     const [mediaType = '', ...params] = entry.split(';');
-    if (params.some((param) => param.startsWith('charset=') && param !== 'charset=utf-8')) continue;
+    if ((params.find((param) => param.includes('charset=')) ?? 'charset=utf-8') !== 'charset=utf-8') continue;
     const [type, subtype] = mediaType.split('/');
     for (const candidate of ['application/graphql-response+json', 'application/json'] as const) {
       const [candidateType, candidateSubtype] = candidate.split('/');
@@ -57,7 +58,8 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
 /**
  * What Yoga's plugins read of a request (method, url, headers), without building a
  * WHATWG Request: that object, with its AbortController and streams, is much of what
- * the fast lane saves.
+ * the fast lane saves. It has no `signal`: a plugin that needs one (execution
+ * cancellation, say) would not see it here, so adding one means checking this lane.
  */
 function requestView(req: IncomingMessage) {
   return {
@@ -91,14 +93,28 @@ export function createFastLane(yoga: Yoga, graphqlPath: string, log: Logger) {
 
   function send(req: IncomingMessage, request: RequestView, res: ServerResponse, result: ExecutionResult, mediaType: RegularMediaType): Promise<void> | void {
     const cors = getCORSHeadersByRequestAndOptions(request as never, {});
-    if (result.errors?.length || result.extensions) {
+    let json: string | undefined;
+    if (!result.errors?.length && !result.extensions) {
+      try {
+        json = JSON.stringify(result);
+      } catch (error) {
+        result = { errors: [masked(error)] };
+      }
+    }
+    if (json === undefined) {
       const response = processRegularResult(result, yoga.fetchAPI, mediaType);
       for (const [name, value] of Object.entries(cors ?? {})) response.headers.set(name, value);
       return sendNodeResponse(response, res, req, false);
     }
-    const json = JSON.stringify(result);
     res.writeHead(200, { ...cors, 'content-type': `${mediaType}; charset=utf-8`, 'content-length': Buffer.byteLength(json) });
     res.end(json);
+  }
+
+  /** As Yoga's default error masking treats an error thrown outside the resolvers: the original is logged once. */
+  function masked(error: unknown): GraphQLError {
+    const replacement = maskError(error, 'Unexpected error.') as GraphQLError;
+    if (replacement !== error) log.error({ err: error }, 'unexpected error while serving a GraphQL request');
+    return replacement;
   }
 
   async function serve(req: IncomingMessage, res: ServerResponse, mediaType: RegularMediaType): Promise<void> {
@@ -130,9 +146,7 @@ export function createFastLane(yoga: Yoga, graphqlPath: string, log: Logger) {
         contextValue: await contextFactory(),
       })) as ExecutionResult;
     } catch (error) {
-      // As Yoga's default error masking does with an error thrown outside the resolvers.
-      log.error({ err: error }, 'graphql execution failed');
-      result = { errors: [maskError(error, 'Unexpected error.') as GraphQLError] };
+      result = { errors: [masked(error)] };
     }
     return send(req, request, res, result, mediaType);
   }
@@ -140,13 +154,16 @@ export function createFastLane(yoga: Yoga, graphqlPath: string, log: Logger) {
   /** Takes the request and returns true, or returns false, having read nothing, to leave it to Yoga. */
   return function handle(req: IncomingMessage, res: ServerResponse): boolean {
     if (req.method !== 'POST' || req.url !== graphqlPath) return false;
-    const contentType = req.headers['content-type']?.toLowerCase().replace(/\s/g, '');
-    if (contentType !== 'application/json' && contentType !== 'application/json;charset=utf-8') return false;
+    // Yoga's own test for a JSON body: the first of a list, exact, parameters allowed.
+    const contentType = req.headers['content-type']?.split(',')[0];
+    if (contentType !== 'application/json' && !contentType?.startsWith('application/json;')) return false;
     const length = Number(req.headers['content-length']);
     if (!(length <= MAX_FAST_BODY_BYTES)) return false;
     const mediaType = regularMediaType(req.headers.accept);
     if (!mediaType) return false;
     serve(req, res, mediaType).catch((error: unknown) => {
+      // A client that hung up mid-request (flaky mobile networks do, by the thousand) is not an error of ours.
+      if (req.destroyed || res.destroyed) return;
       log.error({ err: error }, 'fast lane failed');
       if (!res.headersSent) res.writeHead(500);
       res.end();

@@ -1,3 +1,5 @@
+import { once } from 'node:events';
+import { connect } from 'node:net';
 import { fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { regularMediaType } from '../src/fastLane.ts';
@@ -62,8 +64,21 @@ describe('the fast lane answers exactly as Yoga does', () => {
     ['event stream first', 'text/event-stream, application/json'],
     ['only an event stream', 'text/event-stream'],
     ['a charset Yoga does not serve', 'application/json; charset=latin1'],
+    ['a parameter that only looks like a charset', 'application/json;xcharset=latin1'],
   ])('for a query, Accept: %s', async (_name, accept) => {
     await expectSameAnswer({ headers: accept ? { accept } : {}, body: typename });
+  });
+
+  it.each([
+    'application/json; charset=utf-8',
+    'application/json;charset=latin1',
+    'application/json, text/plain',
+    'Application/JSON',
+    'application/json ;charset=utf-8',
+    'application/graphql+json',
+    'text/plain',
+  ])('for a query sent as Content-Type: %s', async (contentType) => {
+    await expectSameAnswer({ headers: { 'content-type': contentType }, body: typename });
   });
 
   it('with CORS headers for a browser origin', async () => {
@@ -120,6 +135,19 @@ describe('the fast lane answers exactly as Yoga does', () => {
     const [fast, yoga] = [await answer(fastLane, { headers: { authorization }, body: unknownGrab }), await answer(yogaOnly, { headers: { authorization }, body: unknownGrab })];
     expect(withoutRetryAfter(fast)).toEqual(withoutRetryAfter(yoga));
     expect(JSON.parse(fast.body).errors[0].extensions.code).toBe('RATE_LIMITED');
+  });
+});
+
+describe('a client that hangs up halfway through its request', () => {
+  it('is not logged as an error, and the server goes on serving', async () => {
+    const socket = connect(fastLane.port, '127.0.0.1');
+    await once(socket, 'connect');
+    socket.write(`POST /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"query":`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    socket.destroy();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect((await answer(fastLane, { body: typename })).status).toBe(200);
+    expect(fastLane.output()).not.toMatch(/"level":50/);
   });
 });
 

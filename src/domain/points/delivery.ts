@@ -44,8 +44,9 @@ export const VOUCHER_DELIVERED_TOPIC = 'points.voucherDelivered';
 /**
  * The default notifier: records the delivery in PostgreSQL, logs it and publishes it on
  * the event bus for whatever mails or messages the user. Only the call that inserts
- * the record announces; a crash right after the insert loses that one announcement
- * (the voucher itself is in the user's redemptions either way), never repeats it.
+ * the record announces; a crash right after the insert, or a failed publish, loses
+ * those announcements (the vouchers are in the users' redemptions either way), never
+ * repeats them.
  */
 export class LogVoucherNotifier implements VoucherNotifier {
   constructor(private readonly prisma: PrismaClient, private readonly events: LiveEvents, private readonly log: Logger) {}
@@ -61,7 +62,12 @@ export class LogVoucherNotifier implements VoucherNotifier {
     for (const delivery of announced) {
       this.log.info({ redemptionId: delivery.idempotencyKey, userId: delivery.userId, goodsId: delivery.goodsId }, 'voucher delivered');
     }
-    await Promise.all(announced.map((delivery) => this.events.publish(VOUCHER_DELIVERED_TOPIC, delivery)));
+    const published = await Promise.allSettled(announced.map((delivery) => this.events.publish(VOUCHER_DELIVERED_TOPIC, delivery)));
+    published.forEach((outcome, i) => {
+      if (outcome.status === 'rejected') {
+        this.log.warn({ err: outcome.reason, redemptionId: announced[i]!.idempotencyKey }, 'voucher delivered, but its announcement was lost');
+      }
+    });
     return deliveries.map(() => ({ status: 'fulfilled', value: undefined }));
   }
 }
