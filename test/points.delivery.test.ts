@@ -4,7 +4,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type App, createApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
-import { LogVoucherNotifier, VOUCHER_DELIVERED_TOPIC, type VoucherDelivery } from '../src/domain/points/delivery.ts';
+import { LogVoucherNotifier, VOUCHER_DELIVERED_TOPIC, type VoucherDelivery, deliverDue } from '../src/domain/points/delivery.ts';
 import { createLogger } from '../src/infra/logger.ts';
 import { MeDocument } from './gql/generated.ts';
 import { gqlData } from './support/client.ts';
@@ -60,8 +60,11 @@ const receiver = new WebhookReceiver();
 // A short webhook timeout gives a short lease (3 × timeout): a dead worker's claim runs out in 3 s.
 const webhookEnv = testEnv('points_webhook', { SWEEP_INTERVAL_MS: '100', POINTS_DELIVERY_TIMEOUT_MS: '1000', POINTS_DELIVERY_RETRY_MS: String(RETRY_MS) });
 const noticeEnv = testEnv('points_notice', { SWEEP_INTERVAL_MS: '100' });
+// No delivery round of its own: the test runs them.
+const backlogEnv = testEnv('points_backlog', { SWEEP_INTERVAL_MS: '600000' });
 let webhookStores: Stores;
 let noticeStores: Stores;
+let backlogStores: Stores;
 const servers: ServerProcess[] = [];
 const apps: App[] = [];
 
@@ -69,6 +72,7 @@ beforeAll(async () => {
   webhookEnv.vars.POINTS_DELIVERY_WEBHOOK_URL = await receiver.start();
   webhookStores = openStores(webhookEnv);
   noticeStores = openStores(noticeEnv);
+  backlogStores = openStores(backlogEnv);
 });
 
 afterAll(async () => {
@@ -77,6 +81,7 @@ afterAll(async () => {
   await receiver.close();
   await webhookStores?.cleanup();
   await noticeStores?.cleanup();
+  await backlogStores?.cleanup();
 });
 
 async function start(vars: Record<string, string>): Promise<ServerProcess> {
@@ -195,5 +200,32 @@ describe('the default notifier', () => {
     } finally {
       subscriber.disconnect();
     }
+  });
+});
+
+describe('a delivery worker told to stop', () => {
+  it('finishes the batch in hand and leaves the rest of the backlog PENDING', async () => {
+    const server = await start(backlogEnv.vars);
+    const ids = (await redeemFor(new ShopClient(() => server.url), Array.from({ length: 120 }, (_, i) => `backlog-${i}`))).map((redemption) => redemption.id);
+    const config = loadConfig({ ...backlogEnv.vars, LOG_LEVEL: 'silent', JWT_SECRET: TEST_JWT_SECRET });
+    const app = await createApp(config, createLogger(config.LOG_LEVEL));
+    apps.push(app);
+    const options = { leaseMs: 30_000, retryBaseMs: 1_000 };
+    const accept = (deliveries: VoucherDelivery[]) => deliveries.map((): PromiseSettledResult<void> => ({ status: 'fulfilled', value: undefined }));
+
+    const stopped = new AbortController();
+    stopped.abort();
+    expect(await deliverDue(app.prisma, { deliver: async (deliveries) => accept(deliveries) }, options, app.log, stopped.signal)).toBe(0);
+
+    const stopping = new AbortController();
+    const stopDuringFirstBatch = async (deliveries: VoucherDelivery[]) => {
+      stopping.abort();
+      return accept(deliveries);
+    };
+    const attempted = await deliverDue(app.prisma, { deliver: stopDuringFirstBatch }, options, app.log, stopping.signal);
+    const rows = [...(await statuses(backlogStores, ids)).values()];
+    expect(rows.filter((row) => row.status === 'DELIVERED')).toHaveLength(attempted);
+    expect(attempted).toBeGreaterThan(0);
+    expect(rows.filter((row) => row.status === 'PENDING' && row.delivery_attempts === 0)).toHaveLength(ids.length - attempted);
   });
 });

@@ -4,12 +4,13 @@ import type { Logger } from './logger.ts';
  * Runs `task` every `intervalMs`, never two at once, and logs failures instead of
  * crashing: background sweepers must outlive a database or Redis hiccup.
  */
-export function every(intervalMs: number, name: string, task: () => Promise<unknown>, log: Logger): () => Promise<void> {
+export function every(intervalMs: number, name: string, task: (stopping: AbortSignal) => Promise<unknown>, log: Logger): () => Promise<void> {
   let running: Promise<void> | undefined;
-  let stopped = false;
+  // Tells a long task (a delivery backlog, say) to stop at its next safe point when the process stops.
+  const stopping = new AbortController();
   const tick = () => {
-    if (running || stopped) return;
-    running = task()
+    if (running || stopping.signal.aborted) return;
+    running = task(stopping.signal)
       .then(() => undefined)
       .catch((error: unknown) => log.error({ err: error, task: name }, 'background task failed'))
       .finally(() => {
@@ -19,7 +20,7 @@ export function every(intervalMs: number, name: string, task: () => Promise<unkn
   const timer = setInterval(tick, intervalMs);
   timer.unref();
   return async () => {
-    stopped = true;
+    stopping.abort();
     clearInterval(timer);
     await running;
   };

@@ -111,14 +111,18 @@ interface Claimed {
   delivery_attempts: number;
 }
 
-/** Delivers everything due, a batch at a time; returns how many deliveries it attempted. */
-export async function deliverDue(prisma: PrismaClient, notifier: VoucherNotifier, options: DeliveryOptions, log: Logger): Promise<number> {
+/**
+ * Delivers everything due, a batch at a time, until `stopping` is aborted (then after the
+ * batch in hand: the rest waits for the next worker); returns how many deliveries it attempted.
+ */
+export async function deliverDue(prisma: PrismaClient, notifier: VoucherNotifier, options: DeliveryOptions, log: Logger, stopping?: AbortSignal): Promise<number> {
   let attempted = 0;
-  for (;;) {
+  while (!stopping?.aborted) {
     const batch = await deliverBatch(prisma, notifier, options, log);
     attempted += batch;
-    if (batch < CLAIM_BATCH) return attempted;
+    if (batch < CLAIM_BATCH) break;
   }
+  return attempted;
 }
 
 async function deliverBatch(prisma: PrismaClient, notifier: VoucherNotifier, options: DeliveryOptions, log: Logger): Promise<number> {

@@ -124,8 +124,8 @@ export class PointsService {
   }
 
   /** One round of the delivery worker. */
-  deliverDue(): Promise<number> {
-    return deliverDue(this.deps.prisma, this.deps.notifier, this.deps.delivery, this.deps.log);
+  deliverDue(stopping?: AbortSignal): Promise<number> {
+    return deliverDue(this.deps.prisma, this.deps.notifier, this.deps.delivery, this.deps.log, stopping);
   }
 
   /** A value read from Redis, rebuilding its keys when they are missing; null if PostgreSQL does not know them either. */
