@@ -97,7 +97,7 @@ export const refusalJournalHandler: JournalHandler = {
   kind: 'points.refuse',
   async persist(db: PrismaClient, entries: JournalEntry[]): Promise<JournalEntry[]> {
     const rows = entries.map(({ fields }) => fields);
-    const answerKey = (user: string, request: string, answer: string) => `${user}\u0000${request}\u0000${answer}`;
+    const refusalKey = (user: string, request: string, answer: string) => `${user}\u0000${request}\u0000${answer}`;
     const inserted = await db.$queryRaw<{ user_id: string; request_id: string; answer: string }[]>`
       INSERT INTO redemption_refusal (user_id, request_id, goods_id, answer, refused_at)
       SELECT r.user_id, r.request_id, r.goods_id, r.answer, to_timestamp(r.at_ms / 1000.0)
@@ -108,12 +108,12 @@ export const refusalJournalHandler: JournalHandler = {
       RETURNING user_id, request_id, answer`;
     return conflictingEntries(
       entries,
-      ({ fields }) => answerKey(fields.user!, fields.request!, fields.answer!),
-      inserted.map((row) => answerKey(row.user_id, row.request_id, row.answer)),
+      ({ fields }) => refusalKey(fields.user!, fields.request!, fields.answer!),
+      inserted.map((row) => refusalKey(row.user_id, row.request_id, row.answer)),
       async (keys) => {
         const wanted = keys.map((key) => key.split('\u0000'));
         const present = await db.redemptionRefusal.findMany({ where: { OR: wanted.map(([userId, requestId]) => ({ userId: userId!, requestId: requestId! })) } });
-        return present.map((row) => answerKey(row.userId, row.requestId, row.answer));
+        return present.map((row) => refusalKey(row.userId, row.requestId, row.answer));
       },
     );
   },
