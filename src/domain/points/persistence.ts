@@ -14,7 +14,9 @@ import { ANSWER_TTL_MS, type BalanceSnapshot, type GoodsSnapshot } from './store
  *
  * Only the accounts are locked, in user order so concurrent batches queue instead of
  * deadlocking; the rows FOR UPDATE returns are the newest, so the balance check is
- * exact. Everything else is a unique key, so batches for one goods item commit side by
+ * exact. They are read through one jsonb object: joined as rows, the locked accounts
+ * drew a nested loop from the planner (it cannot estimate unnest), a quadratic scan that
+ * was half of a 256-entry batch's time. Everything else is a unique key, so batches for one goods item commit side by
  * side. A refusal is pessimistic for the user's later entries in the batch, which is
  * safe: they are rebuilt and retried.
  */
@@ -24,7 +26,8 @@ WITH entry AS (
     WITH ORDINALITY AS e(id, user_id, goods_id, request_id, cost, code, stock_unit, user_seq, at_ms, seq)
 ),
 account AS MATERIALIZED (
-  SELECT user_id, balance FROM points_account WHERE user_id IN (SELECT user_id FROM entry) ORDER BY user_id FOR UPDATE
+  SELECT jsonb_object_agg(user_id, balance) AS balances
+  FROM (SELECT user_id, balance FROM points_account WHERE user_id IN (SELECT user_id FROM entry) ORDER BY user_id FOR UPDATE) locked
 ),
 fresh AS (
   SELECT e.* FROM entry e
@@ -37,9 +40,9 @@ running AS (
 ),
 accepted AS (
   SELECT r.* FROM running r
-  JOIN account a ON a.user_id = r.user_id
+  CROSS JOIN account a
   JOIN goods g ON g.id = r.goods_id
-  WHERE r.spent <= a.balance
+  WHERE r.spent <= (a.balances ->> r.user_id)::bigint
     AND r.cost = g.points_cost
     AND CASE WHEN g.pooled THEN EXISTS (SELECT 1 FROM voucher_code v WHERE v.code = r.code AND v.goods_id = g.id)
              ELSE r.stock_unit < g.stock END
