@@ -119,6 +119,7 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     async close() {
       await Promise.all(stopTasks.map((stop) => stop()));
       await journal.drain();
+      await points.stopDelivery();
       // Closing the pub/sub also quits its two connections.
       await events.close();
       await redis.quit().catch(() => undefined);

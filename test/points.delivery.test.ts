@@ -4,7 +4,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type App, createApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
-import { LogVoucherNotifier, VOUCHER_DELIVERED_TOPIC, type VoucherDelivery, deliverDue } from '../src/domain/points/delivery.ts';
+import { LogVoucherNotifier, VOUCHER_DELIVERED_TOPIC, type VoucherDelivery, VoucherDeliveryWorker, type VoucherNotifier } from '../src/domain/points/delivery.ts';
 import { createLogger } from '../src/infra/logger.ts';
 import { MeDocument } from './gql/generated.ts';
 import { gqlData } from './support/client.ts';
@@ -207,25 +207,53 @@ describe('a delivery worker told to stop', () => {
   it('finishes the batch in hand and leaves the rest of the backlog PENDING', async () => {
     const server = await start(backlogEnv.vars);
     const ids = (await redeemFor(new ShopClient(() => server.url), Array.from({ length: 120 }, (_, i) => `backlog-${i}`))).map((redemption) => redemption.id);
+    await waitFor('the fresh deliveries', allDelivered(backlogStores, ids));
+    // A backlog, as a long fulfilment outage leaves one.
+    await backlogStores.sql.query("UPDATE redemption SET status = 'PENDING', delivery_attempts = 0, locked_until = NULL, delivered_at = NULL");
     const config = loadConfig({ ...backlogEnv.vars, LOG_LEVEL: 'silent', JWT_SECRET: TEST_JWT_SECRET });
     const app = await createApp(config, createLogger(config.LOG_LEVEL));
     apps.push(app);
-    const options = { leaseMs: 30_000, retryBaseMs: 1_000 };
+    const worker = (notifier: VoucherNotifier) => new VoucherDeliveryWorker(app.prisma, notifier, { leaseMs: 30_000, retryBaseMs: 1_000 }, app.log);
     const accept = (deliveries: VoucherDelivery[]) => deliveries.map((): PromiseSettledResult<void> => ({ status: 'fulfilled', value: undefined }));
 
     const stopped = new AbortController();
     stopped.abort();
-    expect(await deliverDue(app.prisma, { deliver: async (deliveries) => accept(deliveries) }, options, app.log, stopped.signal)).toBe(0);
+    expect(await worker({ deliver: async (deliveries) => accept(deliveries) }).deliverDue(stopped.signal)).toBe(0);
 
     const stopping = new AbortController();
     const stopDuringFirstBatch = async (deliveries: VoucherDelivery[]) => {
       stopping.abort();
       return accept(deliveries);
     };
-    const attempted = await deliverDue(app.prisma, { deliver: stopDuringFirstBatch }, options, app.log, stopping.signal);
+    const attempted = await worker({ deliver: stopDuringFirstBatch }).deliverDue(stopping.signal);
     const rows = [...(await statuses(backlogStores, ids)).values()];
     expect(rows.filter((row) => row.status === 'DELIVERED')).toHaveLength(attempted);
     expect(attempted).toBeGreaterThan(0);
     expect(rows.filter((row) => row.status === 'PENDING' && row.delivery_attempts === 0)).toHaveLength(ids.length - attempted);
+  });
+});
+
+describe('an instance that stops with fresh deliveries queued', () => {
+  it('finishes the one in hand and hands the rest back, so another instance need not wait for the leases to run out', async () => {
+    const config = loadConfig({ ...webhookEnv.vars, LOG_LEVEL: 'silent', JWT_SECRET: TEST_JWT_SECRET });
+    const app = await createApp(config, createLogger(config.LOG_LEVEL));
+    apps.push(app);
+    const users = Array.from({ length: 6 }, (_, i) => `queued-${i}`);
+    const goods = await app.points.createGoods('ops', { title: 'voucher', pointsCost: 10, stock: users.length, perUserLimit: 0, voucherCodes: voucherCodes('QUEUED', users.length) });
+    for (const [i, user] of users.entries()) await app.points.award({ userId: user, amount: 10, reason: 'test', requestId: `queued-award-${i}` });
+    // The first delivery never gets an answer; the next ones queue behind it, one commit each.
+    receiver.answer = () => 'hang';
+    const ids: string[] = [];
+    for (const user of users) ids.push((await app.points.redeem(user, goods.id, 'r')).id);
+    await waitFor('the first delivery to be requested', () => receiver.of(ids[0]!).length === 1);
+
+    await app.close();
+    const rows = await statuses(webhookStores, ids);
+    for (const id of ids.slice(1)) {
+      expect(receiver.of(id), id).toHaveLength(0);
+      const { rows: [lease] } = await webhookStores.sql.query<{ locked_until: Date | null }>('SELECT locked_until FROM redemption WHERE id = $1', [id]);
+      expect({ ...rows.get(id), lease: lease!.locked_until }).toMatchObject({ status: 'PENDING', delivery_attempts: 0, lease: null });
+    }
+    receiver.answer = () => 'ok';
   });
 });

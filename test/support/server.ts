@@ -37,6 +37,8 @@ export async function startServerProcess(vars: Record<string, string>, timeoutMs
       const match = /listening on (http:\/\/\S+)"/.exec(output) ?? /"url":"(http:\/\/[^"]+)"/.exec(output);
       if (match) {
         clearTimeout(timer);
+        // Matching the whole output on every chunk would grow quadratic with a chatty server.
+        child.stdout!.off('data', onData);
         resolve(match[1]!);
       }
     };

@@ -1,13 +1,15 @@
 /*
- * Voucher delivery, after the redemption is durable: a worker in every instance claims
- * PENDING redemptions that are due, a batch at a time, hands the batch to the notifier,
- * and marks its successes DELIVERED in one statement.
+ * Voucher delivery, after the redemption is durable: the instance that persisted a
+ * redemption holds a lease on it from the insert on and delivers it at once; a worker
+ * in every instance claims PENDING redemptions that are due (retries, and those whose
+ * lease ran out), a batch at a time. Either way the notifier gets a batch and its
+ * successes are marked DELIVERED in one statement.
  *
  * What "never lost, never duplicated" means here. Never lost: a redemption stays
  * PENDING until a notifier call has succeeded and DELIVERED is committed; a failure is
  * retried with exponential backoff, forever; a crash leaves a lease that runs out, and
- * another worker takes over. Never duplicated: the claim (FOR UPDATE SKIP LOCKED plus a
- * lease) gives a redemption to one worker at a time, but a worker that dies after the
+ * another worker takes over. Never duplicated: the lease (taken at the insert, or by a
+ * claim with FOR UPDATE SKIP LOCKED) gives a redemption to one worker at a time, but a worker that dies after the
  * notifier succeeded and before DELIVERED was committed cannot be told apart from one
  * that died before, so the notifier may be called again. Every call carries the same
  * idempotency key (the redemption id) and notifiers must dedupe by it: the default one
@@ -99,77 +101,160 @@ export interface DeliveryOptions {
   retryBaseMs: number;
 }
 
-const CLAIM_BATCH = 50;
-const MAX_RETRY_DELAY_MS = 10 * 60 * 1000;
-
-interface Claimed {
+/** A redemption in the hands of one worker: claimed by it, or persisted by it under its lease. */
+export interface LeasedRedemption {
   id: string;
   user_id: string;
   goods_id: string;
   voucher_code: string | null;
   points_spent: number;
   delivery_attempts: number;
+  /** The lease's end as PostgreSQL wrote it: handing the redemption back checks it is still ours. */
+  locked_until: Date;
+}
+
+const CLAIM_BATCH = 50;
+/** Fresh redemptions per notifier call: a group commit's worth. */
+const FRESH_BATCH = 256;
+/** Fresh redemptions waiting in memory at most; beyond that they are handed back to the due rounds. */
+const FRESH_BACKLOG_MAX = 10_000;
+const MAX_RETRY_DELAY_MS = 10 * 60 * 1000;
+
+interface Fresh {
+  redemption: LeasedRedemption;
+  /** Past this (half the lease), another worker may claim it soon: hand it back instead. */
+  handBackAtMs: number;
 }
 
 /**
- * Delivers everything due, a batch at a time, until `stopping` is aborted (then after the
- * batch in hand: the rest waits for the next worker); returns how many deliveries it attempted.
+ * Delivers vouchers two ways. Fresh: a redemption this process has just persisted
+ * carries its lease from the insert on (see redemptionJournalHandler), so it is handed
+ * to the notifier at once, with no claim to write or find; that halves the updates a
+ * redemption costs PostgreSQL during a flash sale. Due: every round claims what is
+ * PENDING and unleased or whose lease ran out (a retry after a failure, or a
+ * redemption whose process died), a batch at a time.
  */
-export async function deliverDue(prisma: PrismaClient, notifier: VoucherNotifier, options: DeliveryOptions, log: Logger, stopping?: AbortSignal): Promise<number> {
-  let attempted = 0;
-  while (!stopping?.aborted) {
-    const batch = await deliverBatch(prisma, notifier, options, log);
-    attempted += batch;
-    if (batch < CLAIM_BATCH) break;
-  }
-  return attempted;
-}
+export class VoucherDeliveryWorker {
+  private readonly fresh: Fresh[] = [];
+  private freshRound: Promise<void> | undefined;
+  private stopped = false;
 
-async function deliverBatch(prisma: PrismaClient, notifier: VoucherNotifier, options: DeliveryOptions, log: Logger): Promise<number> {
-  // Times are the database's, so every instance agrees on leases and due dates.
-  const claimed = await prisma.$queryRaw<Claimed[]>`
-    UPDATE redemption r
-    SET locked_until = now() + ${options.leaseMs}::int * interval '1 millisecond', delivery_attempts = r.delivery_attempts + 1
-    WHERE r.id IN (
-      SELECT id FROM redemption
-      WHERE status = 'PENDING' AND next_attempt_at <= now() AND (locked_until IS NULL OR locked_until <= now())
-      ORDER BY next_attempt_at
-      LIMIT ${CLAIM_BATCH}
-      FOR UPDATE SKIP LOCKED)
-    RETURNING r.id, r.user_id, r.goods_id, r.voucher_code, r.points_spent, r.delivery_attempts`;
-  if (claimed.length === 0) return 0;
-  const deliveries = claimed.map((row) => ({
-    idempotencyKey: row.id,
-    userId: row.user_id,
-    goodsId: row.goods_id,
-    voucherCode: row.voucher_code,
-    pointsSpent: row.points_spent,
-    attempt: row.delivery_attempts,
-  }));
-  const outcomes = await notifier
-    .deliver(deliveries)
-    .catch((error: unknown) => deliveries.map((): PromiseSettledResult<void> => ({ status: 'rejected', reason: error })));
-  const delivered: string[] = [];
-  await Promise.all(
-    claimed.map(async (row, i) => {
-      const outcome = outcomes[i] ?? { status: 'rejected', reason: new Error('the notifier gave no outcome for this delivery') };
-      if (outcome.status === 'fulfilled') {
-        delivered.push(row.id);
-        return;
-      }
-      const error = outcome.reason as Error | undefined;
-      const delayMs = Math.min(MAX_RETRY_DELAY_MS, options.retryBaseMs * 2 ** (row.delivery_attempts - 1));
-      log.warn({ err: error, redemptionId: row.id, attempt: row.delivery_attempts, retryInMs: delayMs }, 'voucher delivery failed; will retry');
-      await prisma.$executeRaw`
-        UPDATE redemption
-        SET next_attempt_at = now() + ${delayMs}::int * interval '1 millisecond', locked_until = NULL, last_error = ${String(error?.message ?? error)}
-        WHERE id = ${row.id} AND status = 'PENDING'`;
-    }),
-  );
-  if (delivered.length > 0) {
-    await prisma.$executeRaw`
-      UPDATE redemption SET status = 'DELIVERED', delivered_at = now(), locked_until = NULL, last_error = NULL
-      WHERE id = ANY(${delivered}::text[]) AND status = 'PENDING'`;
+  constructor(
+    private readonly prisma: PrismaClient,
+    private readonly notifier: VoucherNotifier,
+    readonly options: DeliveryOptions,
+    private readonly log: Logger,
+  ) {}
+
+  /** Redemptions just persisted under this worker's lease: delivered in the background, in order. */
+  deliverFresh(redemptions: LeasedRedemption[]): void {
+    const room = this.stopped ? 0 : FRESH_BACKLOG_MAX - this.fresh.length;
+    const handBackAtMs = Date.now() + this.options.leaseMs / 2;
+    for (const redemption of redemptions.slice(0, room)) this.fresh.push({ redemption, handBackAtMs });
+    if (redemptions.length > room) {
+      if (!this.stopped) this.log.warn({ redemptions: redemptions.length - room }, 'fresh voucher deliveries are backing up; handing the overflow to the due rounds');
+      void this.handBack(redemptions.slice(room));
+    }
+    this.freshRound ??= this.deliverFreshQueue().finally(() => {
+      this.freshRound = undefined;
+    });
   }
-  return claimed.length;
+
+  /**
+   * Delivers everything due, a batch at a time, until `stopping` is aborted (then after the
+   * batch in hand: the rest waits for the next worker); returns how many deliveries it attempted.
+   */
+  async deliverDue(stopping?: AbortSignal): Promise<number> {
+    let attempted = 0;
+    while (!stopping?.aborted) {
+      const claimed = await this.claimDue();
+      if (claimed.length > 0) await this.deliver(claimed);
+      attempted += claimed.length;
+      if (claimed.length < CLAIM_BATCH) break;
+    }
+    return attempted;
+  }
+
+  /** Finishes the fresh batch in hand and hands the rest back, so another instance delivers them without waiting for the leases to run out. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.freshRound;
+    await this.handBack(this.fresh.splice(0).map((fresh) => fresh.redemption));
+  }
+
+  private async deliverFreshQueue(): Promise<void> {
+    while (this.fresh.length > 0 && !this.stopped) {
+      const batch = this.fresh.splice(0, FRESH_BATCH);
+      const nowMs = Date.now();
+      await this.handBack(batch.filter((fresh) => fresh.handBackAtMs <= nowMs).map((fresh) => fresh.redemption));
+      const current = batch.filter((fresh) => fresh.handBackAtMs > nowMs).map((fresh) => fresh.redemption);
+      // A failure here leaves the leases to run out; the due rounds take the redemptions then.
+      if (current.length > 0) await this.deliver(current).catch((error: unknown) => this.log.error({ err: error }, 'fresh voucher delivery failed'));
+    }
+  }
+
+  private claimDue(): Promise<LeasedRedemption[]> {
+    // Times are the database's, so every instance agrees on leases and due dates.
+    return this.prisma.$queryRaw<LeasedRedemption[]>`
+      UPDATE redemption r
+      SET locked_until = now() + ${this.options.leaseMs}::int * interval '1 millisecond', delivery_attempts = r.delivery_attempts + 1
+      WHERE r.id IN (
+        SELECT id FROM redemption
+        WHERE status = 'PENDING' AND next_attempt_at <= now() AND (locked_until IS NULL OR locked_until <= now())
+        ORDER BY next_attempt_at
+        LIMIT ${CLAIM_BATCH}
+        FOR UPDATE SKIP LOCKED)
+      RETURNING r.id, r.user_id, r.goods_id, r.voucher_code, r.points_spent, r.delivery_attempts, r.locked_until`;
+  }
+
+  /** Hands leased redemptions to the notifier, then marks the successes DELIVERED and schedules retries of the failures. */
+  private async deliver(leased: LeasedRedemption[]): Promise<void> {
+    const deliveries = leased.map((row) => ({
+      idempotencyKey: row.id,
+      userId: row.user_id,
+      goodsId: row.goods_id,
+      voucherCode: row.voucher_code,
+      pointsSpent: row.points_spent,
+      attempt: row.delivery_attempts,
+    }));
+    const outcomes = await this.notifier
+      .deliver(deliveries)
+      .catch((error: unknown) => deliveries.map((): PromiseSettledResult<void> => ({ status: 'rejected', reason: error })));
+    const delivered: string[] = [];
+    await Promise.all(
+      leased.map(async (row, i) => {
+        const outcome = outcomes[i] ?? { status: 'rejected', reason: new Error('the notifier gave no outcome for this delivery') };
+        if (outcome.status === 'fulfilled') {
+          delivered.push(row.id);
+          return;
+        }
+        const error = outcome.reason as Error | undefined;
+        const delayMs = Math.min(MAX_RETRY_DELAY_MS, this.options.retryBaseMs * 2 ** (row.delivery_attempts - 1));
+        this.log.warn({ err: error, redemptionId: row.id, attempt: row.delivery_attempts, retryInMs: delayMs }, 'voucher delivery failed; will retry');
+        await this.prisma.$executeRaw`
+          UPDATE redemption
+          SET next_attempt_at = now() + ${delayMs}::int * interval '1 millisecond', locked_until = NULL, last_error = ${String(error?.message ?? error)}
+          WHERE id = ${row.id} AND status = 'PENDING'`;
+      }),
+    );
+    if (delivered.length > 0) {
+      await this.prisma.$executeRaw`
+        UPDATE redemption SET status = 'DELIVERED', delivered_at = now(), locked_until = NULL, last_error = NULL
+        WHERE id = ANY(${delivered}::text[]) AND status = 'PENDING'`;
+    }
+  }
+
+  /**
+   * Gives up leases before they run out, as if never claimed: the notifier was not
+   * called. A lease that ran out and was claimed by another worker is left alone.
+   */
+  private async handBack(redemptions: LeasedRedemption[]): Promise<void> {
+    if (redemptions.length === 0) return;
+    await this.prisma.$executeRaw`
+      UPDATE redemption r SET locked_until = NULL, delivery_attempts = r.delivery_attempts - 1
+      FROM unnest(${redemptions.map((row) => row.id)}::text[], ${redemptions.map((row) => row.locked_until)}::timestamptz[]) AS mine(id, lease)
+      WHERE r.id = mine.id AND r.locked_until = mine.lease AND r.status = 'PENDING'`.catch((error: unknown) =>
+      this.log.warn({ err: error, redemptions: redemptions.length }, 'could not hand back voucher deliveries; their leases will run out'),
+    );
+  }
 }

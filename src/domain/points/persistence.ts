@@ -1,5 +1,6 @@
 import { Prisma, type PrismaClient, type Redemption } from '../../generated/prisma/client.ts';
 import { type JournalEntry, type JournalHandler, conflictingEntries } from '../../infra/journal/journal.ts';
+import type { LeasedRedemption, VoucherDeliveryWorker } from './delivery.ts';
 import { type CreateGoodsInput, MAX_POINTS } from './input.ts';
 import { ANSWER_TTL_MS, type BalanceSnapshot, type GoodsSnapshot } from './store.ts';
 
@@ -19,6 +20,9 @@ import { ANSWER_TTL_MS, type BalanceSnapshot, type GoodsSnapshot } from './store
  * was half of a 256-entry batch's time. Everything else is a unique key, so batches for one goods item commit side by
  * side. A refusal is pessimistic for the user's later entries in the batch, which is
  * safe: they are rebuilt and retried.
+ *
+ * Each redemption is inserted under a delivery lease of the committing process, which
+ * hands it to its notifier right away (VoucherDeliveryWorker.deliverFresh).
  */
 const INSERT_REDEMPTIONS = `
 WITH entry AS (
@@ -49,11 +53,13 @@ accepted AS (
     AND (g.per_user_limit = 0 OR r.user_seq <= g.per_user_limit)
 ),
 inserted AS (
-  INSERT INTO redemption (id, user_id, goods_id, request_id, points_spent, voucher_code, stock_unit, user_seq, created_at, next_attempt_at)
-  SELECT id, user_id, goods_id, request_id, cost, NULLIF(code, ''), stock_unit, user_seq, to_timestamp(at_ms / 1000.0), to_timestamp(at_ms / 1000.0)
+  INSERT INTO redemption (id, user_id, goods_id, request_id, points_spent, voucher_code, stock_unit, user_seq, created_at, next_attempt_at,
+                          delivery_attempts, locked_until)
+  SELECT id, user_id, goods_id, request_id, cost, NULLIF(code, ''), stock_unit, user_seq, to_timestamp(at_ms / 1000.0), to_timestamp(at_ms / 1000.0),
+         1, now() + $10::int * interval '1 millisecond'
   FROM accepted
   ON CONFLICT DO NOTHING
-  RETURNING id, user_id, points_spent, created_at
+  RETURNING id, user_id, goods_id, voucher_code, points_spent, delivery_attempts, locked_until, created_at
 ),
 debited AS (
   UPDATE points_account a SET balance = a.balance - s.spent
@@ -64,32 +70,36 @@ ledgered AS (
   INSERT INTO points_ledger (user_id, delta, reason, redemption_id, created_at)
   SELECT user_id, -points_spent, 'redemption', id, created_at FROM inserted
 )
-SELECT id FROM inserted`;
+SELECT id, user_id, goods_id, voucher_code, points_spent, delivery_attempts, locked_until FROM inserted`;
 
 const intOrNull = (value: string | undefined) => (value ? Number(value) : null);
 
-export const redemptionJournalHandler: JournalHandler = {
-  kind: 'points.redeem',
-  async persist(db: PrismaClient, entries: JournalEntry[]): Promise<JournalEntry[]> {
-    const rows = entries.map(({ fields }) => fields);
-    const ids = rows.map((row) => row.id!);
-    const inserted = await db.$queryRawUnsafe<{ id: string }[]>(
-      INSERT_REDEMPTIONS,
-      ids,
-      rows.map((row) => row.user!),
-      rows.map((row) => row.goods!),
-      rows.map((row) => row.request!),
-      rows.map((row) => Number(row.cost)),
-      rows.map((row) => row.code!),
-      rows.map((row) => intOrNull(row.unit)),
-      rows.map((row) => intOrNull(row.seq)),
-      rows.map((row) => Number(row.at)),
-    );
-    return conflictingEntries(entries, ({ fields }) => fields.id!, inserted.map((row) => row.id), async (redemptionIds) =>
-      (await db.redemption.findMany({ where: { id: { in: redemptionIds } }, select: { id: true } })).map((row) => row.id),
-    );
-  },
-};
+/** Persists redemptions and hands those it inserted to `delivery`, whose lease they carry. */
+export function redemptionJournalHandler(delivery: VoucherDeliveryWorker): JournalHandler {
+  return {
+    kind: 'points.redeem',
+    async persist(db: PrismaClient, entries: JournalEntry[]): Promise<JournalEntry[]> {
+      const rows = entries.map(({ fields }) => fields);
+      const inserted = await db.$queryRawUnsafe<LeasedRedemption[]>(
+        INSERT_REDEMPTIONS,
+        rows.map((row) => row.id!),
+        rows.map((row) => row.user!),
+        rows.map((row) => row.goods!),
+        rows.map((row) => row.request!),
+        rows.map((row) => Number(row.cost)),
+        rows.map((row) => row.code!),
+        rows.map((row) => intOrNull(row.unit)),
+        rows.map((row) => intOrNull(row.seq)),
+        rows.map((row) => Number(row.at)),
+        delivery.options.leaseMs,
+      );
+      delivery.deliverFresh(inserted);
+      return conflictingEntries(entries, ({ fields }) => fields.id!, inserted.map((row) => row.id), async (redemptionIds) =>
+        (await db.redemption.findMany({ where: { id: { in: redemptionIds } }, select: { id: true } })).map((row) => row.id),
+      );
+    },
+  };
+}
 
 /**
  * Refusals, so a retry gets the same problem once Redis has forgotten it. One that

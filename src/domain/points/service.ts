@@ -5,7 +5,7 @@ import { hydrate, withHydrationLock, withRebuild } from '../../infra/redis/hydra
 import { redisTimeMs } from '../../infra/redis/time.ts';
 import type { CampaignDeps } from '../deps.ts';
 import { NotFound } from '../problems.ts';
-import { type DeliveryOptions, type VoucherNotifier, deliverDue } from './delivery.ts';
+import { type DeliveryOptions, type VoucherNotifier, VoucherDeliveryWorker } from './delivery.ts';
 import type { CreateGoodsInput } from './input.ts';
 import { type Award, insertGoods, loadBalance, loadGoods, pendingRedemption, recordAward, redemptionJournalHandler, refusalJournalHandler } from './persistence.ts';
 import { InsufficientPoints, OutOfStock, PerUserLimitReached } from './problems.ts';
@@ -28,10 +28,12 @@ const SHOP_JOURNAL_TRACKED_UNTIL = Number.MAX_SAFE_INTEGER;
 
 export class PointsService {
   private readonly store: PointsStore;
+  private readonly delivery: VoucherDeliveryWorker;
 
   constructor(private readonly deps: PointsDeps) {
     this.store = new PointsStore(deps.redis, deps.scripts);
-    deps.journal.register(redemptionJournalHandler);
+    this.delivery = new VoucherDeliveryWorker(deps.prisma, deps.notifier, deps.delivery, deps.log);
+    deps.journal.register(redemptionJournalHandler(this.delivery));
     deps.journal.register(refusalJournalHandler);
   }
 
@@ -123,9 +125,14 @@ export class PointsService {
     });
   }
 
-  /** One round of the delivery worker. */
+  /** One round of the delivery worker over what is due (retries, and redemptions whose process died). */
   deliverDue(stopping?: AbortSignal): Promise<number> {
-    return deliverDue(this.deps.prisma, this.deps.notifier, this.deps.delivery, this.deps.log, stopping);
+    return this.delivery.deliverDue(stopping);
+  }
+
+  /** Call after the journal's last commit: fresh deliveries in hand finish, the rest go back to the due rounds. */
+  stopDelivery(): Promise<void> {
+    return this.delivery.stop();
   }
 
   /** A value read from Redis, rebuilding its keys when they are missing; null if PostgreSQL does not know them either. */
