@@ -4,6 +4,8 @@ import { type AddressInfo, createServer as createNetServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+/** What `npm start` runs (package.json), flags included. */
+const NPM_START_ARGS = ['--max-semi-space-size=64', '--import', 'tsx', 'src/main.ts'];
 
 export interface ServerProcess {
   url: string;
@@ -19,7 +21,7 @@ export interface ServerProcess {
 
 /** Starts `src/main.ts` in its own process, as `npm start` would, and waits until it listens. */
 export async function startServerProcess(vars: Record<string, string>, timeoutMs = 30_000): Promise<ServerProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  const child = spawn(process.execPath, NPM_START_ARGS, {
     cwd: ROOT,
     env: { ...process.env, ...vars },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -70,7 +72,7 @@ export async function runUntilExit(
   vars: Record<string, string>,
   timeoutMs = 30_000,
 ): Promise<{ code: number | null; output: string; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  const child = spawn(process.execPath, NPM_START_ARGS, {
     cwd: ROOT,
     env: { ...process.env, ...vars },
     stdio: ['ignore', 'pipe', 'pipe'],
