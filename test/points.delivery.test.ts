@@ -62,14 +62,19 @@ const webhookEnv = testEnv('points_webhook', { SWEEP_INTERVAL_MS: '100', POINTS_
 const noticeEnv = testEnv('points_notice', { SWEEP_INTERVAL_MS: '100' });
 // No delivery round of its own: the test runs them.
 const backlogEnv = testEnv('points_backlog', { SWEEP_INTERVAL_MS: '600000' });
+// A longer webhook timeout than webhookEnv's: the hung first delivery holds the queue long enough to stop behind it.
+const handBackEnv = testEnv('points_handback', { SWEEP_INTERVAL_MS: '100', POINTS_DELIVERY_TIMEOUT_MS: '4000', POINTS_DELIVERY_RETRY_MS: String(RETRY_MS) });
 let webhookStores: Stores;
 let noticeStores: Stores;
 let backlogStores: Stores;
+let handBackStores: Stores;
 const servers: ServerProcess[] = [];
 const apps: App[] = [];
 
 beforeAll(async () => {
   webhookEnv.vars.POINTS_DELIVERY_WEBHOOK_URL = await receiver.start();
+  handBackEnv.vars.POINTS_DELIVERY_WEBHOOK_URL = webhookEnv.vars.POINTS_DELIVERY_WEBHOOK_URL;
+  handBackStores = openStores(handBackEnv);
   webhookStores = openStores(webhookEnv);
   noticeStores = openStores(noticeEnv);
   backlogStores = openStores(backlogEnv);
@@ -82,6 +87,7 @@ afterAll(async () => {
   await webhookStores?.cleanup();
   await noticeStores?.cleanup();
   await backlogStores?.cleanup();
+  await handBackStores?.cleanup();
 });
 
 async function start(vars: Record<string, string>): Promise<ServerProcess> {
@@ -209,7 +215,7 @@ describe('a delivery worker told to stop', () => {
     const ids = (await redeemFor(new ShopClient(() => server.url), Array.from({ length: 120 }, (_, i) => `backlog-${i}`))).map((redemption) => redemption.id);
     await waitFor('the fresh deliveries', allDelivered(backlogStores, ids));
     // A backlog, as a long fulfilment outage leaves one.
-    await backlogStores.sql.query("UPDATE redemption SET status = 'PENDING', delivery_attempts = 0, locked_until = NULL, delivered_at = NULL");
+    await backlogStores.sql.query("UPDATE redemption SET status = 'PENDING', delivery_attempts = 0, locked_until = NULL, next_attempt_at = now(), delivered_at = NULL");
     const config = loadConfig({ ...backlogEnv.vars, LOG_LEVEL: 'silent', JWT_SECRET: TEST_JWT_SECRET });
     const app = await createApp(config, createLogger(config.LOG_LEVEL));
     apps.push(app);
@@ -234,26 +240,69 @@ describe('a delivery worker told to stop', () => {
 });
 
 describe('an instance that stops with fresh deliveries queued', () => {
-  it('finishes the one in hand and hands the rest back, so another instance need not wait for the leases to run out', async () => {
-    const config = loadConfig({ ...webhookEnv.vars, LOG_LEVEL: 'silent', JWT_SECRET: TEST_JWT_SECRET });
+  it('finishes the one in hand and hands the rest back, so another instance delivers them without waiting for the leases to run out', async () => {
+    const config = loadConfig({ ...handBackEnv.vars, LOG_LEVEL: 'silent', JWT_SECRET: TEST_JWT_SECRET });
     const app = await createApp(config, createLogger(config.LOG_LEVEL));
     apps.push(app);
     const users = Array.from({ length: 6 }, (_, i) => `queued-${i}`);
     const goods = await app.points.createGoods('ops', { title: 'voucher', pointsCost: 10, stock: users.length, perUserLimit: 0, voucherCodes: voucherCodes('QUEUED', users.length) });
     for (const [i, user] of users.entries()) await app.points.award({ userId: user, amount: 10, reason: 'test', requestId: `queued-award-${i}` });
-    // The first delivery never gets an answer; the next ones queue behind it, one commit each.
+    // The first delivery gets no answer until its timeout; the next ones queue behind it, one commit each.
     receiver.answer = () => 'hang';
     const ids: string[] = [];
     for (const user of users) ids.push((await app.points.redeem(user, goods.id, 'r')).id);
     await waitFor('the first delivery to be requested', () => receiver.of(ids[0]!).length === 1);
+    const queued = ids.slice(1);
+    const { rows: leases } = await handBackStores.sql.query<{ locked_until: Date }>('SELECT locked_until FROM redemption WHERE id = ANY($1)', [queued]);
+    const firstLeaseEndMs = Math.min(...leases.map((row) => row.locked_until.getTime()));
 
     await app.close();
-    const rows = await statuses(webhookStores, ids);
-    for (const id of ids.slice(1)) {
-      expect(receiver.of(id), id).toHaveLength(0);
-      const { rows: [lease] } = await webhookStores.sql.query<{ locked_until: Date | null }>('SELECT locked_until FROM redemption WHERE id = $1', [id]);
-      expect({ ...rows.get(id), lease: lease!.locked_until }).toMatchObject({ status: 'PENDING', delivery_attempts: 0, lease: null });
+    const { rows } = await handBackStores.sql.query<{ id: string; status: string; delivery_attempts: number; locked_until: Date | null }>(
+      'SELECT id, status, delivery_attempts, locked_until FROM redemption WHERE id = ANY($1)',
+      [queued],
+    );
+    expect(rows).toHaveLength(queued.length);
+    for (const row of rows) {
+      expect(receiver.of(row.id), row.id).toHaveLength(0);
+      expect(row).toMatchObject({ status: 'PENDING', delivery_attempts: 0, locked_until: null });
     }
+
+    // Another instance takes them at once, as first attempts, before their leases would have run out.
     receiver.answer = () => 'ok';
+    await start(handBackEnv.vars);
+    await waitFor('the handed-back vouchers to be delivered', allDelivered(handBackStores, queued), { timeoutMs: 15_000 });
+    for (const id of queued) {
+      const [request] = receiver.of(id);
+      expect(request!.body.attempt).toBe(1);
+      expect(request!.atMs, id).toBeLessThan(firstLeaseEndMs);
+    }
+    await expectPointsInvariants(handBackStores);
+  });
+});
+
+describe('a delivery that fails after its lease ran out', () => {
+  it('leaves the retry to the worker that holds the lease now', async () => {
+    const server = await start(backlogEnv.vars);
+    const [id] = (await redeemFor(new ShopClient(() => server.url), ['late-0'])).map((redemption) => redemption.id);
+    await waitFor('the fresh delivery', allDelivered(backlogStores, [id!]));
+    await backlogStores.sql.query("UPDATE redemption SET status = 'PENDING', delivery_attempts = 0, locked_until = NULL, next_attempt_at = now(), delivered_at = NULL WHERE id = $1", [id]);
+    const config = loadConfig({ ...backlogEnv.vars, LOG_LEVEL: 'silent', JWT_SECRET: TEST_JWT_SECRET });
+    const app = await createApp(config, createLogger(config.LOG_LEVEL));
+    apps.push(app);
+    const othersLease = new Date(Date.now() + 60_000);
+    // The call outlasts the lease and another worker claims the redemption meanwhile.
+    const slowAndFailing: VoucherNotifier = {
+      async deliver(deliveries) {
+        await backlogStores.sql.query('UPDATE redemption SET locked_until = $2, delivery_attempts = 2 WHERE id = $1', [id, othersLease]);
+        return deliveries.map((): PromiseSettledResult<void> => ({ status: 'rejected', reason: new Error('timed out') }));
+      },
+    };
+    const attempted = await new VoucherDeliveryWorker(app.prisma, slowAndFailing, { leaseMs: 30_000, retryBaseMs: 1_000 }, app.log).deliverDue();
+    expect(attempted).toBeGreaterThanOrEqual(1);
+    const { rows: [row] } = await backlogStores.sql.query<{ locked_until: Date; last_error: string | null; status: string }>(
+      'SELECT locked_until, last_error, status FROM redemption WHERE id = $1',
+      [id],
+    );
+    expect(row).toEqual({ locked_until: othersLease, last_error: null, status: 'PENDING' });
   });
 });

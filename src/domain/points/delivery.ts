@@ -95,7 +95,7 @@ export class WebhookVoucherNotifier implements VoucherNotifier {
 }
 
 export interface DeliveryOptions {
-  /** A claim lasts this long; it must outlast a notifier call. */
+  /** A lease (taken by the insert or by a claim) lasts this long; it must outlast a notifier call. */
   leaseMs: number;
   /** The first retry waits this long, each later one twice as long as the one before. */
   retryBaseMs: number;
@@ -109,7 +109,7 @@ export interface LeasedRedemption {
   voucher_code: string | null;
   points_spent: number;
   delivery_attempts: number;
-  /** The lease's end as PostgreSQL wrote it: handing the redemption back checks it is still ours. */
+  /** The lease's end as PostgreSQL wrote it: what this worker writes later checks the lease is still its own. */
   locked_until: Date;
 }
 
@@ -122,7 +122,11 @@ const MAX_RETRY_DELAY_MS = 10 * 60 * 1000;
 
 interface Fresh {
   redemption: LeasedRedemption;
-  /** Past this (half the lease), another worker may claim it soon: hand it back instead. */
+  /**
+   * Past this, half the lease is gone: hand it back rather than start a call that could
+   * outlast the lease. Counted from when the insert returned, so the time the statement
+   * took (lock waits included) comes out of the other half.
+   */
   handBackAtMs: number;
 }
 
@@ -137,6 +141,7 @@ interface Fresh {
 export class VoucherDeliveryWorker {
   private readonly fresh: Fresh[] = [];
   private freshRound: Promise<void> | undefined;
+  private readonly handingBack = new Set<Promise<void>>();
   private stopped = false;
 
   constructor(
@@ -153,7 +158,8 @@ export class VoucherDeliveryWorker {
     for (const redemption of redemptions.slice(0, room)) this.fresh.push({ redemption, handBackAtMs });
     if (redemptions.length > room) {
       if (!this.stopped) this.log.warn({ redemptions: redemptions.length - room }, 'fresh voucher deliveries are backing up; handing the overflow to the due rounds');
-      void this.handBack(redemptions.slice(room));
+      const handingBack = this.handBack(redemptions.slice(room)).finally(() => this.handingBack.delete(handingBack));
+      this.handingBack.add(handingBack);
     }
     this.freshRound ??= this.deliverFreshQueue().finally(() => {
       this.freshRound = undefined;
@@ -180,6 +186,7 @@ export class VoucherDeliveryWorker {
     this.stopped = true;
     await this.freshRound;
     await this.handBack(this.fresh.splice(0).map((fresh) => fresh.redemption));
+    await Promise.all(this.handingBack);
   }
 
   private async deliverFreshQueue(): Promise<void> {
@@ -207,7 +214,11 @@ export class VoucherDeliveryWorker {
       RETURNING r.id, r.user_id, r.goods_id, r.voucher_code, r.points_spent, r.delivery_attempts, r.locked_until`;
   }
 
-  /** Hands leased redemptions to the notifier, then marks the successes DELIVERED and schedules retries of the failures. */
+  /**
+   * Hands leased redemptions to the notifier, then marks the successes DELIVERED and
+   * schedules retries of the failures. A retry is scheduled only under this worker's
+   * lease: one that ran out may belong to another worker by now.
+   */
   private async deliver(leased: LeasedRedemption[]): Promise<void> {
     const deliveries = leased.map((row) => ({
       idempotencyKey: row.id,
@@ -220,28 +231,31 @@ export class VoucherDeliveryWorker {
     const outcomes = await this.notifier
       .deliver(deliveries)
       .catch((error: unknown) => deliveries.map((): PromiseSettledResult<void> => ({ status: 'rejected', reason: error })));
+    const failed: { row: LeasedRedemption; error: Error | undefined }[] = [];
     const delivered: string[] = [];
-    await Promise.all(
-      leased.map(async (row, i) => {
-        const outcome = outcomes[i] ?? { status: 'rejected', reason: new Error('the notifier gave no outcome for this delivery') };
-        if (outcome.status === 'fulfilled') {
-          delivered.push(row.id);
-          return;
-        }
-        const error = outcome.reason as Error | undefined;
-        const delayMs = Math.min(MAX_RETRY_DELAY_MS, this.options.retryBaseMs * 2 ** (row.delivery_attempts - 1));
-        this.log.warn({ err: error, redemptionId: row.id, attempt: row.delivery_attempts, retryInMs: delayMs }, 'voucher delivery failed; will retry');
-        await this.prisma.$executeRaw`
-          UPDATE redemption
-          SET next_attempt_at = now() + ${delayMs}::int * interval '1 millisecond', locked_until = NULL, last_error = ${String(error?.message ?? error)}
-          WHERE id = ${row.id} AND status = 'PENDING'`;
-      }),
-    );
+    leased.forEach((row, i) => {
+      const outcome = outcomes[i] ?? { status: 'rejected', reason: new Error('the notifier gave no outcome for this delivery') };
+      if (outcome.status === 'fulfilled') delivered.push(row.id);
+      else failed.push({ row, error: outcome.reason as Error | undefined });
+    });
     if (delivered.length > 0) {
       await this.prisma.$executeRaw`
         UPDATE redemption SET status = 'DELIVERED', delivered_at = now(), locked_until = NULL, last_error = NULL
         WHERE id = ANY(${delivered}::text[]) AND status = 'PENDING'`;
     }
+    const retries = await Promise.allSettled(
+      failed.map(({ row, error }) => {
+        const delayMs = Math.min(MAX_RETRY_DELAY_MS, this.options.retryBaseMs * 2 ** (row.delivery_attempts - 1));
+        this.log.warn({ err: error, redemptionId: row.id, attempt: row.delivery_attempts, retryInMs: delayMs }, 'voucher delivery failed; will retry');
+        return this.prisma.$executeRaw`
+          UPDATE redemption
+          SET next_attempt_at = now() + ${delayMs}::int * interval '1 millisecond', locked_until = NULL, last_error = ${String(error?.message ?? error)}
+          WHERE id = ${row.id} AND status = 'PENDING' AND locked_until = ${row.locked_until}`;
+      }),
+    );
+    const unscheduled = retries.filter((retry) => retry.status === 'rejected');
+    // Their leases run out and the due rounds take them then.
+    if (unscheduled.length > 0) this.log.warn({ err: unscheduled[0]!.reason, redemptions: unscheduled.length }, 'could not schedule voucher delivery retries');
   }
 
   /**
@@ -251,7 +265,7 @@ export class VoucherDeliveryWorker {
   private async handBack(redemptions: LeasedRedemption[]): Promise<void> {
     if (redemptions.length === 0) return;
     await this.prisma.$executeRaw`
-      UPDATE redemption r SET locked_until = NULL, delivery_attempts = r.delivery_attempts - 1
+      UPDATE redemption r SET locked_until = NULL, next_attempt_at = now(), delivery_attempts = r.delivery_attempts - 1
       FROM unnest(${redemptions.map((row) => row.id)}::text[], ${redemptions.map((row) => row.locked_until)}::timestamptz[]) AS mine(id, lease)
       WHERE r.id = mine.id AND r.locked_until = mine.lease AND r.status = 'PENDING'`.catch((error: unknown) =>
       this.log.warn({ err: error, redemptions: redemptions.length }, 'could not hand back voucher deliveries; their leases will run out'),

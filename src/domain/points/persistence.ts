@@ -22,7 +22,10 @@ import { ANSWER_TTL_MS, type BalanceSnapshot, type GoodsSnapshot } from './store
  * safe: they are rebuilt and retried.
  *
  * Each redemption is inserted under a delivery lease of the committing process, which
- * hands it to its notifier right away (VoucherDeliveryWorker.deliverFresh).
+ * hands it to its notifier right away (VoucherDeliveryWorker.deliverFresh); it is due
+ * for the other workers only once that lease has run out. One whose insert committed
+ * but whose reply was lost is not returned by the retry, so it waits for its lease to
+ * run out and goes out as attempt 2: late, never lost.
  */
 const INSERT_REDEMPTIONS = `
 WITH entry AS (
@@ -55,8 +58,8 @@ accepted AS (
 inserted AS (
   INSERT INTO redemption (id, user_id, goods_id, request_id, points_spent, voucher_code, stock_unit, user_seq, created_at, next_attempt_at,
                           delivery_attempts, locked_until)
-  SELECT id, user_id, goods_id, request_id, cost, NULLIF(code, ''), stock_unit, user_seq, to_timestamp(at_ms / 1000.0), to_timestamp(at_ms / 1000.0),
-         1, now() + $10::int * interval '1 millisecond'
+  SELECT id, user_id, goods_id, request_id, cost, NULLIF(code, ''), stock_unit, user_seq, to_timestamp(at_ms / 1000.0),
+         now() + $10::int * interval '1 millisecond', 1, now() + $10::int * interval '1 millisecond'
   FROM accepted
   ON CONFLICT DO NOTHING
   RETURNING id, user_id, goods_id, voucher_code, points_spent, delivery_attempts, locked_until, created_at
@@ -132,7 +135,12 @@ export const refusalJournalHandler: JournalHandler = {
   },
 };
 
-/** The redemption a journal entry describes, as PostgreSQL now holds it: just persisted, not yet delivered. */
+/**
+ * The redemption a journal entry describes, as PostgreSQL now holds it: just persisted,
+ * its first delivery attempt under way. Its lease's end is PostgreSQL's time and not
+ * known here: nextAttemptAt and lockedUntil, which the API does not show, are left at the
+ * creation time and null.
+ */
 export function pendingRedemption(fields: Record<string, string>): Redemption {
   const createdAt = new Date(Number(fields.at));
   return {
@@ -146,7 +154,7 @@ export function pendingRedemption(fields: Record<string, string>): Redemption {
     userSeq: intOrNull(fields.seq),
     status: 'PENDING',
     createdAt,
-    deliveryAttempts: 0,
+    deliveryAttempts: 1,
     nextAttemptAt: createdAt,
     lockedUntil: null,
     lastError: null,
