@@ -4,7 +4,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type App, createApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
-import { LogVoucherNotifier, VOUCHER_DELIVERED_TOPIC, type VoucherDelivery, VoucherDeliveryWorker, type VoucherNotifier } from '../src/domain/points/delivery.ts';
+import { type LeasedRedemption, LogVoucherNotifier, VOUCHER_DELIVERED_TOPIC, type VoucherDelivery, VoucherDeliveryWorker, type VoucherNotifier } from '../src/domain/points/delivery.ts';
 import { createLogger } from '../src/infra/logger.ts';
 import { MeDocument } from './gql/generated.ts';
 import { gqlData } from './support/client.ts';
@@ -304,5 +304,46 @@ describe('a delivery that fails after its lease ran out', () => {
       [id],
     );
     expect(row).toEqual({ locked_until: othersLease, last_error: null, status: 'PENDING' });
+  });
+});
+
+describe('a fresh delivery that waited half its lease in the queue', () => {
+  it('is handed back to the due rounds instead of being started', async () => {
+    const config = loadConfig({ ...backlogEnv.vars, LOG_LEVEL: 'silent', JWT_SECRET: TEST_JWT_SECRET });
+    const app = await createApp(config, createLogger(config.LOG_LEVEL));
+    apps.push(app);
+    const codes = voucherCodes('HALF', 3);
+    const goods = await app.points.createGoods('ops', { title: 'voucher', pointsCost: 10, stock: codes.length, perUserLimit: 0, voucherCodes: codes });
+    const leaseMs = 400;
+    // Redemptions as the commit inserts them: first attempt, under this worker's lease.
+    const { rows: leased } = await backlogStores.sql.query<LeasedRedemption>(
+      `INSERT INTO redemption (id, user_id, goods_id, request_id, points_spent, voucher_code, created_at, next_attempt_at, delivery_attempts, locked_until)
+       SELECT 'half-' || i, 'half-user-' || i, $1, 'r', 10, ($2::text[])[i + 1], now(), now() + $3 * interval '1 millisecond', 1, now() + $3 * interval '1 millisecond'
+       FROM generate_series(0, 2) AS i
+       RETURNING id, user_id, goods_id, voucher_code, points_spent, delivery_attempts, locked_until`,
+      [goods.id, codes, leaseMs],
+    );
+    const called: string[] = [];
+    // The first call takes longer than half the lease.
+    const slowFirst: VoucherNotifier = {
+      async deliver(deliveries) {
+        called.push(...deliveries.map((delivery) => delivery.idempotencyKey));
+        await new Promise((resolve) => setTimeout(resolve, (leaseMs * 3) / 4));
+        return deliveries.map((): PromiseSettledResult<void> => ({ status: 'fulfilled', value: undefined }));
+      },
+    };
+    const worker = new VoucherDeliveryWorker(app.prisma, slowFirst, { leaseMs, retryBaseMs: 1_000 }, app.log);
+    worker.deliverFresh(leased.slice(0, 1));
+    worker.deliverFresh(leased.slice(1));
+    await waitFor('the queued deliveries to be handed back', async () => {
+      const { rows } = await backlogStores.sql.query('SELECT 1 FROM redemption WHERE id = ANY($1) AND locked_until IS NULL', [['half-1', 'half-2']]);
+      return rows.length === 2;
+    });
+    await worker.stop();
+
+    expect(called).toEqual(['half-0']);
+    const rows = await statuses(backlogStores, leased.map((row) => row.id));
+    expect(rows.get('half-0')).toMatchObject({ status: 'DELIVERED', delivery_attempts: 1 });
+    for (const id of ['half-1', 'half-2']) expect(rows.get(id), id).toMatchObject({ status: 'PENDING', delivery_attempts: 0 });
   });
 });
