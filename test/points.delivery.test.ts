@@ -307,22 +307,30 @@ describe('a delivery that fails after its lease ran out', () => {
   });
 });
 
+/**
+ * Three redemptions as the commit inserts them (ids `<prefix>-0` … `-2`): a first attempt
+ * under a lease of `leaseMs`, for a worker the test builds on an instance without delivery rounds.
+ */
+async function freshlyInserted(prefix: string, leaseMs: number) {
+  const config = loadConfig({ ...backlogEnv.vars, LOG_LEVEL: 'silent', JWT_SECRET: TEST_JWT_SECRET });
+  const app = await createApp(config, createLogger(config.LOG_LEVEL));
+  apps.push(app);
+  const codes = voucherCodes(prefix.toUpperCase(), 3);
+  const goods = await app.points.createGoods('ops', { title: 'voucher', pointsCost: 10, stock: codes.length, perUserLimit: 0, voucherCodes: codes });
+  const { rows: leased } = await backlogStores.sql.query<LeasedRedemption>(
+    `INSERT INTO redemption (id, user_id, goods_id, request_id, points_spent, voucher_code, created_at, next_attempt_at, delivery_attempts, locked_until)
+     SELECT $1 || '-' || i, $1 || '-user-' || i, $2, 'r', 10, ($3::text[])[i + 1], now(), now() + $4 * interval '1 millisecond', 1, now() + $4 * interval '1 millisecond'
+     FROM generate_series(0, 2) AS i
+     RETURNING id, user_id, goods_id, voucher_code, points_spent, delivery_attempts, locked_until`,
+    [prefix, goods.id, codes, leaseMs],
+  );
+  return { app, leased };
+}
+
 describe('a fresh delivery that waited half its lease in the queue', () => {
   it('is handed back to the due rounds instead of being started', async () => {
-    const config = loadConfig({ ...backlogEnv.vars, LOG_LEVEL: 'silent', JWT_SECRET: TEST_JWT_SECRET });
-    const app = await createApp(config, createLogger(config.LOG_LEVEL));
-    apps.push(app);
-    const codes = voucherCodes('HALF', 3);
-    const goods = await app.points.createGoods('ops', { title: 'voucher', pointsCost: 10, stock: codes.length, perUserLimit: 0, voucherCodes: codes });
     const leaseMs = 400;
-    // Redemptions as the commit inserts them: first attempt, under this worker's lease.
-    const { rows: leased } = await backlogStores.sql.query<LeasedRedemption>(
-      `INSERT INTO redemption (id, user_id, goods_id, request_id, points_spent, voucher_code, created_at, next_attempt_at, delivery_attempts, locked_until)
-       SELECT 'half-' || i, 'half-user-' || i, $1, 'r', 10, ($2::text[])[i + 1], now(), now() + $3 * interval '1 millisecond', 1, now() + $3 * interval '1 millisecond'
-       FROM generate_series(0, 2) AS i
-       RETURNING id, user_id, goods_id, voucher_code, points_spent, delivery_attempts, locked_until`,
-      [goods.id, codes, leaseMs],
-    );
+    const { app, leased } = await freshlyInserted('half', leaseMs);
     const called: string[] = [];
     // The first call takes longer than half the lease.
     const slowFirst: VoucherNotifier = {
@@ -345,5 +353,34 @@ describe('a fresh delivery that waited half its lease in the queue', () => {
     const rows = await statuses(backlogStores, leased.map((row) => row.id));
     expect(rows.get('half-0')).toMatchObject({ status: 'DELIVERED', delivery_attempts: 1 });
     for (const id of ['half-1', 'half-2']) expect(rows.get(id), id).toMatchObject({ status: 'PENDING', delivery_attempts: 0 });
+  });
+});
+
+describe('fresh deliveries beyond the backlog limit', () => {
+  it('are handed back at once while the ones within it wait their turn', async () => {
+    const { app, leased } = await freshlyInserted('over', 30_000);
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const called: string[] = [];
+    const heldUntilReleased: VoucherNotifier = {
+      async deliver(deliveries) {
+        called.push(...deliveries.map((delivery) => delivery.idempotencyKey));
+        await released;
+        return deliveries.map((): PromiseSettledResult<void> => ({ status: 'fulfilled', value: undefined }));
+      },
+    };
+    const worker = new VoucherDeliveryWorker(app.prisma, heldUntilReleased, { leaseMs: 30_000, retryBaseMs: 1_000, freshBacklogMax: 1 }, app.log);
+    worker.deliverFresh([leased[0]!]); // in hand
+    worker.deliverFresh([leased[1]!]); // waits: the backlog holds one
+    worker.deliverFresh([leased[2]!]); // overflows
+    await waitFor('the overflow to be handed back', async () => {
+      const { rows } = await backlogStores.sql.query("SELECT 1 FROM redemption WHERE id = 'over-2' AND locked_until IS NULL AND delivery_attempts = 0");
+      return rows.length === 1;
+    });
+    release();
+    await waitFor('the rest to be delivered', allDelivered(backlogStores, ['over-0', 'over-1']));
+    await worker.stop();
+    expect(called).toEqual(['over-0', 'over-1']);
+    expect((await statuses(backlogStores, ['over-2'])).get('over-2')).toMatchObject({ status: 'PENDING', delivery_attempts: 0 });
   });
 });

@@ -99,6 +99,8 @@ export interface DeliveryOptions {
   leaseMs: number;
   /** The first retry waits this long, each later one twice as long as the one before. */
   retryBaseMs: number;
+  /** Fresh redemptions waiting in memory at most; beyond that they are handed back to the due rounds. */
+  freshBacklogMax?: number;
 }
 
 /** A redemption in the hands of one worker: claimed by it, or persisted by it under its lease. */
@@ -116,7 +118,6 @@ export interface LeasedRedemption {
 const CLAIM_BATCH = 50;
 /** Fresh redemptions per notifier call: a group commit's worth. */
 const FRESH_BATCH = 256;
-/** Fresh redemptions waiting in memory at most; beyond that they are handed back to the due rounds. */
 const FRESH_BACKLOG_MAX = 10_000;
 const MAX_RETRY_DELAY_MS = 10 * 60 * 1000;
 
@@ -153,7 +154,7 @@ export class VoucherDeliveryWorker {
 
   /** Redemptions just persisted under this worker's lease: delivered in the background, in order. */
   deliverFresh(redemptions: LeasedRedemption[]): void {
-    const room = this.stopped ? 0 : FRESH_BACKLOG_MAX - this.fresh.length;
+    const room = this.stopped ? 0 : (this.options.freshBacklogMax ?? FRESH_BACKLOG_MAX) - this.fresh.length;
     const handBackAtMs = Date.now() + this.options.leaseMs / 2;
     for (const redemption of redemptions.slice(0, room)) this.fresh.push({ redemption, handBackAtMs });
     if (redemptions.length > room) {
