@@ -13,6 +13,7 @@ import { Journal } from './infra/journal/journal.ts';
 import type { Logger } from './infra/logger.ts';
 import { RateLimiter } from './infra/rateLimit.ts';
 import { checkRedisServer, connectRedis, createRedis } from './infra/redis/connection.ts';
+import { claimKeyPrefix, databaseIdentity } from './infra/redis/ownership.ts';
 import { LiveEvents } from './infra/redis/pubsub.ts';
 import { Scripts } from './infra/redis/scripts.ts';
 import { ScriptClock } from './infra/redis/testClock.ts';
@@ -52,6 +53,7 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     await Promise.all([connectRedis(publisher, config.REDIS_URL), connectRedis(subscriber, config.REDIS_URL)]);
     db = await openDatabase(config);
     await applyMigrations(db, log);
+    await claimKeyPrefix(redis, await databaseIdentity(db.prisma), config.REDIS_KEY_PREFIX);
   } catch (error) {
     for (const connection of [redis, publisher, subscriber]) connection.disconnect();
     await db?.close();

@@ -8,7 +8,7 @@ import { testEnv } from './support/env.ts';
 import { stopAll, stopWithin } from './support/lifecycle.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
 import { type ServerProcess, freePort, runUntilExit, startServerProcess } from './support/server.ts';
-import { type Stores, openStores } from './support/stores.ts';
+import { type Stores, deleteKeys, openStores } from './support/stores.ts';
 
 /** The one line the server printed on stderr before exiting; fails on more, or on a stack trace. */
 function expectOneLineRefusal(result: { code: number | null; stderr: string }, names: string) {
@@ -38,6 +38,24 @@ describe('refusing to start', () => {
   it('refuses NODE_ENV=production without JWT_SECRET', async () => {
     const env = testEnv('startup_nosecret', { NODE_ENV: 'production', JWT_SECRET: '' });
     expectOneLineRefusal(await runUntilExit(env.vars, 20_000), 'JWT_SECRET');
+  });
+
+  it('refuses a key prefix whose Redis state belongs to another database, until those keys are deleted', async () => {
+    const first = testEnv('startup_owner_a');
+    const second = testEnv('startup_owner_b', { REDIS_KEY_PREFIX: first.keyPrefix });
+    const firstStores = openStores(first);
+    const secondStores = openStores(second);
+    try {
+      await stopWithin(await startServerProcess(first.vars));
+      const line = expectOneLineRefusal(await runUntilExit(second.vars, 20_000), 'REDIS_KEY_PREFIX');
+      expect(line).toContain('another database');
+      // The way out the message names: that database is gone, so its keys go too.
+      await deleteKeys(firstStores.redis, first.keyPrefix);
+      await stopWithin(await startServerProcess(second.vars));
+    } finally {
+      await firstStores.cleanup();
+      await secondStores.cleanup();
+    }
   });
 
   it('refuses a Redis whose maxmemory-policy evicts keys', async () => {
