@@ -52,8 +52,14 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     await checkRedisServer(redis, log);
     await Promise.all([connectRedis(publisher, config.REDIS_URL), connectRedis(subscriber, config.REDIS_URL)]);
     db = await openDatabase(config);
-    await applyMigrations(db, log);
-    await claimKeyPrefix(redis, await databaseIdentity(db.prisma), config.REDIS_KEY_PREFIX);
+    const { createdNow } = await applyMigrations(db, log);
+    await claimKeyPrefix({
+      redis,
+      keyPrefix: config.REDIS_KEY_PREFIX,
+      databaseId: await databaseIdentity(db.prisma),
+      takeOver: createdNow && db.kind === 'pglite',
+      log,
+    });
   } catch (error) {
     for (const connection of [redis, publisher, subscriber]) connection.disconnect();
     await db?.close();

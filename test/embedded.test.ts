@@ -8,7 +8,7 @@ import { gqlData, tokenFor } from './support/client.ts';
 import { TEST_REDIS_URL, testEnv } from './support/env.ts';
 import { stopAll, stopWithin } from './support/lifecycle.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
-import { deleteKeys } from './support/stores.ts';
+import { deleteKeys, stateKeys } from './support/stores.ts';
 
 // No DATABASE_URL at all (config treats '' as unset): the server falls back to PGlite in PGLITE_DIR.
 const dir = mkdtempSync(join(tmpdir(), 'campaign-pglite-'));
@@ -70,6 +70,23 @@ describe('the embedded database', () => {
     const next = await gqlData(server.url, GrabRedPacketDocument, { packetId: packet.id }, second);
     expect(next.grabRedPacket).toMatchObject({ __typename: 'GrabbedShare', amount: 300, remainingCount: 1 });
 
+    expect(await stopWithin(server)).toBe(0);
+    server = undefined;
+  });
+
+  it('deleted and created anew, takes the key prefix over: what the old database left in Redis is gone', async () => {
+    const sender = await tokenFor('pglite-sender');
+    server = await startServerProcess(env.vars, 45_000);
+    const { createRedPacket: packet } = await gqlData(server.url, CreateRedPacketDocument, { input: { totalAmount: 500, count: 5, mode: 'EQUAL' } }, sender);
+    expect(await stopWithin(server)).toBe(0);
+    server = undefined;
+    expect((await stateKeys(redis, env.keyPrefix)).some((key) => key.includes(packet.id))).toBe(true);
+
+    rmSync(dir, { recursive: true, force: true });
+    server = await startServerProcess(env.vars, 45_000);
+    expect(server.output()).toContain('deleted the Redis keys another database left');
+    expect((await stateKeys(redis, env.keyPrefix)).filter((key) => key.includes(packet.id))).toEqual([]);
+    expect((await gqlData(server.url, RedPacketDocument, { id: packet.id }, sender)).redPacket).toBeNull();
     expect(await stopWithin(server)).toBe(0);
     server = undefined;
   });

@@ -43,22 +43,22 @@ async function readMigrations(dir = MIGRATIONS_DIR): Promise<MigrationFile[]> {
   );
 }
 
-/** Applies pending migrations in order; returns the names it applied. */
-export async function applyMigrations(db: Database, log: Logger, dir = MIGRATIONS_DIR): Promise<string[]> {
+/** Applies pending migrations in order; returns the names it applied, and whether the database had none before (this start created it). */
+export async function applyMigrations(db: Database, log: Logger, dir = MIGRATIONS_DIR): Promise<{ applied: string[]; createdNow: boolean }> {
   const migrations = await readMigrations(dir);
   return db.withMigrationSession(async (session) => {
     await session.exec(CREATE_MIGRATIONS_TABLE);
-    const applied = await session.query<AppliedRow>(
+    const before = await session.query<AppliedRow>(
       'SELECT migration_name, checksum, finished_at FROM "_prisma_migrations" WHERE rolled_back_at IS NULL',
     );
-    const failed = applied.find((row) => row.finished_at === null);
+    const failed = before.find((row) => row.finished_at === null);
     if (failed) {
       throw new StartupError(
         `migration ${failed.migration_name} failed earlier and is marked unfinished in _prisma_migrations; ` +
           'fix the database by hand, then delete that row',
       );
     }
-    const appliedByName = new Map(applied.map((row) => [row.migration_name, row]));
+    const appliedByName = new Map(before.map((row) => [row.migration_name, row]));
     const done: string[] = [];
     for (const migration of migrations) {
       const previous = appliedByName.get(migration.name);
@@ -72,7 +72,7 @@ export async function applyMigrations(db: Database, log: Logger, dir = MIGRATION
       log.info({ migration: migration.name }, 'applied migration');
       done.push(migration.name);
     }
-    return done;
+    return { applied: done, createdNow: before.length === 0 };
   });
 }
 
