@@ -44,6 +44,7 @@ export interface App {
 export async function createApp(config: Config, log: Logger): Promise<App> {
   const redisOptions = { url: config.REDIS_URL, keyPrefix: config.REDIS_KEY_PREFIX };
   const redis = createRedis(redisOptions, 'commands');
+  const scripts = new Scripts(redis);
   await connectRedis(redis, config.REDIS_URL);
   const publisher = createRedis(redisOptions, 'publisher');
   const subscriber = createRedis(redisOptions, 'subscriber');
@@ -55,9 +56,10 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     const { createdNow } = await applyMigrations(db, log);
     await claimKeyPrefix({
       redis,
+      scripts,
       keyPrefix: config.REDIS_KEY_PREFIX,
-      databaseId: await databaseIdentity(db.prisma),
-      takeOver: createdNow && db.kind === 'pglite',
+      databaseId: await databaseIdentity(db.prisma, db.kind),
+      mayTakeOver: createdNow && db.kind === 'pglite',
       log,
     });
   } catch (error) {
@@ -67,7 +69,6 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
   }
   const database = db;
 
-  const scripts = new Scripts(redis);
   const journal = new Journal(redis, database.prisma, log, {
     batchMax: config.JOURNAL_BATCH_MAX,
     batchWaitMs: config.JOURNAL_BATCH_WAIT_MS,

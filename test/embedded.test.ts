@@ -7,7 +7,7 @@ import { CreateRedPacketDocument, GrabRedPacketDocument, RedPacketDocument } fro
 import { gqlData, tokenFor } from './support/client.ts';
 import { TEST_REDIS_URL, testEnv } from './support/env.ts';
 import { stopAll, stopWithin } from './support/lifecycle.ts';
-import { type ServerProcess, startServerProcess } from './support/server.ts';
+import { type ServerProcess, runUntilExit, startServerProcess } from './support/server.ts';
 import { deleteKeys, stateKeys } from './support/stores.ts';
 
 // No DATABASE_URL at all (config treats '' as unset): the server falls back to PGlite in PGLITE_DIR.
@@ -84,10 +84,20 @@ describe('the embedded database', () => {
 
     rmSync(dir, { recursive: true, force: true });
     server = await startServerProcess(env.vars, 45_000);
-    expect(server.output()).toContain('deleted the Redis keys another database left');
+    expect(server.output()).toContain('deleted the Redis keys another embedded database left');
     expect((await stateKeys(redis, env.keyPrefix)).filter((key) => key.includes(packet.id))).toEqual([]);
     expect((await gqlData(server.url, RedPacketDocument, { id: packet.id }, sender)).redPacket).toBeNull();
     expect(await stopWithin(server)).toBe(0);
     server = undefined;
+  });
+
+  it('created anew, never takes over a key prefix a PostgreSQL database owns: a live deployment may have grants in flight', async () => {
+    await redis.set('database', 'postgresql:00000000-0000-0000-0000-000000000000');
+    await redis.set('{shop}:balance:someone', '10');
+    rmSync(dir, { recursive: true, force: true });
+    const result = await runUntilExit(env.vars, 45_000);
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toContain('belong to another database (postgresql:00000000-0000-0000-0000-000000000000');
+    expect(await redis.get('{shop}:balance:someone')).toBe('10');
   });
 });

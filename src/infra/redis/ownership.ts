@@ -2,68 +2,70 @@ import type { Redis } from 'ioredis';
 import type { PrismaClient } from '../../generated/prisma/client.ts';
 import type { Logger } from '../logger.ts';
 import { StartupError } from '../startupError.ts';
+import type { Scripts } from './scripts.ts';
 
-/** Under the key prefix: the identity of the database the prefix's live state belongs to. */
+/** Under the key prefix: the database the prefix's live state belongs to (see lua/claimKeyPrefix.lua). */
 const OWNER_KEY = 'database';
 const DELETE_PAGE = 1000;
 
 /**
- * The database's identity: the id `_prisma_migrations` gave its first migration, a random
- * UUID written once and kept by every later migration. A database created anew (the
- * embedded one deleted, DATABASE_URL pointed at another) gets another.
+ * The database's identity: its kind and the id `_prisma_migrations` gave its first
+ * migration, a random UUID written once and kept by every later migration. A database
+ * created anew (the embedded one deleted, DATABASE_URL pointed at another) gets another.
  */
-export async function databaseIdentity(prisma: PrismaClient): Promise<string> {
+export async function databaseIdentity(prisma: PrismaClient, kind: 'postgresql' | 'pglite'): Promise<string> {
   const [first] = await prisma.$queryRaw<{ id: string }[]>`SELECT id FROM "_prisma_migrations" ORDER BY started_at, migration_name LIMIT 1`;
-  return first!.id;
+  if (!first) throw new Error('the database has no applied migration to take its identity from');
+  return `${kind}:${first.id}`;
 }
 
 export interface PrefixClaim {
   redis: Redis;
+  scripts: Scripts;
   keyPrefix: string;
   databaseId: string;
   /**
-   * An embedded database this start created: whatever the prefix holds was left by
-   * another one, deleted with its folder, so its keys go. A PostgreSQL server never takes
-   * over: an empty database there more likely means a wrong DATABASE_URL than a lost one.
-   * Nor does an empty prefix, which would be the whole Redis database.
+   * An embedded database this start created may take over a prefix another embedded
+   * database owned: that one was deleted with its folder (a developer's reset), and its
+   * keys go. Never a prefix a PostgreSQL database owns (a live deployment's journal may
+   * hold grants not yet persisted), never an empty prefix (the whole Redis database).
    */
-  takeOver: boolean;
+  mayTakeOver: boolean;
   log: Logger;
 }
 
 /**
  * Redis's live state (balances, stock, journals, remembered answers) belongs to one
  * database: served against another, it would hand out points and stock that database
- * never had, and answer requestIds it never saw. The first instance claims the prefix
- * for its database; an instance of another database refuses to start on it, unless it
- * may take it over.
+ * never had, and answer requestIds it never saw. The first instance claims the prefix;
+ * an instance of another database refuses to start on it.
  */
-export async function claimKeyPrefix({ redis, keyPrefix, databaseId, takeOver, log }: PrefixClaim): Promise<void> {
-  if (takeOver && keyPrefix !== '') {
-    const owner = await redis.get(OWNER_KEY);
-    if (owner === databaseId) return;
-    const deleted = await deleteAllKeys(redis, keyPrefix);
-    if (deleted > 0) log.warn({ keyPrefix, deleted, previousDatabase: owner }, 'a new embedded database: deleted the Redis keys another database left under the prefix');
-    await redis.set(OWNER_KEY, databaseId);
-    return;
-  }
-  const owner = await redis.set(OWNER_KEY, databaseId, 'NX', 'GET');
-  if (owner !== null && owner !== databaseId) {
+export async function claimKeyPrefix({ redis, scripts, keyPrefix, databaseId, mayTakeOver, log }: PrefixClaim): Promise<void> {
+  const [verdict, owner] = (await scripts.run('claimKeyPrefix', [OWNER_KEY], [databaseId, mayTakeOver && keyPrefix !== '' ? '1' : '0'])) as [string, string?];
+  if (verdict === 'refused') {
     throw new StartupError(
       `the Redis keys under REDIS_KEY_PREFIX="${keyPrefix}" belong to another database (${owner}; this one is ${databaseId}). ` +
-        `Set another REDIS_KEY_PREFIX, or, if that database is gone for good, delete its keys: redis-cli --scan --pattern '${keyPrefix}*' | xargs redis-cli del`,
+        'Set another REDIS_KEY_PREFIX, or, if that database is gone for good, delete the keys under the prefix on the Redis at REDIS_URL',
     );
+  }
+  if (verdict === 'clear') {
+    const deleted = await deleteKeysUnder(redis, keyPrefix);
+    await redis.set(OWNER_KEY, databaseId);
+    log.warn({ keyPrefix, deleted }, 'a new embedded database: deleted the Redis keys another embedded database left under the prefix');
   }
 }
 
-async function deleteAllKeys(redis: Redis, keyPrefix: string): Promise<number> {
+/** Every key under the prefix but the owner key, which marks the deletion as under way until it is done. */
+async function deleteKeysUnder(redis: Redis, keyPrefix: string): Promise<number> {
+  // SCAN matches whole key names, with glob characters escaped; ioredis adds the prefix to DEL's arguments itself.
+  const pattern = `${keyPrefix.replace(/[*?[\]\\]/g, '\\$&')}*`;
   let deleted = 0;
   let cursor = '0';
   do {
-    // SCAN matches whole key names; ioredis adds the prefix to DEL's arguments itself.
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${keyPrefix}*`, 'COUNT', DELETE_PAGE);
+    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', DELETE_PAGE);
     cursor = next;
-    if (keys.length > 0) deleted += await redis.del(...keys.map((key) => key.slice(keyPrefix.length)));
+    const ours = keys.filter((key) => key.startsWith(keyPrefix)).map((key) => key.slice(keyPrefix.length)).filter((key) => key !== OWNER_KEY);
+    if (ours.length > 0) deleted += await redis.unlink(...ours);
   } while (cursor !== '0');
   return deleted;
 }
