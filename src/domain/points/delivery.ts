@@ -9,9 +9,9 @@
  * PENDING until a notifier call has succeeded and DELIVERED is committed; a failure is
  * retried with exponential backoff, forever; a crash leaves a lease that runs out, and
  * another worker takes over. Never duplicated: the lease (taken at the insert, or by a
- * claim with FOR UPDATE SKIP LOCKED) gives a redemption to one worker at a time, but a worker that dies after the
- * notifier succeeded and before DELIVERED was committed cannot be told apart from one
- * that died before, so the notifier may be called again. Every call carries the same
+ * claim with FOR UPDATE SKIP LOCKED) gives a redemption to one worker at a time, but a
+ * worker that dies after the notifier succeeded and before DELIVERED was committed
+ * cannot be told apart from one that died before, so the notifier may be called again. Every call carries the same
  * idempotency key (the redemption id) and notifiers must dedupe by it: the default one
  * keeps a row per redemption in PostgreSQL (voucher_notice) and announces only when it
  * inserted that row; the webhook sends it as `Idempotency-Key`.
@@ -192,10 +192,11 @@ export class VoucherDeliveryWorker {
 
   private async deliverFreshQueue(): Promise<void> {
     while (this.fresh.length > 0 && !this.stopped) {
-      const batch = this.fresh.splice(0, FRESH_BATCH);
       const nowMs = Date.now();
-      await this.handBack(batch.filter((fresh) => fresh.handBackAtMs <= nowMs).map((fresh) => fresh.redemption));
-      const current = batch.filter((fresh) => fresh.handBackAtMs > nowMs).map((fresh) => fresh.redemption);
+      const current: LeasedRedemption[] = [];
+      const late: LeasedRedemption[] = [];
+      for (const { redemption, handBackAtMs } of this.fresh.splice(0, FRESH_BATCH)) (handBackAtMs > nowMs ? current : late).push(redemption);
+      await this.handBack(late);
       // A failure here leaves the leases to run out; the due rounds take the redemptions then.
       if (current.length > 0) await this.deliver(current).catch((error: unknown) => this.log.error({ err: error }, 'fresh voucher delivery failed'));
     }
@@ -244,19 +245,22 @@ export class VoucherDeliveryWorker {
         UPDATE redemption SET status = 'DELIVERED', delivered_at = now(), locked_until = NULL, last_error = NULL
         WHERE id = ANY(${delivered}::text[]) AND status = 'PENDING'`;
     }
-    const retries = await Promise.allSettled(
-      failed.map(({ row, error }) => {
-        const delayMs = Math.min(MAX_RETRY_DELAY_MS, this.options.retryBaseMs * 2 ** (row.delivery_attempts - 1));
-        this.log.warn({ err: error, redemptionId: row.id, attempt: row.delivery_attempts, retryInMs: delayMs }, 'voucher delivery failed; will retry');
-        return this.prisma.$executeRaw`
-          UPDATE redemption
-          SET next_attempt_at = now() + ${delayMs}::int * interval '1 millisecond', locked_until = NULL, last_error = ${String(error?.message ?? error)}
-          WHERE id = ${row.id} AND status = 'PENDING' AND locked_until = ${row.locked_until}`;
-      }),
+    if (failed.length === 0) return;
+    const retries = failed.map(({ row, error }) => {
+      const delayMs = Math.min(MAX_RETRY_DELAY_MS, this.options.retryBaseMs * 2 ** (row.delivery_attempts - 1));
+      this.log.warn({ err: error, redemptionId: row.id, attempt: row.delivery_attempts, retryInMs: delayMs }, 'voucher delivery failed; will retry');
+      return { ...row, delayMs, error: String(error?.message ?? error) };
+    });
+    // One statement for the batch: a fulfilment outage fails every delivery at once.
+    await this.prisma.$executeRaw`
+      UPDATE redemption r
+      SET next_attempt_at = now() + f.delay_ms * interval '1 millisecond', locked_until = NULL, last_error = f.error
+      FROM unnest(${retries.map((retry) => retry.id)}::text[], ${retries.map((retry) => retry.locked_until)}::timestamptz[],
+                  ${retries.map((retry) => retry.delayMs)}::int[], ${retries.map((retry) => retry.error)}::text[]) AS f(id, lease, delay_ms, error)
+      WHERE r.id = f.id AND r.status = 'PENDING' AND r.locked_until = f.lease`.catch((error: unknown) =>
+      // Their leases run out and the due rounds take them then.
+      this.log.warn({ err: error, redemptions: retries.length }, 'could not schedule voucher delivery retries'),
     );
-    const unscheduled = retries.filter((retry) => retry.status === 'rejected');
-    // Their leases run out and the due rounds take them then.
-    if (unscheduled.length > 0) this.log.warn({ err: unscheduled[0]!.reason, redemptions: unscheduled.length }, 'could not schedule voucher delivery retries');
   }
 
   /**

@@ -17,9 +17,9 @@ import { ANSWER_TTL_MS, type BalanceSnapshot, type GoodsSnapshot } from './store
  * deadlocking; the rows FOR UPDATE returns are the newest, so the balance check is
  * exact. They are read through one jsonb object: joined as rows, the locked accounts
  * drew a nested loop from the planner (it cannot estimate unnest), a quadratic scan that
- * was half of a 256-entry batch's time. Everything else is a unique key, so batches for one goods item commit side by
- * side. A refusal is pessimistic for the user's later entries in the batch, which is
- * safe: they are rebuilt and retried.
+ * was half of a 256-entry batch's time. Everything else is a unique key, so batches for
+ * one goods item commit side by side. A refusal is pessimistic for the user's later
+ * entries in the batch, which is safe: they are rebuilt and retried.
  *
  * Each redemption is inserted under a delivery lease of the committing process, which
  * hands it to its notifier right away (VoucherDeliveryWorker.deliverFresh); it is due

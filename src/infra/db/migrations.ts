@@ -43,8 +43,8 @@ async function readMigrations(dir = MIGRATIONS_DIR): Promise<MigrationFile[]> {
   );
 }
 
-/** Applies pending migrations in order; returns the names it applied, and whether the database had none before (this start created it). */
-export async function applyMigrations(db: Database, log: Logger, dir = MIGRATIONS_DIR): Promise<{ applied: string[]; createdNow: boolean }> {
+/** Applies pending migrations in order; `createdNow` when the database had none before (this start created it). */
+export async function applyMigrations(db: Database, log: Logger, dir = MIGRATIONS_DIR): Promise<{ createdNow: boolean }> {
   const migrations = await readMigrations(dir);
   return db.withMigrationSession(async (session) => {
     await session.exec(CREATE_MIGRATIONS_TABLE);
@@ -59,7 +59,6 @@ export async function applyMigrations(db: Database, log: Logger, dir = MIGRATION
       );
     }
     const appliedByName = new Map(before.map((row) => [row.migration_name, row]));
-    const done: string[] = [];
     for (const migration of migrations) {
       const previous = appliedByName.get(migration.name);
       if (previous) {
@@ -70,9 +69,8 @@ export async function applyMigrations(db: Database, log: Logger, dir = MIGRATION
       }
       await applyOne(session, migration);
       log.info({ migration: migration.name }, 'applied migration');
-      done.push(migration.name);
     }
-    return { applied: done, createdNow: before.length === 0 };
+    return { createdNow: before.length === 0 };
   });
 }
 

@@ -13,6 +13,12 @@ const ABSENT = 'absent';
 /** Retryable: the client is told SERVICE_UNAVAILABLE, not an unexpected error. */
 export class HydrationTimeoutError extends ServiceUnavailableError {}
 
+/** The connection and the loaded scripts; every campaign service has both. */
+interface LockDeps {
+  redis: Redis;
+  scripts: Scripts;
+}
+
 /**
  * Rebuilds a campaign's Redis keys from PostgreSQL when its `meta` key is missing.
  * One instance takes a short `SET NX PX` lock and runs `rebuild`; the others wait
@@ -22,19 +28,14 @@ export class HydrationTimeoutError extends ServiceUnavailableError {}
  * Returns false when the campaign does not exist in PostgreSQL either; that answer is
  * kept for a second, so a storm of requests for an unknown id costs one lookup.
  */
-/** The connection and the loaded scripts; every campaign service has both. */
-interface LockDeps {
-  redis: Redis;
-  scripts: Scripts;
-}
-
 export function hydrate(
-  { redis, scripts }: LockDeps,
+  deps: LockDeps,
   keys: { meta: string; hydrating: string },
   rebuild: () => Promise<boolean>,
 ): Promise<boolean> {
+  const { redis } = deps;
   return underLock(
-    { redis, scripts },
+    deps,
     keys.hydrating,
     async () => {
       const found = await rebuild();
