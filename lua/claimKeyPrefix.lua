@@ -9,13 +9,17 @@
   ARGV[2] '1' when this database may take over a prefix an embedded database owns
           (it was created by this start: the old one was deleted with its folder)
 
-  Returns {'claimed'}, {'clear'} (delete the prefix's other keys, then set the owner),
-  or {'refused', owner}.
+  Returns {'claimed'} ({'claimed', 'anew'} when no owner was set: a first start, or a
+  Redis that lost its data), {'clear'} (delete the prefix's other keys, then set the
+  owner), or {'refused', owner}.
 ]]
 local owner = redis.call('GET', KEYS[1])
-if not owner or owner == ARGV[1] then
-  redis.call('SET', KEYS[1], ARGV[1])
+if owner == ARGV[1] then
   return {'claimed'}
+end
+if not owner then
+  redis.call('SET', KEYS[1], ARGV[1])
+  return {'claimed', 'anew'}
 end
 if owner == 'clearing:' .. ARGV[1] then
   return {'clear'}

@@ -13,7 +13,7 @@ import { Journal } from './infra/journal/journal.ts';
 import type { Logger } from './infra/logger.ts';
 import { RateLimiter } from './infra/rateLimit.ts';
 import { checkRedisServer, connectRedis, createRedis } from './infra/redis/connection.ts';
-import { claimKeyPrefix, databaseIdentity } from './infra/redis/ownership.ts';
+import { type PrefixClaim, claimKeyPrefix, databaseIdentity, recheckKeyPrefix } from './infra/redis/ownership.ts';
 import { LiveEvents } from './infra/redis/pubsub.ts';
 import { Scripts } from './infra/redis/scripts.ts';
 import { ScriptClock } from './infra/redis/testClock.ts';
@@ -35,8 +35,13 @@ export interface App {
   points: PointsService;
   teams: TeamService;
   lottery: LotteryService;
-  /** Redis and the database answer; migrations ran at start. */
-  checkReady(): Promise<{ redis: boolean; database: boolean }>;
+  /**
+   * Aborted, with the reason as a message, when this instance must stop serving:
+   * another database's instance claimed the Redis key prefix after Redis lost its data.
+   */
+  halted: AbortSignal;
+  /** Redis and the database answer, and the key prefix is still this database's; migrations ran at start. */
+  checkReady(): Promise<{ redis: boolean; database: boolean; keyPrefix: boolean }>;
   /** Stops background work, commits what the journal holds, closes connections. */
   close(): Promise<void>;
 }
@@ -49,19 +54,14 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
   const publisher = createRedis(redisOptions, 'publisher');
   const subscriber = createRedis(redisOptions, 'subscriber');
   let db: Database | undefined;
+  let claim: PrefixClaim;
   try {
     await checkRedisServer(redis, log);
     await Promise.all([connectRedis(publisher, config.REDIS_URL), connectRedis(subscriber, config.REDIS_URL)]);
     db = await openDatabase(config);
     const { createdNow } = await applyMigrations(db, log);
-    await claimKeyPrefix({
-      redis,
-      scripts,
-      keyPrefix: config.REDIS_KEY_PREFIX,
-      databaseId: await databaseIdentity(db.prisma, db.kind),
-      mayTakeOver: createdNow && db.kind === 'pglite',
-      log,
-    });
+    claim = { redis, scripts, keyPrefix: config.REDIS_KEY_PREFIX, databaseId: await databaseIdentity(db.prisma, db.kind), log };
+    await claimKeyPrefix({ ...claim, mayTakeOver: createdNow && db.kind === 'pglite' });
   } catch (error) {
     for (const connection of [redis, publisher, subscriber]) connection.disconnect();
     await db?.close();
@@ -94,7 +94,12 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
   const clock = new ScriptClock(redis, config.TEST_CLOCK === '1');
   const lottery = new LotteryService({ prisma: database.prisma, redis, scripts, journal, events, clock, log });
 
+  const halt = new AbortController();
   const stopTasks = [
+    every(config.SWEEP_INTERVAL_MS, 'key prefix claim', async () => {
+      const reason = halt.signal.aborted ? null : await recheckKeyPrefix(claim);
+      if (reason) halt.abort(reason);
+    }, log),
     every(config.SWEEP_INTERVAL_MS, 'journal sweep', () => journal.sweep(), log),
     every(config.SWEEP_INTERVAL_MS, 'red packet settlement', () => redPackets.settleExpired(), log),
     every(config.SWEEP_INTERVAL_MS, 'voucher delivery', (stopping) => points.deliverDue(stopping), log),
@@ -118,12 +123,13 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     points,
     teams,
     lottery,
+    halted: halt.signal,
     async checkReady() {
       const [redisUp, databaseUp] = await Promise.all([
         redis.ping().then(() => true, () => false),
         database.ping().then(() => true, () => false),
       ]);
-      return { redis: redisUp, database: databaseUp };
+      return { redis: redisUp, database: databaseUp, keyPrefix: !halt.signal.aborted };
     },
     async close() {
       await Promise.all(stopTasks.map((stop) => stop()));

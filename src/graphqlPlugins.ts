@@ -72,13 +72,13 @@ export function useMutationRateLimit(app: App): Plugin<Context> {
   };
 }
 
-/** GET /ready: 200 when Redis and the database answer, 503 otherwise. */
+/** GET /ready: 200 when Redis and the database answer and the key prefix is this database's, 503 otherwise. */
 export function useReadiness(app: App): Plugin {
   return {
     async onRequest({ url, endResponse, fetchAPI }) {
       if (url.pathname !== '/ready') return;
       const checks = await app.checkReady();
-      const ready = checks.redis && checks.database;
+      const ready = checks.redis && checks.database && checks.keyPrefix;
       endResponse(
         new fetchAPI.Response(JSON.stringify({ ready, ...checks, migrations: true }), {
           status: ready ? 200 : 503,

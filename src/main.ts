@@ -11,18 +11,29 @@ const CANNOT_START = 78;
 async function runServer(config: Config, log: Logger): Promise<void> {
   const server = await startServer(config, log);
   log.info({ url: server.url, database: server.app.db.kind }, `listening on ${server.url}`);
-  const shutdown = (signal: string) => {
-    log.info({ signal }, 'shutting down');
+  let stopping = false;
+  const stop = (exitCode: number) => {
+    if (stopping) return;
+    stopping = true;
     server.stop().then(
-      () => process.exit(0),
+      () => process.exit(exitCode),
       (error: unknown) => {
         log.error({ err: error }, 'shutdown failed');
         process.exit(1);
       },
     );
   };
+  const shutdown = (signal: string) => {
+    log.info({ signal }, 'shutting down');
+    stop(0);
+  };
   process.once('SIGTERM', () => shutdown('SIGTERM'));
   process.once('SIGINT', () => shutdown('SIGINT'));
+  // Stopped as a refusal to start would be: restarting it would only be refused.
+  server.app.halted.addEventListener('abort', () => {
+    log.fatal({ reason: String(server.app.halted.reason) }, 'stopping: this instance must not serve the key prefix any longer');
+    stop(CANNOT_START);
+  });
 }
 
 /**

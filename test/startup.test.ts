@@ -1,14 +1,15 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
 import { fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CreateRedPacketDocument, GrabRedPacketDocument, RedPacketDocument } from './gql/generated.ts';
 import { errorCodes, gql, gqlData, tokenFor } from './support/client.ts';
 import { testEnv } from './support/env.ts';
-import { stopAll, stopWithin } from './support/lifecycle.ts';
+import { stopAll, stopWithin, withTimeout } from './support/lifecycle.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
 import { type ServerProcess, freePort, runUntilExit, startServerProcess } from './support/server.ts';
-import { type Stores, deleteKeys, openStores } from './support/stores.ts';
+import { type Stores, deleteKeys, loseKeysAtOnce, openStores } from './support/stores.ts';
 
 /** The one line the server printed on stderr before exiting; fails on more, or on a stack trace. */
 function expectOneLineRefusal(result: { code: number | null; stderr: string }, names: string) {
@@ -68,6 +69,58 @@ describe('refusing to start', () => {
       expect(line).toContain('noeviction');
     } finally {
       await stopChild(redis);
+    }
+  });
+});
+
+describe('the key prefix, while the server runs', () => {
+  /** Resolves once `check` holds, polling; fails after `ms`. */
+  async function eventually(check: () => Promise<boolean>, ms: number, what: string): Promise<void> {
+    const deadline = Date.now() + ms;
+    while (!(await check())) {
+      if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+
+  it('is claimed again after Redis lost its keys, so another database still cannot start on it', async () => {
+    const first = testEnv('startup_reclaim_a', { SWEEP_INTERVAL_MS: '100' });
+    const second = testEnv('startup_reclaim_b', { REDIS_KEY_PREFIX: first.keyPrefix });
+    const firstStores = openStores(first);
+    const secondStores = openStores(second);
+    const server = await startServerProcess(first.vars);
+    try {
+      const owner = await firstStores.redis.get('database');
+      expect(owner).toMatch(/^postgresql:/);
+      // What a Redis restart without persistence, or a FLUSHALL, does to the prefix.
+      await loseKeysAtOnce(firstStores.redis, first.keyPrefix);
+      await eventually(async () => (await firstStores.redis.get('database')) === owner, 5_000, 'the owner key written again');
+      expect(server.output()).toContain('claimed the prefix again');
+
+      const line = expectOneLineRefusal(await runUntilExit(second.vars, 20_000), 'REDIS_KEY_PREFIX');
+      expect(line).toContain('another database');
+      expect((await fetch(`${new URL(server.url).origin}/ready`)).status).toBe(200);
+    } finally {
+      await stopAll(server);
+      await firstStores.cleanup();
+      await secondStores.cleanup();
+    }
+  });
+
+  it('stops serving, as a refusal to start, when another database claimed it meanwhile', async () => {
+    const env = testEnv('startup_foreign', { SWEEP_INTERVAL_MS: '100' });
+    const stores = openStores(env);
+    const server = await startServerProcess(env.vars);
+    try {
+      // Another database's instance started while Redis had lost the owner key.
+      await stores.redis.set('database', 'postgresql:another-database');
+      const exitCode = await withTimeout(once(server.child, 'exit').then(([code]) => code as number | null), 10_000, 'the server stopping');
+      expect(exitCode).toBe(78);
+      expect(server.output()).toContain('must not serve the key prefix');
+      expect(server.output()).toContain('postgresql:another-database');
+    } finally {
+      await server.kill();
+      await stores.cleanup();
     }
   });
 });

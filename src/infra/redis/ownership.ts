@@ -24,14 +24,16 @@ export interface PrefixClaim {
   scripts: Scripts;
   keyPrefix: string;
   databaseId: string;
-  /**
-   * An embedded database this start created may take over a prefix another embedded
-   * database owned: that one was deleted with its folder (a developer's reset), and its
-   * keys go. Never a prefix a PostgreSQL database owns (a live deployment's journal may
-   * hold grants not yet persisted), never an empty prefix (the whole Redis database).
-   */
-  mayTakeOver: boolean;
   log: Logger;
+}
+
+type ClaimReply = ['claimed', 'anew'?] | ['clear'] | ['refused', string];
+
+function refusal({ keyPrefix, databaseId }: PrefixClaim, owner: string): string {
+  return (
+    `the Redis keys under REDIS_KEY_PREFIX="${keyPrefix}" belong to another database (${owner}; this one is ${databaseId}). ` +
+    'Set another REDIS_KEY_PREFIX, or, if that database is gone for good, delete the keys under the prefix on the Redis at REDIS_URL'
+  );
 }
 
 /**
@@ -39,20 +41,36 @@ export interface PrefixClaim {
  * database: served against another, it would hand out points and stock that database
  * never had, and answer requestIds it never saw. The first instance claims the prefix;
  * an instance of another database refuses to start on it.
+ *
+ * `mayTakeOver`: an embedded database this start created may take over a prefix another
+ * embedded database owned: that one was deleted with its folder (a developer's reset),
+ * and its keys go. Never a prefix a PostgreSQL database owns (a live deployment's
+ * journal may hold grants not yet persisted), never an empty prefix (the whole Redis
+ * database).
  */
-export async function claimKeyPrefix({ redis, scripts, keyPrefix, databaseId, mayTakeOver, log }: PrefixClaim): Promise<void> {
-  const [verdict, owner] = (await scripts.run('claimKeyPrefix', [OWNER_KEY], [databaseId, mayTakeOver && keyPrefix !== '' ? '1' : '0'])) as [string, string?];
-  if (verdict === 'refused') {
-    throw new StartupError(
-      `the Redis keys under REDIS_KEY_PREFIX="${keyPrefix}" belong to another database (${owner}; this one is ${databaseId}). ` +
-        'Set another REDIS_KEY_PREFIX, or, if that database is gone for good, delete the keys under the prefix on the Redis at REDIS_URL',
-    );
-  }
+export async function claimKeyPrefix(claim: PrefixClaim & { mayTakeOver: boolean }): Promise<void> {
+  const { redis, scripts, keyPrefix, databaseId, mayTakeOver, log } = claim;
+  const [verdict, owner] = (await scripts.run('claimKeyPrefix', [OWNER_KEY], [databaseId, mayTakeOver && keyPrefix !== '' ? '1' : '0'])) as ClaimReply;
+  if (verdict === 'refused') throw new StartupError(refusal(claim, owner));
   if (verdict === 'clear') {
     const deleted = await deleteKeysUnder(redis, keyPrefix);
     await redis.set(OWNER_KEY, databaseId);
     log.warn({ keyPrefix, deleted }, 'a new embedded database: deleted the Redis keys another embedded database left under the prefix');
   }
+}
+
+/**
+ * The claim again, while the instance runs. A Redis that lost its data (restarted
+ * without persistence, flushed) lost the owner key with it: the claim is written
+ * again, so an instance of another database started later still refuses. Returns why
+ * this instance must stop serving, or null: another database's instance claimed the
+ * prefix while the key was missing, and two databases now share one set of keys.
+ */
+export async function recheckKeyPrefix(claim: PrefixClaim): Promise<string | null> {
+  const [verdict, detail] = (await claim.scripts.run('claimKeyPrefix', [OWNER_KEY], [claim.databaseId, '0'])) as ClaimReply;
+  if (verdict === 'refused') return refusal(claim, detail);
+  if (detail === 'anew') claim.log.warn({ keyPrefix: claim.keyPrefix }, 'the Redis key naming the prefix\'s database was gone (Redis lost its data?); claimed the prefix again');
+  return null;
 }
 
 /** Every key under the prefix but the owner key, which marks the deletion as under way until it is done. */
