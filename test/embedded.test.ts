@@ -74,7 +74,7 @@ describe('the embedded database', () => {
     server = undefined;
   });
 
-  it('deleted and created anew, takes the key prefix over: what the old database left in Redis is gone', async () => {
+  it('deleted and created anew, takes the key prefix over: what the old database left in Redis is gone, a longer prefix another deployment claimed stays', async () => {
     const sender = await tokenFor('pglite-sender');
     server = await startServerProcess(env.vars, 45_000);
     const { createRedPacket: packet } = await gqlData(server.url, CreateRedPacketDocument, { input: { totalAmount: 500, count: 5, mode: 'EQUAL' } }, sender);
@@ -82,10 +82,16 @@ describe('the embedded database', () => {
     server = undefined;
     expect((await stateKeys(redis, env.keyPrefix)).some((key) => key.includes(packet.id))).toBe(true);
 
+    // A deployment on the same Redis under a longer prefix: its keys only look like the old database's.
+    await redis.set('prod:database', 'postgresql:11111111-1111-1111-1111-111111111111');
+    await redis.set('prod:{shop}:balance:someone', '7');
+
     rmSync(dir, { recursive: true, force: true });
     server = await startServerProcess(env.vars, 45_000);
     expect(server.output()).toContain('deleted the Redis keys another embedded database left');
     expect((await stateKeys(redis, env.keyPrefix)).filter((key) => key.includes(packet.id))).toEqual([]);
+    expect(await redis.get('prod:{shop}:balance:someone')).toBe('7');
+    expect(await redis.get('prod:database')).toBe('postgresql:11111111-1111-1111-1111-111111111111');
     expect((await gqlData(server.url, RedPacketDocument, { id: packet.id }, sender)).redPacket).toBeNull();
     expect(await stopWithin(server)).toBe(0);
     server = undefined;

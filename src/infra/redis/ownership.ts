@@ -73,17 +73,49 @@ export async function recheckKeyPrefix(claim: PrefixClaim): Promise<string | nul
   return null;
 }
 
-/** Every key under the prefix but the owner key, which marks the deletion as under way until it is done. */
-async function deleteKeysUnder(redis: Redis, keyPrefix: string): Promise<number> {
-  // SCAN matches whole key names, with glob characters escaped; ioredis adds the prefix to DEL's arguments itself.
-  const pattern = `${keyPrefix.replace(/[*?[\]\\]/g, '\\$&')}*`;
-  let deleted = 0;
+const OWNER_VALUE = /^(clearing:)?(pglite|postgresql):/;
+
+/** SCAN's pattern for the keys whose names start with `keyPrefix`: glob characters escaped. */
+const scanPattern = (keyPrefix: string, rest: string) => `${keyPrefix.replace(/[*?[\]\\]/g, '\\$&')}${rest}`;
+
+/** Every full key name SCAN finds for `pattern`, page by page. */
+async function* scanPages(redis: Redis, pattern: string): AsyncGenerator<string[]> {
   let cursor = '0';
   do {
     const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', DELETE_PAGE);
     cursor = next;
-    const ours = keys.filter((key) => key.startsWith(keyPrefix)).map((key) => key.slice(keyPrefix.length)).filter((key) => key !== OWNER_KEY);
-    if (ours.length > 0) deleted += await redis.unlink(...ours);
+    yield keys;
   } while (cursor !== '0');
+}
+
+/**
+ * Longer prefixes under this one that another deployment claimed (`cb:prod:` under
+ * `cb:`, say): their keys only look like ours.
+ */
+async function claimedPrefixesUnder(redis: Redis, keyPrefix: string): Promise<string[]> {
+  const nested: string[] = [];
+  for await (const keys of scanPages(redis, scanPattern(keyPrefix, `?*${OWNER_KEY}`))) {
+    for (const key of keys) {
+      // ioredis adds this instance's prefix to GET's argument itself.
+      const owner = key.startsWith(keyPrefix) ? await redis.get(key.slice(keyPrefix.length)) : null;
+      if (owner && OWNER_VALUE.test(owner)) nested.push(key.slice(0, -OWNER_KEY.length));
+    }
+  }
+  return nested;
+}
+
+/**
+ * Every key under the prefix but the owner key, which marks the deletion as under way
+ * until it is done, and but the keys of longer prefixes other deployments claimed.
+ */
+async function deleteKeysUnder(redis: Redis, keyPrefix: string): Promise<number> {
+  const nested = await claimedPrefixesUnder(redis, keyPrefix);
+  const ours = (key: string) => key.startsWith(keyPrefix) && !nested.some((prefix) => key.startsWith(prefix));
+  let deleted = 0;
+  for await (const keys of scanPages(redis, scanPattern(keyPrefix, '*'))) {
+    // ioredis adds the prefix to UNLINK's arguments itself.
+    const names = keys.filter(ours).map((key) => key.slice(keyPrefix.length)).filter((key) => key !== OWNER_KEY);
+    if (names.length > 0) deleted += await redis.unlink(...names);
+  }
   return deleted;
 }
