@@ -12,10 +12,10 @@ async function runServer(config: Config, log: Logger): Promise<void> {
   const server = await startServer(config, log);
   log.info({ url: server.url, database: server.app.db.kind }, `listening on ${server.url}`);
   let stopping = false;
-  const stop = (exitCode: number) => {
+  const stop = (exitCode: number, graceMs?: number) => {
     if (stopping) return;
     stopping = true;
-    server.stop().then(
+    server.stop(graceMs).then(
       () => process.exit(exitCode),
       (error: unknown) => {
         log.error({ err: error }, 'shutdown failed');
@@ -23,17 +23,22 @@ async function runServer(config: Config, log: Logger): Promise<void> {
       },
     );
   };
+  // A signal repeated while stopping (a cluster primary stopping its workers, say) must not kill the journal's drain.
   const shutdown = (signal: string) => {
+    if (stopping) return;
     log.info({ signal }, 'shutting down');
     stop(0);
   };
-  process.once('SIGTERM', () => shutdown('SIGTERM'));
-  process.once('SIGINT', () => shutdown('SIGINT'));
-  // Stopped as a refusal to start would be: restarting it would only be refused.
-  server.app.halted.addEventListener('abort', () => {
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  // Every request served from here on could mix two databases' state: connections are cut
+  // at once. Exits as a refusal to start does, since a restart would only be refused.
+  const halt = () => {
     log.fatal({ reason: String(server.app.halted.reason) }, 'stopping: this instance must not serve the key prefix any longer');
-    stop(CANNOT_START);
-  });
+    stop(CANNOT_START, 0);
+  };
+  if (server.app.halted.aborted) halt();
+  else server.app.halted.addEventListener('abort', halt, { once: true });
 }
 
 /**
@@ -50,7 +55,8 @@ function runPrimary(config: Config, log: Logger): void {
   cluster.on('exit', (worker, code, signal) => {
     if (code === CANNOT_START) {
       // Configuration is wrong for every worker alike; replacing it would loop forever.
-      process.exitCode = 1;
+      if (!stopping) log.error({ pid: worker.process.pid, code }, 'a worker cannot serve; stopping every worker');
+      process.exitCode = CANNOT_START;
       if (!stopping) stopWorkers();
     } else if (!stopping) {
       log.error({ pid: worker.process.pid, code, signal }, 'worker died; starting another');

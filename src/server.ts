@@ -25,8 +25,12 @@ export interface RunningServer {
   app: App;
   url: string;
   port: number;
-  /** Graceful: stop accepting, finish in-flight work, commit the journal, close connections. */
-  stop(): Promise<void>;
+  /**
+   * Graceful: stop accepting, finish in-flight work, commit the journal, close
+   * connections. Connections still busy after `graceMs` (SHUTDOWN_TIMEOUT_MS) are cut;
+   * what their requests granted is committed all the same.
+   */
+  stop(graceMs?: number): Promise<void>;
 }
 
 function armorPlugins(config: Config): Plugin[] {
@@ -123,12 +127,12 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     app,
     port,
     url: `http://${host}:${port}${GRAPHQL_PATH}`,
-    stop: () =>
+    stop: (graceMs = config.SHUTDOWN_TIMEOUT_MS) =>
       (stopping ??= (async () => {
         const closed = new Promise<void>((resolve) => httpServer.close(() => resolve()));
         httpServer.closeIdleConnections();
         for (const socket of wsServer.clients) socket.close(1001, 'server shutting down');
-        const deadline = setTimeout(() => httpServer.closeAllConnections(), config.SHUTDOWN_TIMEOUT_MS);
+        const deadline = setTimeout(() => httpServer.closeAllConnections(), graceMs);
         await closed;
         clearTimeout(deadline);
         wsServer.close();

@@ -85,12 +85,15 @@ describe('the embedded database', () => {
     // A deployment on the same Redis under a longer prefix: its keys only look like the old database's.
     await redis.set('prod:database', 'postgresql:11111111-1111-1111-1111-111111111111');
     await redis.set('prod:{shop}:balance:someone', '7');
+    // A key of the old database's that ends in the owner key's name without being one (a user named so).
+    await redis.hset('{shop}:balance:database', 'balance', '5');
 
     rmSync(dir, { recursive: true, force: true });
     server = await startServerProcess(env.vars, 45_000);
     expect(server.output()).toContain('deleted the Redis keys another embedded database left');
     expect((await stateKeys(redis, env.keyPrefix)).filter((key) => key.includes(packet.id))).toEqual([]);
     expect(await redis.get('prod:{shop}:balance:someone')).toBe('7');
+    expect(await redis.exists('{shop}:balance:database')).toBe(0);
     expect(await redis.get('prod:database')).toBe('postgresql:11111111-1111-1111-1111-111111111111');
     expect((await gqlData(server.url, RedPacketDocument, { id: packet.id }, sender)).redPacket).toBeNull();
     expect(await stopWithin(server)).toBe(0);

@@ -95,7 +95,7 @@ describe('the key prefix, while the server runs', () => {
       // What a Redis restart without persistence, or a FLUSHALL, does to the prefix.
       await loseKeysAtOnce(firstStores.redis, first.keyPrefix);
       await eventually(async () => (await firstStores.redis.get('database')) === owner, 5_000, 'the owner key written again');
-      expect(server.output()).toContain('claimed the prefix again');
+      await eventually(async () => server.output().includes('claimed the prefix again'), 5_000, 'the warning logged');
 
       const line = expectOneLineRefusal(await runUntilExit(second.vars, 20_000), 'REDIS_KEY_PREFIX');
       expect(line).toContain('another database');
@@ -114,10 +114,12 @@ describe('the key prefix, while the server runs', () => {
     try {
       // Another database's instance started while Redis had lost the owner key.
       await stores.redis.set('database', 'postgresql:another-database');
-      const exitCode = await withTimeout(once(server.child, 'exit').then(([code]) => code as number | null), 10_000, 'the server stopping');
+      // 'close', not 'exit': the output is read to its end.
+      const exitCode = await withTimeout(once(server.child, 'close').then(([code]) => code as number | null), 10_000, 'the server stopping');
       expect(exitCode).toBe(78);
       expect(server.output()).toContain('must not serve the key prefix');
-      expect(server.output()).toContain('postgresql:another-database');
+      expect(server.output()).toContain('another database (postgresql:another-database) claimed');
+      expect(server.output()).not.toContain('delete the keys');
     } finally {
       await server.kill();
       await stores.cleanup();

@@ -62,14 +62,24 @@ export async function claimKeyPrefix(claim: PrefixClaim & { mayTakeOver: boolean
 /**
  * The claim again, while the instance runs. A Redis that lost its data (restarted
  * without persistence, flushed) lost the owner key with it: the claim is written
- * again, so an instance of another database started later still refuses. Returns why
- * this instance must stop serving, or null: another database's instance claimed the
- * prefix while the key was missing, and two databases now share one set of keys.
+ * again, so an instance of another database started later still refuses.
+ *
+ * Returns null while the prefix is this database's (a takeover this database left
+ * unfinished included), or, when another database's instance claimed the prefix while
+ * the key was missing, why this instance must stop: two databases would share one set
+ * of keys. Whichever side claimed second stops, even a whole fleet against one stray
+ * instance; its message names both databases, never the way out a refusal to start
+ * gives (deleting the keys would delete the other deployment's live state).
  */
 export async function recheckKeyPrefix(claim: PrefixClaim): Promise<string | null> {
   const [verdict, detail] = (await claim.scripts.run('claimKeyPrefix', [OWNER_KEY], [claim.databaseId, '0'])) as ClaimReply;
-  if (verdict === 'refused') return refusal(claim, detail);
-  if (detail === 'anew') claim.log.warn({ keyPrefix: claim.keyPrefix }, 'the Redis key naming the prefix\'s database was gone (Redis lost its data?); claimed the prefix again');
+  if (verdict === 'refused') {
+    return (
+      `another database (${detail}) claimed the Redis keys under REDIS_KEY_PREFIX="${claim.keyPrefix}" after Redis lost the claim of this one (${claim.databaseId}). ` +
+      'Two databases must not share one prefix: give one of the two deployments another REDIS_KEY_PREFIX'
+    );
+  }
+  if (detail === 'anew') claim.log.warn({ keyPrefix: claim.keyPrefix }, "the Redis key naming the prefix's database was gone (Redis lost its data?); claimed the prefix again");
   return null;
 }
 
@@ -96,8 +106,12 @@ async function claimedPrefixesUnder(redis: Redis, keyPrefix: string): Promise<st
   const nested: string[] = [];
   for await (const keys of scanPages(redis, scanPattern(keyPrefix, `?*${OWNER_KEY}`))) {
     for (const key of keys) {
-      // ioredis adds this instance's prefix to GET's argument itself.
-      const owner = key.startsWith(keyPrefix) ? await redis.get(key.slice(keyPrefix.length)) : null;
+      if (!key.startsWith(keyPrefix)) continue;
+      // ioredis adds this instance's prefix to TYPE's and GET's argument itself. A data
+      // key may end in the same word (a goods item named so): only a string can be an owner.
+      const name = key.slice(keyPrefix.length);
+      if ((await redis.type(name)) !== 'string') continue;
+      const owner = await redis.get(name);
       if (owner && OWNER_VALUE.test(owner)) nested.push(key.slice(0, -OWNER_KEY.length));
     }
   }
@@ -106,7 +120,9 @@ async function claimedPrefixesUnder(redis: Redis, keyPrefix: string): Promise<st
 
 /**
  * Every key under the prefix but the owner key, which marks the deletion as under way
- * until it is done, and but the keys of longer prefixes other deployments claimed.
+ * until it is done, and but the keys of longer prefixes other deployments claimed. Two
+ * scans of the prefix, and a check per key against the longer prefixes: a takeover
+ * happens once, on a developer's reset, not on a hot path.
  */
 async function deleteKeysUnder(redis: Redis, keyPrefix: string): Promise<number> {
   const nested = await claimedPrefixesUnder(redis, keyPrefix);
