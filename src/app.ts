@@ -96,6 +96,10 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
 
   const halt = new AbortController();
   const stopBackgroundTasks = [
+    every(config.SWEEP_INTERVAL_MS, 'key prefix claim', async () => {
+      const reason = await recheckKeyPrefix(claim);
+      if (reason) halt.abort(reason);
+    }, log),
     every(config.SWEEP_INTERVAL_MS, 'journal sweep', () => journal.sweep(), log),
     every(config.SWEEP_INTERVAL_MS, 'red packet settlement', () => redPackets.settleExpired(), log),
     every(config.SWEEP_INTERVAL_MS, 'voucher delivery', (stopping) => points.deliverDue(stopping), log),
@@ -103,10 +107,6 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     every(config.SWEEP_INTERVAL_MS, 'team deadlines', () => teams.failOverdue(), log),
     every(config.LOTTERY_SCHEDULE_INTERVAL_MS, 'lottery release schedule', () => lottery.scheduleDue(), log),
   ];
-  const stopClaimCheck = every(config.SWEEP_INTERVAL_MS, 'key prefix claim', async () => {
-    const reason = halt.signal.aborted ? null : await recheckKeyPrefix(claim);
-    if (reason) halt.abort(reason);
-  }, log);
   // Sweeping, settling or delivering on keys another database shares would carry its state into this one.
   halt.signal.addEventListener('abort', () => stopBackgroundTasks.forEach((stop) => void stop()), { once: true });
 
@@ -134,7 +134,7 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
       return { redis: redisUp, database: databaseUp, keyPrefix: !halt.signal.aborted };
     },
     async close() {
-      await Promise.all([stopClaimCheck(), ...stopBackgroundTasks.map((stop) => stop())]);
+      await Promise.all(stopBackgroundTasks.map((stop) => stop()));
       await journal.drain();
       await points.stopDelivery();
       // Closing the pub/sub also quits its two connections.

@@ -7,6 +7,7 @@ import { CreateRedPacketDocument, GrabRedPacketDocument, RedPacketDocument } fro
 import { errorCodes, gql, gqlData, tokenFor } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { stopAll, stopWithin, withTimeout } from './support/lifecycle.ts';
+import { waitFor } from './support/poll.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
 import { type ServerProcess, freePort, runUntilExit, startServerProcess } from './support/server.ts';
 import { type Stores, deleteKeys, loseKeysAtOnce, openStores } from './support/stores.ts';
@@ -74,15 +75,6 @@ describe('refusing to start', () => {
 });
 
 describe('the key prefix, while the server runs', () => {
-  /** Resolves once `check` holds, polling; fails after `ms`. */
-  async function eventually(check: () => Promise<boolean>, ms: number, what: string): Promise<void> {
-    const deadline = Date.now() + ms;
-    while (!(await check())) {
-      if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-  }
-
   it('is claimed again after Redis lost its keys, so another database still cannot start on it', async () => {
     const first = testEnv('startup_reclaim_a', { SWEEP_INTERVAL_MS: '100' });
     const second = testEnv('startup_reclaim_b', { REDIS_KEY_PREFIX: first.keyPrefix });
@@ -94,8 +86,8 @@ describe('the key prefix, while the server runs', () => {
       expect(owner).toMatch(/^postgresql:/);
       // What a Redis restart without persistence, or a FLUSHALL, does to the prefix.
       await loseKeysAtOnce(firstStores.redis, first.keyPrefix);
-      await eventually(async () => (await firstStores.redis.get('database')) === owner, 5_000, 'the owner key written again');
-      await eventually(async () => server.output().includes('claimed the prefix again'), 5_000, 'the warning logged');
+      await waitFor('the owner key written again', async () => (await firstStores.redis.get('database')) === owner, { timeoutMs: 5_000, intervalMs: 50 });
+      await waitFor('the warning logged', () => server.output().includes('claimed the prefix again'), { timeoutMs: 5_000, intervalMs: 50 });
 
       const line = expectOneLineRefusal(await runUntilExit(second.vars, 20_000), 'REDIS_KEY_PREFIX');
       expect(line).toContain('another database');
