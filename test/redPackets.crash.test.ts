@@ -55,10 +55,12 @@ describe('a server killed with SIGKILL in the middle of a storm', () => {
     // for), so grants pile up in Redis and its journal; then the server is killed.
     const acknowledged = new Map<string, number>();
     let crash: Promise<void> | undefined;
+    // Connected and in a transaction before the storm: on a loaded machine, opening a
+    // connection at KILL_AFTER took so long that the storm had committed nearly everything.
+    const blocker = await stores.sql.connect();
+    await blocker.query('BEGIN');
     const crashWhileCommitsAreStuck = async () => {
-      const blocker = await stores.sql.connect();
       try {
-        await blocker.query('BEGIN');
         await blocker.query('SELECT id FROM red_packet WHERE id = $1 FOR UPDATE', [packet.id]);
         await waitFor(`grants waiting in the journal (${acknowledged.size} acknowledged so far)`, async () => (await stores.redis.xlen(journalKey)) >= 20, {
           timeoutMs: 10_000,
