@@ -4,7 +4,15 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type App, createApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
-import { type LeasedRedemption, LogVoucherNotifier, VOUCHER_DELIVERED_TOPIC, type VoucherDelivery, VoucherDeliveryWorker, type VoucherNotifier } from '../src/domain/points/delivery.ts';
+import {
+  type LeasedRedemption,
+  LogVoucherNotifier,
+  VOUCHER_DELIVERED_TOPIC,
+  type VoucherDelivery,
+  VoucherDeliveryWorker,
+  type VoucherNotifier,
+  dueClaim,
+} from '../src/domain/points/delivery.ts';
 import { createLogger } from '../src/infra/logger.ts';
 import { MeDocument } from './gql/generated.ts';
 import { gqlData } from './support/client.ts';
@@ -63,11 +71,14 @@ const noticeEnv = testEnv('points_notice', { SWEEP_INTERVAL_MS: '100' });
 // No delivery round of its own: the test runs them.
 const backlogEnv = testEnv('points_backlog', { SWEEP_INTERVAL_MS: '600000' });
 // A longer webhook timeout than webhookEnv's: the hung first delivery holds the queue long enough to stop behind it.
+// A long history of its own: the other tests here reset every redemption of their schema.
+const historyEnv = testEnv('points_history', { SWEEP_INTERVAL_MS: '600000' });
 const handBackEnv = testEnv('points_handback', { SWEEP_INTERVAL_MS: '100', POINTS_DELIVERY_TIMEOUT_MS: '4000', POINTS_DELIVERY_RETRY_MS: String(RETRY_MS) });
 let webhookStores: Stores;
 let noticeStores: Stores;
 let backlogStores: Stores;
 let handBackStores: Stores;
+let historyStores: Stores;
 const servers: ServerProcess[] = [];
 const apps: App[] = [];
 
@@ -78,6 +89,7 @@ beforeAll(async () => {
   webhookStores = openStores(webhookEnv);
   noticeStores = openStores(noticeEnv);
   backlogStores = openStores(backlogEnv);
+  historyStores = openStores(historyEnv);
 });
 
 afterAll(async () => {
@@ -88,6 +100,7 @@ afterAll(async () => {
   await noticeStores?.cleanup();
   await backlogStores?.cleanup();
   await handBackStores?.cleanup();
+  await historyStores?.cleanup();
 });
 
 async function start(vars: Record<string, string>): Promise<ServerProcess> {
@@ -382,5 +395,30 @@ describe('fresh deliveries beyond the backlog limit', () => {
     await worker.stop();
     expect(called).toEqual(['over-0', 'over-1']);
     expect((await statuses(backlogStores, ['over-2'])).get('over-2')).toMatchObject({ status: 'PENDING', delivery_attempts: 0 });
+  });
+});
+
+describe('the due claim of every delivery round', () => {
+  it('reads only the PENDING redemptions through redemption_due_idx, however long the history', async () => {
+    const config = loadConfig({ ...historyEnv.vars, LOG_LEVEL: 'silent', JWT_SECRET: TEST_JWT_SECRET });
+    const app = await createApp(config, createLogger(config.LOG_LEVEL));
+    apps.push(app);
+    const goods = await app.points.createGoods('ops', { title: 'badge', pointsCost: 10, stock: 100_000, perUserLimit: 0 });
+    await app.close();
+    // A shop some months in: everything delivered but a few retries.
+    await historyStores.sql.query(
+      `INSERT INTO redemption (id, user_id, goods_id, request_id, points_spent, stock_unit, status, created_at, next_attempt_at, delivered_at)
+       SELECT 'history-' || i, 'user-' || i, $1, 'r', 10, i, CASE WHEN i % 10000 = 0 THEN 'PENDING' ELSE 'DELIVERED' END::"RedemptionStatus",
+              now() - interval '1 day', now() - interval '1 day', CASE WHEN i % 10000 = 0 THEN NULL ELSE now() - interval '1 day' END
+       FROM generate_series(0, 49999) AS i`,
+      [goods.id],
+    );
+    await historyStores.sql.query('ANALYZE redemption');
+
+    const claim = dueClaim(30_000);
+    const { rows } = await historyStores.sql.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${claim.text}`, claim.values);
+    const plan = rows.map((row) => row['QUERY PLAN']).join('\n');
+    expect(plan).toContain('redemption_due_idx');
+    expect(plan).not.toMatch(/Seq Scan on redemption\b/);
   });
 });

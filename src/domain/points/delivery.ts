@@ -16,7 +16,7 @@
  * keeps a row per redemption in PostgreSQL (voucher_notice) and announces only when it
  * inserted that row; the webhook sends it as `Idempotency-Key`.
  */
-import type { PrismaClient } from '../../generated/prisma/client.ts';
+import { Prisma, type PrismaClient } from '../../generated/prisma/client.ts';
 import type { Logger } from '../../infra/logger.ts';
 import type { LiveEvents } from '../../infra/redis/pubsub.ts';
 
@@ -121,6 +121,25 @@ const FRESH_BATCH = 256;
 const FRESH_BACKLOG_MAX = 10_000;
 const MAX_RETRY_DELAY_MS = 10 * 60 * 1000;
 
+/**
+ * Claims a batch of due redemptions under a lease of `leaseMs`. Times are the database's,
+ * so every instance agrees on leases and due dates. Every round of every instance runs it
+ * over a table that only grows, so it must stay on redemption_due_idx, which holds only
+ * the PENDING rows (test/points.delivery.test.ts checks the plan).
+ */
+export function dueClaim(leaseMs: number): Prisma.Sql {
+  return Prisma.sql`
+    UPDATE redemption r
+    SET locked_until = now() + ${leaseMs}::int * interval '1 millisecond', delivery_attempts = r.delivery_attempts + 1
+    WHERE r.id IN (
+      SELECT id FROM redemption
+      WHERE status = 'PENDING' AND next_attempt_at <= now() AND (locked_until IS NULL OR locked_until <= now())
+      ORDER BY next_attempt_at
+      LIMIT ${CLAIM_BATCH}
+      FOR UPDATE SKIP LOCKED)
+    RETURNING r.id, r.user_id, r.goods_id, r.voucher_code, r.points_spent, r.delivery_attempts, r.locked_until`;
+}
+
 interface Fresh {
   redemption: LeasedRedemption;
   /**
@@ -203,17 +222,7 @@ export class VoucherDeliveryWorker {
   }
 
   private claimDue(): Promise<LeasedRedemption[]> {
-    // Times are the database's, so every instance agrees on leases and due dates.
-    return this.prisma.$queryRaw<LeasedRedemption[]>`
-      UPDATE redemption r
-      SET locked_until = now() + ${this.options.leaseMs}::int * interval '1 millisecond', delivery_attempts = r.delivery_attempts + 1
-      WHERE r.id IN (
-        SELECT id FROM redemption
-        WHERE status = 'PENDING' AND next_attempt_at <= now() AND (locked_until IS NULL OR locked_until <= now())
-        ORDER BY next_attempt_at
-        LIMIT ${CLAIM_BATCH}
-        FOR UPDATE SKIP LOCKED)
-      RETURNING r.id, r.user_id, r.goods_id, r.voucher_code, r.points_spent, r.delivery_attempts, r.locked_until`;
+    return this.prisma.$queryRaw<LeasedRedemption[]>(dueClaim(this.options.leaseMs));
   }
 
   /**
