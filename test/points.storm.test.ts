@@ -178,3 +178,26 @@ describe('a requestId', () => {
     await expectPointsInvariants(stores);
   });
 });
+
+describe('awards', () => {
+  it('racing the rebuild of a balance that Redis does not hold are counted once, corrections included', async () => {
+    const users = Array.from({ length: 100 }, (_, i) => `awarded-${i}`);
+    const balanceOf = async (userId: string) => (await gqlData(server.url, MeDocument, {}, await shop.tokenOf(userId))).me.pointsBalance;
+    // Each `me` finds no cached balance and rebuilds it from the ledger while the award commits.
+    const awardWhileRebuilding = (amount: number) =>
+      Promise.all(users.map((user) => Promise.all([shop.award(user, amount), balanceOf(user), balanceOf(user), balanceOf(user)])));
+
+    await Promise.all(users.map((user) => shop.tokenOf(user)));
+    const firsts = await awardWhileRebuilding(100);
+    for (const [awarded] of firsts) expect(awarded).toBe(100);
+    await stores.redis.del(...users.map((user) => balanceKeys(user).meta));
+    const corrections = await awardWhileRebuilding(-40);
+    for (const [awarded] of corrections) expect(awarded).toBe(60);
+
+    for (const user of users) {
+      expect(await durableBalance(user), user).toBe(60);
+      expect(await stores.redis.get(balanceKeys(user).meta), user).toBe('60');
+    }
+    await expectPointsInvariants(stores);
+  });
+});

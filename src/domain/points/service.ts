@@ -42,11 +42,14 @@ export class PointsService {
    * the new spendable balance. A repeated requestId changes nothing.
    */
   async award(award: Award): Promise<number> {
-    const outcome = await recordAward(this.deps.prisma, award);
-    // Under the lock a rebuild takes, so no rebuild that read PostgreSQL before the award
-    // can write its balance after it. A replay cannot know whether the first call reached
-    // Redis (it may have died in between), so it reloads the balance from the ledger.
+    // Both writes under the lock a rebuild takes: a rebuild then reads the ledger either
+    // before the award, and the award is added on top, or after the award reached Redis.
+    // With only the Redis write under it, a rebuild that read the ledger just after the
+    // award committed made the award count twice in Redis. A replay cannot know whether
+    // the first call reached Redis (it may have died in between), so it reloads the
+    // balance from the ledger.
     return withHydrationLock(this.deps, balanceKeys(award.userId).hydrating, async () => {
+      const outcome = await recordAward(this.deps.prisma, award);
       const applied = outcome === 'applied' ? await this.store.applyAward(award.userId, award.amount) : null;
       return applied ?? this.reloadBalance(award.userId);
     });

@@ -51,8 +51,9 @@ export function hydrate(
 
 /**
  * Runs `task` holding the lock a rebuild takes, so no rebuild runs meanwhile. For a
- * change made in PostgreSQL first and in Redis second: a rebuild that read PostgreSQL
- * just before the change could otherwise write its older copy just after it.
+ * change made in PostgreSQL first and in Redis second, with both writes inside `task`:
+ * a rebuild that read PostgreSQL just before the change could otherwise write its older
+ * copy over it, and one that read just after could have the change applied twice.
  */
 export function withHydrationLock<T>(deps: LockDeps, lockKey: string, task: () => Promise<T>): Promise<T> {
   return underLock(deps, lockKey, task, async () => undefined);
