@@ -1,5 +1,7 @@
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SHOP_JOURNAL, answerKey, balanceKeys, goodsKeys } from '../src/domain/points/store.ts';
+import { PointsStore, SHOP_JOURNAL, answerKey, balanceKeys, goodsKeys } from '../src/domain/points/store.ts';
+import { Scripts } from '../src/infra/redis/scripts.ts';
 import { GoodsDocument, MeDocument } from './gql/generated.ts';
 import { gqlData } from './support/client.ts';
 import { testEnv } from './support/env.ts';
@@ -238,5 +240,27 @@ describe('Redis loses its data mid-campaign', () => {
       expect((await gqlData(server.url, MeDocument, {}, await shop.tokenOf(user))).me.pointsBalance, user).toBe(balances.get(user));
     }
     expect((await gqlData(server.url, GoodsDocument, { id: goods.id }, await shop.tokenOf(users[0]!))).goods?.remainingStock).toBe(0);
+  });
+});
+
+describe('a requestId retried a day later by a process that dies before committing it', () => {
+  it('is turned down when the sweeper commits it, and the points and the code the script took in Redis come back', async () => {
+    server ??= await startServerProcess(env.vars);
+    const goods = await shop.createGoods({ title: 'late card', pointsCost: 25, stock: 3, voucherCodes: voucherCodes('LATE', 3) });
+    await shop.award('late', 100);
+    const first = redeemed((await shop.redeem('late', goods.id, 'once')).result)!;
+    // Redis forgets answers after a day; the retry's script spends again, and its process dies.
+    await stores.redis.del(answerKey('late', 'once'));
+    const dying = new PointsStore(stores.redis, new Scripts(stores.redis));
+    expect((await dying.redeem('late', goods.id, 'once', randomUUID())).kind).toBe('redeemed');
+    expect(await stores.redis.get(balanceKeys('late').meta)).toBe('50');
+
+    await waitFor('the sweeper to commit the orphan', async () => (await stores.redis.xlen(SHOP_JOURNAL)) === 0);
+    const token = await shop.tokenOf('late');
+    expect((await gqlData(server.url, MeDocument, {}, token)).me.pointsBalance).toBe(75);
+    expect((await gqlData(server.url, GoodsDocument, { id: goods.id }, token)).goods?.remainingStock).toBe(2);
+    expect((await shop.redeem('late', goods.id, 'once')).result).toMatchObject({ __typename: 'Redemption', id: first.id, voucherCode: first.voucherCode });
+    expect([...(await durableRedemptions(goods.id)).values()]).toHaveLength(1);
+    await expectPointsInvariants(stores);
   });
 });
