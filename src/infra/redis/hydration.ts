@@ -68,6 +68,10 @@ async function underLock<T>({ redis, scripts }: LockDeps, lockKey: string, task:
     if (answer !== undefined) return answer;
     if ((await redis.set(lockKey, token, 'PX', LOCK_TTL_MS, 'NX')) === 'OK') {
       try {
+        // The holder before may have finished between the check above and the SET: a
+        // rebuild run again then would overwrite keys that scripts are already changing.
+        const settledMeanwhile = await settled();
+        if (settledMeanwhile !== undefined) return settledMeanwhile;
         return await task();
       } finally {
         await scripts.run('releaseLock', [lockKey], [token]);
