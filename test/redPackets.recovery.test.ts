@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type App, createApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
 import { redPacketKeys } from '../src/domain/redPackets/store.ts';
+import { journalEntry } from '../src/infra/journal/journal.ts';
 import { createLogger } from '../src/infra/logger.ts';
 import { CreateRedPacketDocument, GrabRedPacketDocument, type GrabRedPacketMutation, RedPacketDocument } from './gql/generated.ts';
 import { gql, gqlData, tokenFor } from './support/client.ts';
@@ -311,6 +312,32 @@ describe('the journal sweeper', () => {
     const invariantsStores = { ...stores, redis: a.redis };
     const grabs = await expectRedPacketInvariants(invariantsStores, created.id);
     expect(grabs).toHaveLength(26);
+  });
+
+  it('drops the packet from Redis when a grab it commits for a dead process clashes with a durable grab', async () => {
+    const keyPrefix = `${env.keyPrefix}inproc3:`;
+    const [a, b] = await Promise.all([instance(keyPrefix), instance(keyPrefix)]);
+    const created = await a.redPackets.create('clash-sender', { totalAmount: 300, count: 3, mode: 'EQUAL', minAmount: 1, expiresInSeconds: 3600 });
+    const keys = redPacketKeys(created.id);
+    const grabScript = (user: string) => a.scripts.run('grabRedPacket', [keys.meta, keys.shares, keys.grabs, keys.journal], [user, randomUUID(), created.id]);
+
+    // U's grab is on its way to PostgreSQL when Redis loses the packet, journal included,
+    // and a read rebuilds it without U; then U's grab lands.
+    await grabScript('clash-u');
+    const [[entryId, fields]] = (await a.redis.xrange(keys.journal, '-', '+')) as [[string, string[]]];
+    await loseKeysAtOnce(a.redis, keyPrefix, `{rp:${created.id}}:*`);
+    expect((await a.redPackets.get(created.id))?.remainingCount).toBe(3);
+    expect(await a.journal.commit(journalEntry(keys.journal, entryId, fields))).toBe('persisted');
+    // V gets the same share from the rebuilt packet, and V's process dies before committing.
+    await grabScript('clash-v');
+
+    await sleep(150);
+    await b.journal.sweep();
+    expect(await a.redis.xlen(keys.journal)).toBe(0);
+    expect([...(await durableGrabs(created.id)).keys()]).toEqual(['clash-u']);
+    expect((await a.redPackets.get(created.id))?.remainingCount).toBe(2);
+    const grabs = await expectRedPacketInvariants({ ...stores, redis: a.redis }, created.id);
+    expect(grabs.map((grab) => grab.user_id)).toEqual(['clash-u']);
   });
 
   it('forgets a stream once its campaign is past retention and the stream is empty', async () => {

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { ErrorCode, ServiceUnavailableError, graphqlError } from '../../errors.ts';
+import { type JournalEntry, forgettingConflicts } from '../../infra/journal/journal.ts';
 import { hydrate, withRebuild } from '../../infra/redis/hydration.ts';
 import type { ScriptClock } from '../../infra/redis/testClock.ts';
 import type { CampaignDeps } from '../deps.ts';
@@ -101,7 +102,9 @@ export class LotteryService {
   constructor(private readonly deps: LotteryDeps) {
     this.store = new LotteryStore(deps.redis, deps.scripts);
     this.random = deps.random ?? cryptoRandom;
-    for (const handler of [drawJournalHandler, scheduleJournalHandler, settingsJournalHandler]) deps.journal.register(handler);
+    // A draw, schedule or settings change PostgreSQL turned down changed counters, stock or settings in Redis.
+    const forget = ({ fields }: JournalEntry) => this.store.invalidate(fields.activity!);
+    for (const handler of [drawJournalHandler, scheduleJournalHandler, settingsJournalHandler]) deps.journal.register(forgettingConflicts(handler, forget, deps.log));
   }
 
   async create(createdBy: string, input: CreateLotteryInput): Promise<LotteryActivityView> {
@@ -162,9 +165,9 @@ export class LotteryService {
         case 'drawn': {
           if ((await this.deps.journal.commit(reply.entry)) === 'conflict') {
             // Redis made a grant PostgreSQL already holds (Redis lost data and was rebuilt
-            // while draws were in flight). Rebuild and draw again.
+            // while draws were in flight). The commit dropped the activity's keys; rebuild
+            // and draw again.
             this.deps.log.warn({ activityId, userId }, 'draw conflicted with a durable draw; rebuilding the activity');
-            await this.store.invalidate(activityId);
             continue;
           }
           const outcome = this.outcome(activityId, userId, reply);
@@ -190,7 +193,6 @@ export class LotteryService {
       if (reply.kind === 'stale') continue;
       if ((await this.deps.journal.commit(reply.entry)) === 'conflict') {
         this.deps.log.warn({ activityId }, 'settings change conflicted with a durable one; rebuilding the activity');
-        await this.store.invalidate(activityId);
         continue;
       }
       return (await this.get(activityId))!;
@@ -304,7 +306,6 @@ export class LotteryService {
       if (reply.kind === 'stale') continue;
       if ((await this.deps.journal.commit(reply.entry)) === 'conflict') {
         this.deps.log.warn({ activityId, hourStartMs }, 'hour was scheduled twice; rebuilding the activity from the durable schedule');
-        await this.store.invalidate(activityId);
         continue;
       }
       return reply.released;

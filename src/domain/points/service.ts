@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { ServiceUnavailableError } from '../../errors.ts';
 import type { Prisma, Redemption, RedemptionStatus } from '../../generated/prisma/client.ts';
-import type { JournalHandler } from '../../infra/journal/journal.ts';
+import { type JournalEntry, forgettingConflicts } from '../../infra/journal/journal.ts';
 import { hydrate, withHydrationLock, withRebuild } from '../../infra/redis/hydration.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
 import type { CampaignDeps } from '../deps.ts';
@@ -34,8 +34,10 @@ export class PointsService {
   constructor(private readonly deps: PointsDeps) {
     this.store = new PointsStore(deps.redis, deps.scripts);
     this.delivery = new VoucherDeliveryWorker(deps.prisma, deps.notifier, deps.delivery, deps.log);
-    deps.journal.register(this.forgettingConflicts(redemptionJournalHandler(this.delivery)));
-    deps.journal.register(this.forgettingConflicts(refusalJournalHandler));
+    // A redemption or refusal PostgreSQL turned down spent points, stock and a code in Redis.
+    const forget = ({ fields }: JournalEntry) => this.store.forget(fields.user!, fields.goods!, fields.request!);
+    deps.journal.register(forgettingConflicts(redemptionJournalHandler(this.delivery), forget, deps.log));
+    deps.journal.register(forgettingConflicts(refusalJournalHandler, forget, deps.log));
   }
 
   /**
@@ -136,26 +138,6 @@ export class PointsService {
   /** Call after the journal's last commit: fresh deliveries in hand finish, the rest go back to the due rounds. */
   stopDelivery(): Promise<void> {
     return this.delivery.stop();
-  }
-
-  /**
-   * A redemption or refusal that PostgreSQL turned down was decided by Redis keys that
-   * disagree with it, and the script already spent the points, the stock and the code in
-   * them. Whoever commits it, the caller or a sweeper after the caller died, drops the
-   * balance, goods and answer keys it touched, so they are rebuilt from PostgreSQL:
-   * otherwise a sweeper's conflict left them short until Redis lost them.
-   */
-  private forgettingConflicts(handler: JournalHandler): JournalHandler {
-    return {
-      kind: handler.kind,
-      persist: async (db, entries) => {
-        const conflicts = await handler.persist(db, entries);
-        await Promise.all(conflicts.map(({ fields }) => this.store.forget(fields.user!, fields.goods!, fields.request!))).catch((error: unknown) =>
-          this.deps.log.warn({ err: error, entries: conflicts.length }, 'could not drop the Redis keys of conflicting redemptions; they stay stale until rebuilt'),
-        );
-        return conflicts;
-      },
-    };
   }
 
   /** A value read from Redis, rebuilding its keys when they are missing; null if PostgreSQL does not know them either. */

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { ServiceUnavailableError } from '../../errors.ts';
+import { forgettingConflicts } from '../../infra/journal/journal.ts';
 import { hydrate, withRebuild } from '../../infra/redis/hydration.ts';
 import { retainUntil } from '../../infra/redis/keys.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
@@ -34,7 +35,8 @@ export class RedPacketService {
 
   constructor(private readonly deps: RedPacketDeps) {
     this.store = new RedPacketStore(deps.redis, deps.scripts);
-    deps.journal.register(grabJournalHandler);
+    // A grab PostgreSQL turned down took a share in Redis that PostgreSQL gave to someone else.
+    deps.journal.register(forgettingConflicts(grabJournalHandler, ({ fields }) => this.store.invalidate(fields.packet!), deps.log));
   }
 
   async create(senderId: string, input: CreateRedPacketInput): Promise<RedPacketState> {
@@ -75,9 +77,9 @@ export class RedPacketService {
           const outcome = await this.deps.journal.commit(reply.entry);
           if (outcome === 'conflict') {
             // Redis handed out a share PostgreSQL had already given away (Redis lost
-            // data and was rebuilt while grabs were in flight). Rebuild and retry.
+            // data and was rebuilt while grabs were in flight). The commit dropped the
+            // packet's keys; rebuild and retry.
             this.deps.log.warn({ packetId, userId }, 'grab conflicted with a durable grab; rebuilding the packet');
-            await this.store.invalidate(packetId);
             continue;
           }
           this.deps.events.publishLatest(topic(packetId), () => this.store.readState(packetId));

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { ErrorCode, ServiceUnavailableError, graphqlError } from '../../errors.ts';
 import { groupBy } from '../../infra/collections.ts';
-import type { JournalEntry } from '../../infra/journal/journal.ts';
+import { type JournalEntry, forgettingConflicts } from '../../infra/journal/journal.ts';
 import { hydrate, withRebuild } from '../../infra/redis/hydration.ts';
 import { retainUntil } from '../../infra/redis/keys.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
@@ -17,6 +17,7 @@ import {
   type TeamStatus,
   TeamStore,
   activityKeys,
+  activityOfJournal,
   teamKeys,
 } from './store.ts';
 
@@ -50,7 +51,9 @@ export class TeamService {
 
   constructor(private readonly deps: TeamDeps) {
     this.store = new TeamStore(deps.redis, deps.scripts);
-    deps.journal.register(teamJournalHandler);
+    // A confirmation PostgreSQL turned down took a seat (and maybe moved a lock) in Redis.
+    const forget = (entry: JournalEntry) => Promise.all(teamsChangedBy(entry).map((teamId) => this.store.invalidate(activityOfJournal(entry.stream), teamId)));
+    deps.journal.register(forgettingConflicts(teamJournalHandler, forget, deps.log));
   }
 
   /** The caller becomes the leader and the first member. */

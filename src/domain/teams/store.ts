@@ -14,6 +14,13 @@ export function activityKeys(activityId: string) {
   return campaignKeys('tm', activityId, ['holders', 'expiries', 'journal']);
 }
 
+/** The activity whose journal `stream` is: the inverse of activityKeys(id).journal. */
+export function activityOfJournal(stream: string): string {
+  const match = /^\{tm:(.+)\}:journal$/.exec(stream);
+  if (!match) throw new Error(`not a team activity's journal: ${stream}`);
+  return match[1]!;
+}
+
 export function teamKeys(activityId: string, teamId: string) {
   const { team } = campaignKeys('tm', activityId, ['team']);
   const prefix = `${team}:${teamId}`;

@@ -64,6 +64,25 @@ export async function conflictingEntries(
   return entries.filter((entry) => !durable.has(grantOf(entry)));
 }
 
+/**
+ * An entry PostgreSQL turned down was decided by Redis keys that disagree with it, and
+ * its script already changed them. Whoever commits it, its caller or a sweeper after the
+ * caller died, calls `forget` on it, to drop those keys for a rebuild from PostgreSQL:
+ * left to the caller alone, a sweeper's conflict kept them wrong until Redis lost them.
+ */
+export function forgettingConflicts(handler: JournalHandler, forget: (entry: JournalEntry) => Promise<unknown>, log: Logger): JournalHandler {
+  return {
+    kind: handler.kind,
+    async persist(db, entries) {
+      const conflicts = await handler.persist(db, entries);
+      await Promise.all(conflicts.map(forget)).catch((error: unknown) =>
+        log.warn({ err: error, kind: handler.kind, entries: conflicts.length }, 'could not drop the Redis keys of conflicting journal entries; they stay stale until rebuilt'),
+      );
+      return conflicts;
+    },
+  };
+}
+
 /** An entry's identity: its id is unique only within its stream. */
 const entryKey = (entry: JournalEntry) => `${entry.stream}\u0000${entry.id}`;
 
