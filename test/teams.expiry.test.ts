@@ -1,12 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { ExecutionResult } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { activityKeys } from '../src/domain/teams/store.ts';
 import { TeamStatusDocument, type TeamStatusSubscription } from './gql/generated.ts';
 import { type Subscription, subscribeSse, subscribeWs } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { waitFor } from './support/poll.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
-import { type Stores, openStores } from './support/stores.ts';
+import { type Stores, loseKeysAtOnce, openStores } from './support/stores.ts';
 import { expectTeamInvariants } from './support/teamInvariants.ts';
 import { teamsAt, tokenOf } from './support/teams.ts';
 
@@ -130,5 +131,38 @@ describe('the formation deadline', () => {
     await expectTeamInvariants(stores, activityId, [team.id, lasting.id]);
     const { rows } = await stores.sql.query<{ kind: string }>(`SELECT kind FROM team_seat_event WHERE team_id = $1 AND user_id = 'dl-locker'`, [team.id]);
     expect(rows.map((row) => row.kind).sort()).toEqual(['LOCKED', 'RELEASED']);
+  });
+
+  it('records as owed a refund a member whose confirmation landed after Redis was rebuilt without it', async () => {
+    const activityId = `late-${randomUUID().slice(0, 8)}`;
+    const team = await teams.open('late-leader', { activityId, capacity: 3, formationSeconds: 3 });
+    // The confirmation's commit waits on the team row while Redis loses everything, its journal entry included.
+    const blocker = await stores.sql.connect();
+    let confirmed: ReturnType<typeof teams.confirm>;
+    try {
+      await blocker.query('BEGIN');
+      await blocker.query('SELECT id FROM team WHERE id = $1 FOR UPDATE', [team.id]);
+      confirmed = teams.confirm('late-member', team.id, 'late-pay');
+      await waitFor('the confirmation in the journal', async () => (await stores.redis.xlen(activityKeys(activityId).journal)) > 0);
+      expect(await loseKeysAtOnce(stores.redis, env.keyPrefix)).toBeGreaterThan(0);
+      expect((await teams.team('late-watcher', team.id))?.members.map((member) => member.userId)).toEqual(['late-leader']);
+    } finally {
+      await blocker.query('ROLLBACK');
+      blocker.release();
+    }
+    expect((await confirmed).__typename).toBe('Team');
+
+    await waitFor('the failure in PostgreSQL', async () => {
+      const { rows } = await stores.sql.query('SELECT 1 FROM team WHERE id = $1 AND status = $2', [team.id, 'FAILED']);
+      return rows.length === 1;
+    }, { timeoutMs: 10_000 });
+    const { rows: refunds } = await stores.sql.query<{ user_id: string; payment_ref: string | null }>(
+      'SELECT user_id, payment_ref FROM team_refund WHERE team_id = $1 ORDER BY user_id',
+      [team.id],
+    );
+    expect(refunds).toEqual([
+      { user_id: 'late-leader', payment_ref: null },
+      { user_id: 'late-member', payment_ref: 'late-pay' },
+    ]);
   });
 });
