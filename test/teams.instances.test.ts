@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ExecutionResult } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { activityKeys, activityOfJournal } from '../src/domain/teams/store.ts';
 import { TeamStatusDocument, type TeamStatusSubscription } from './gql/generated.ts';
 import { type Subscription, subscribeSse, subscribeWs } from './support/client.ts';
 import { testEnv } from './support/env.ts';
@@ -102,5 +103,12 @@ describe('one user racing their own lock requests across both instances', () => 
       expect(ids.filter((id) => snapshot.teams.get(id)!.locks.some(([user]) => user === 'inst-racer'))).toHaveLength(1);
     }
     await expectTeamInvariants(stores, activityId, ids);
+  });
+});
+
+describe("an activity's journal stream", () => {
+  it('names its activity, so a sweeper that finds a clashing confirmation knows which keys to drop', () => {
+    for (const activityId of ['spring-sale', 'shop:42/2026-11', '{odd}']) expect(activityOfJournal(activityKeys(activityId).journal)).toBe(activityId);
+    expect(() => activityOfJournal('{rp:packet}:journal')).toThrow();
   });
 });
