@@ -4,6 +4,7 @@ import { Agent, fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type App, createApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
+import { RedPacketExpired } from '../src/domain/redPackets/problems.ts';
 import { redPacketKeys } from '../src/domain/redPackets/store.ts';
 import { journalEntry } from '../src/infra/journal/journal.ts';
 import { createLogger } from '../src/infra/logger.ts';
@@ -338,6 +339,35 @@ describe('the journal sweeper', () => {
     expect((await a.redPackets.get(created.id))?.remainingCount).toBe(2);
     const grabs = await expectRedPacketInvariants({ ...stores, redis: a.redis }, created.id);
     expect(grabs.map((grab) => grab.user_id)).toEqual(['clash-u']);
+  });
+
+  it('lets no rebuild running at the same time reopen a packet an operator closes', async () => {
+    const keyPrefix = `${env.keyPrefix}inproc4:`;
+    const [a, b] = await Promise.all([instance(keyPrefix), instance(keyPrefix)]);
+    const created = await a.redPackets.create('close-sender', { totalAmount: 1_000, count: 10, mode: 'EQUAL', minAmount: 1, expiresInSeconds: 3600 });
+    await loseKeysAtOnce(a.redis, keyPrefix, `{rp:${created.id}}:*`);
+
+    // A's rebuild has read PostgreSQL and is held before it writes Redis while B closes the packet.
+    let letGo!: () => void;
+    const held = new Promise<void>((resolve) => (letGo = resolve));
+    let reached!: () => void;
+    const atHold = new Promise<void>((resolve) => (reached = resolve));
+    const trackStream = a.journal.trackStream.bind(a.journal);
+    a.journal.trackStream = async (stream, untilMs) => {
+      reached();
+      await held;
+      return trackStream(stream, untilMs);
+    };
+    const rebuilding = a.redPackets.get(created.id);
+    await atHold;
+    setTimeout(letGo, 100);
+    const closed = await b.redPackets.close(created.id);
+    await rebuilding;
+
+    expect(Date.parse(closed.expiresAt)).toBeLessThanOrEqual(Date.now());
+    expect(Date.parse((await a.redPackets.get(created.id))!.expiresAt)).toBeLessThanOrEqual(Date.now());
+    await expect(b.redPackets.grab('close-late', created.id)).rejects.toBeInstanceOf(RedPacketExpired);
+    expect(await durableGrabs(created.id)).toEqual(new Map());
   });
 
   it('forgets a stream once its campaign is past retention and the stream is empty', async () => {

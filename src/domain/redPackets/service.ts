@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { ServiceUnavailableError } from '../../errors.ts';
 import { forgettingConflicts } from '../../infra/journal/journal.ts';
-import { hydrate, withRebuild } from '../../infra/redis/hydration.ts';
+import { hydrate, withHydrationLock, withRebuild } from '../../infra/redis/hydration.ts';
 import { retainUntil } from '../../infra/redis/keys.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
 import type { CampaignDeps } from '../deps.ts';
@@ -96,9 +96,13 @@ export class RedPacketService {
    */
   async close(packetId: string): Promise<RedPacketState> {
     const now = new Date(await redisTimeMs(this.deps.redis));
-    // PostgreSQL first: it is what a rebuild reads, so a crash in between cannot reopen the packet.
-    const { count } = await this.deps.prisma.redPacket.updateMany({ where: { id: packetId, expiresAt: { gt: now } }, data: { expiresAt: now } });
-    if (count > 0) await this.store.expireNow(packetId, now.getTime());
+    // PostgreSQL first: it is what a rebuild reads, so a crash in between cannot reopen
+    // the packet. Both under the rebuild lock: a rebuild that read the old expiry just
+    // before could otherwise write it back after, and the packet would stay open.
+    await withHydrationLock(this.deps, redPacketKeys(packetId).hydrating, async () => {
+      const { count } = await this.deps.prisma.redPacket.updateMany({ where: { id: packetId, expiresAt: { gt: now } }, data: { expiresAt: now } });
+      if (count > 0) await this.store.expireNow(packetId, now.getTime());
+    });
     const state = await this.get(packetId);
     if (!state) throw new NotFound('red packet', packetId);
     return state;
