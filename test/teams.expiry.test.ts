@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { ExecutionResult } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { activityKeys } from '../src/domain/teams/store.ts';
-import { TeamStatusDocument, type TeamStatusSubscription } from './gql/generated.ts';
+import { ConfirmTeamSeatDocument, TeamStatusDocument, type TeamStatusSubscription } from './gql/generated.ts';
 import { type Subscription, subscribeSse, subscribeWs } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { waitFor } from './support/poll.ts';
@@ -131,6 +131,30 @@ describe('the formation deadline', () => {
     await expectTeamInvariants(stores, activityId, [team.id, lasting.id]);
     const { rows } = await stores.sql.query<{ kind: string }>(`SELECT kind FROM team_seat_event WHERE team_id = $1 AND user_id = 'dl-locker'`, [team.id]);
     expect(rows.map((row) => row.kind).sort()).toEqual(['LOCKED', 'RELEASED']);
+  });
+
+  it('announces a team that completed even when the completing commit failed', async () => {
+    const activityId = `unconfirmed-${randomUUID().slice(0, 8)}`;
+    const team = await teams.open('uc-leader', { activityId, capacity: 2 });
+    const subscription = subscribeWs(server.url, TeamStatusDocument, { teamId: team.id }, await tokenOf('uc-watcher'));
+    open.push(subscription as Subscription<unknown>);
+    await subscription.until((events) => events.length >= 1);
+
+    // PostgreSQL refuses every commit of the team for a moment; Redis has completed it already.
+    await stores.sql.query('ALTER TABLE team_seat_event RENAME TO team_seat_event_away');
+    try {
+      const { body } = await teams.raw(ConfirmTeamSeatDocument, { teamId: team.id, paymentRef: 'uc-pay' }, 'uc-member');
+      expect(body.errors?.[0]?.extensions?.code).toBe('SERVICE_UNAVAILABLE');
+    } finally {
+      await stores.sql.query('ALTER TABLE team_seat_event_away RENAME TO team_seat_event');
+    }
+    const events = await subscription.until((all) => all.at(-1)?.data?.teamStatus.status === 'COMPLETE', 5_000);
+    expect(events.at(-1)!.data!.teamStatus.members.map((member) => member.userId)).toEqual(['uc-leader', 'uc-member']);
+    // The sweeper persists the confirmation once PostgreSQL takes it again.
+    await waitFor('the completion in PostgreSQL', async () => {
+      const { rows } = await stores.sql.query('SELECT 1 FROM team WHERE id = $1 AND status = $2', [team.id, 'COMPLETE']);
+      return rows.length === 1;
+    }, { timeoutMs: 10_000 });
   });
 
   it('records as owed a refund a member whose confirmation landed after Redis was rebuilt without it', async () => {

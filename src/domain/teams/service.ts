@@ -270,11 +270,15 @@ export class TeamService {
   /** Commits a script's journal entry (the durable ack), then announces every team it changed. */
   private async settle(activityId: string, entry: JournalEntry | null): Promise<'persisted' | 'conflict' | 'unchanged'> {
     if (!entry) return 'unchanged';
-    const outcome = await this.deps.journal.commit(entry);
-    for (const teamId of teamsChangedBy(entry)) {
-      this.deps.events.publishLatest(topic(teamId), () => this.store.readState(activityId, teamId));
+    try {
+      return await this.deps.journal.commit(entry);
+    } finally {
+      // Even when the commit fails: Redis changed already, and a team it closed changes
+      // no more, so a later change would never bring its subscribers the final state.
+      for (const teamId of teamsChangedBy(entry)) {
+        this.deps.events.publishLatest(topic(teamId), () => this.store.readState(activityId, teamId));
+      }
     }
-    return outcome;
   }
 
   private async isDurableMember(activityId: string, teamId: string, userId: string): Promise<boolean> {
