@@ -1,11 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import type { ExecutionResult } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApp } from '../src/app.ts';
+import { loadConfig } from '../src/config.ts';
 import { activityKeys, activityOfJournal } from '../src/domain/teams/store.ts';
+import { createLogger } from '../src/infra/logger.ts';
 import { TeamStatusDocument, type TeamStatusSubscription } from './gql/generated.ts';
 import { type Subscription, subscribeSse, subscribeWs } from './support/client.ts';
-import { testEnv } from './support/env.ts';
+import { TEST_JWT_SECRET, testEnv } from './support/env.ts';
 import { stopAll } from './support/lifecycle.ts';
+import { sleep } from './support/poll.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
 import { expectTeamInvariants, readRedisTeams, redisViolations } from './support/teamInvariants.ts';
@@ -110,5 +114,41 @@ describe("an activity's journal stream", () => {
   it('names its activity, so a sweeper that finds a clashing confirmation knows which keys to drop', () => {
     for (const activityId of ['spring-sale', 'shop:42/2026-11', '{odd}']) expect(activityOfJournal(activityKeys(activityId).journal)).toBe(activityId);
     expect(() => activityOfJournal('{rp:packet}:journal')).toThrow();
+  });
+});
+
+describe('a team just opened', () => {
+  it('keeps a seat lock taken through a rebuild that ran before the team wrote its own keys', async () => {
+    const config = loadConfig({ ...env.vars, LOG_LEVEL: 'silent', JWT_SECRET: TEST_JWT_SECRET, SWEEP_INTERVAL_MS: '600000' });
+    const app = await createApp(config, createLogger(config.LOG_LEVEL));
+    try {
+      const activityId = `fresh-${randomUUID().slice(0, 8)}`;
+      // The opening instance is held after PostgreSQL has the team and before Redis does.
+      let letGo!: () => void;
+      const held = new Promise<void>((resolve) => (letGo = resolve));
+      let reached!: () => void;
+      const atHold = new Promise<void>((resolve) => (reached = resolve));
+      const trackStream = app.journal.trackStream.bind(app.journal);
+      app.journal.trackStream = async (stream, untilMs) => {
+        reached();
+        await held;
+        return trackStream(stream, untilMs);
+      };
+      const opening = app.teams.open('fresh-leader', { activityId, capacity: 3, lockSeconds: 300, formationSeconds: 3600 });
+      await atHold;
+      // Meanwhile a user finds the team in PostgreSQL (as the activity's list shows it) and locks a seat through a server.
+      const { rows } = await stores.sql.query<{ id: string }>('SELECT id FROM team WHERE activity_id = $1', [activityId]);
+      const locking = teamsAt(acting.url).lock('fresh-locker', rows[0]!.id);
+      // The lock is taken in the meantime, or waits for the opening instance: let go either way.
+      await Promise.race([locking, sleep(1_000)]);
+      letGo();
+      const [locked, team] = await Promise.all([locking, opening]);
+
+      expect(locked.__typename).toBe('SeatLocked');
+      expect((await teamsAt(watched.url).team('fresh-watcher', team.id))?.locks).toHaveLength(1);
+      await expectTeamInvariants(stores, activityId, [team.id]);
+    } finally {
+      await app.close();
+    }
   });
 });

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { ErrorCode, ServiceUnavailableError, graphqlError } from '../../errors.ts';
 import { groupBy } from '../../infra/collections.ts';
 import { type JournalEntry, forgettingConflicts } from '../../infra/journal/journal.ts';
-import { hydrate, withRebuild } from '../../infra/redis/hydration.ts';
+import { hydrate, withHydrationLock, withRebuild } from '../../infra/redis/hydration.ts';
 import { retainUntil } from '../../infra/redis/keys.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
 import type { CampaignDeps } from '../deps.ts';
@@ -59,9 +59,23 @@ export class TeamService {
   /** The caller becomes the leader and the first member. */
   async open(leaderId: string, input: OpenTeamInput): Promise<TeamState> {
     const now = await redisTimeMs(this.deps.redis);
-    const team = await this.deps.prisma.team.create({
+    const id = randomUUID();
+    // The team is listed by its activity as soon as PostgreSQL has it, and a rebuild from
+    // that list lets seats be locked; under the rebuild lock, this first write of its keys
+    // cannot come after such a rebuild and wipe those locks.
+    const team = await withHydrationLock(this.deps, teamKeys(input.activityId, id).hydrating, async () => {
+      const created = await this.createTeam(id, leaderId, input, now);
+      this.remember(created.id, created.activityId);
+      await this.writeToRedis(created);
+      return created;
+    });
+    return (await this.store.readState(team.activityId, team.id))!;
+  }
+
+  private createTeam(id: string, leaderId: string, input: OpenTeamInput, now: number) {
+    return this.deps.prisma.team.create({
       data: {
-        id: randomUUID(),
+        id,
         activityId: input.activityId,
         leaderId,
         capacity: input.capacity,
@@ -72,9 +86,6 @@ export class TeamService {
       },
       include: { members: { select: { userId: true, paymentRef: true, seat: true, joinedAt: true } } },
     });
-    this.remember(team.id, team.activityId);
-    await this.writeToRedis(team);
-    return (await this.store.readState(team.activityId, team.id))!;
   }
 
   /** Locks a seat for the caller (moving their lock from another team of the activity). Resolves once journaled in PostgreSQL. */
