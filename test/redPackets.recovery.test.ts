@@ -11,6 +11,7 @@ import { createLogger } from '../src/infra/logger.ts';
 import { CreateRedPacketDocument, GrabRedPacketDocument, type GrabRedPacketMutation, RedPacketDocument } from './gql/generated.ts';
 import { gql, gqlData, tokenFor } from './support/client.ts';
 import { TEST_JWT_SECRET, TEST_REDIS_URL, testEnv } from './support/env.ts';
+import { holdCalls } from './support/hold.ts';
 import { sleep, waitFor } from './support/poll.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
@@ -348,18 +349,9 @@ describe('the journal sweeper', () => {
     await loseKeysAtOnce(a.redis, keyPrefix, `{rp:${created.id}}:*`);
 
     // A's rebuild has read PostgreSQL and is held before it writes Redis while B closes the packet.
-    let letGo!: () => void;
-    const held = new Promise<void>((resolve) => (letGo = resolve));
-    let reached!: () => void;
-    const atHold = new Promise<void>((resolve) => (reached = resolve));
-    const trackStream = a.journal.trackStream.bind(a.journal);
-    a.journal.trackStream = async (stream, untilMs) => {
-      reached();
-      await held;
-      return trackStream(stream, untilMs);
-    };
+    const { reached, letGo } = holdCalls(a.journal, 'trackStream');
     const rebuilding = a.redPackets.get(created.id);
-    await atHold;
+    await reached;
     setTimeout(letGo, 100);
     const closed = await b.redPackets.close(created.id);
     await rebuilding;

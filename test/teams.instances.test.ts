@@ -8,6 +8,7 @@ import { createLogger } from '../src/infra/logger.ts';
 import { TeamStatusDocument, type TeamStatusSubscription } from './gql/generated.ts';
 import { type Subscription, subscribeSse, subscribeWs } from './support/client.ts';
 import { TEST_JWT_SECRET, testEnv } from './support/env.ts';
+import { holdCalls } from './support/hold.ts';
 import { stopAll } from './support/lifecycle.ts';
 import { sleep } from './support/poll.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
@@ -124,18 +125,9 @@ describe('a team just opened', () => {
     try {
       const activityId = `fresh-${randomUUID().slice(0, 8)}`;
       // The opening instance is held after PostgreSQL has the team and before Redis does.
-      let letGo!: () => void;
-      const held = new Promise<void>((resolve) => (letGo = resolve));
-      let reached!: () => void;
-      const atHold = new Promise<void>((resolve) => (reached = resolve));
-      const trackStream = app.journal.trackStream.bind(app.journal);
-      app.journal.trackStream = async (stream, untilMs) => {
-        reached();
-        await held;
-        return trackStream(stream, untilMs);
-      };
+      const { reached, letGo } = holdCalls(app.journal, 'trackStream');
       const opening = app.teams.open('fresh-leader', { activityId, capacity: 3, lockSeconds: 300, formationSeconds: 3600 });
-      await atHold;
+      await reached;
       // Meanwhile a user finds the team in PostgreSQL (as the activity's list shows it) and locks a seat through a server.
       const { rows } = await stores.sql.query<{ id: string }>('SELECT id FROM team WHERE activity_id = $1', [activityId]);
       const locking = teamsAt(acting.url).lock('fresh-locker', rows[0]!.id);
