@@ -3,6 +3,7 @@ import type { ExecutionResult } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
+import { teamJournalHandler } from '../src/domain/teams/persistence.ts';
 import { activityKeys, activityOfJournal } from '../src/domain/teams/store.ts';
 import { createLogger } from '../src/infra/logger.ts';
 import { TeamStatusDocument, type TeamStatusSubscription } from './gql/generated.ts';
@@ -144,3 +145,23 @@ describe('a team just opened', () => {
     }
   });
 });
+
+describe('a refused confirmation that dropped expired locks', () => {
+  it('is persisted as those lock events, not reported as a clash (which would drop the team and its live locks from Redis)', async () => {
+    const config = loadConfig({ ...env.vars, LOG_LEVEL: 'silent', JWT_SECRET: TEST_JWT_SECRET, SWEEP_INTERVAL_MS: '600000' });
+    const app = await createApp(config, createLogger(config.LOG_LEVEL));
+    try {
+      const activityId = `refused-${randomUUID().slice(0, 8)}`;
+      const team = await app.teams.open('refused-leader', { activityId, capacity: 2, lockSeconds: 60, formationSeconds: 3600 });
+      const at = Date.now();
+      // What confirmTeamSeat journals when it refuses with NoSeatLock after dropping a lock that ran out.
+      const fields = { kind: 'team', op: 'confirm', event: randomUUID(), team: team.id, at: String(at), events: JSON.stringify([{ kind: 'EXPIRED', team: team.id, user: 'refused-locker', at }]) };
+      expect(await teamJournalHandler.persist(app.prisma, [{ stream: activityKeys(activityId).journal, id: `${at}-0`, fields }])).toEqual([]);
+      const { rows } = await stores.sql.query<{ kind: string }>('SELECT kind FROM team_seat_event WHERE team_id = $1', [team.id]);
+      expect(rows.map((row) => row.kind)).toEqual(['EXPIRED']);
+    } finally {
+      await app.close();
+    }
+  });
+});
+

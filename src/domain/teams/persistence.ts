@@ -50,7 +50,9 @@ export const teamJournalHandler: JournalHandler = {
   kind: TEAM_JOURNAL_KIND,
   async persist(db: PrismaClient, entries: JournalEntry[]): Promise<JournalEntry[]> {
     const events = entries.flatMap((entry) => seatEventsOf(entry).map((event, index) => ({ ...event, id: `${entry.fields.event}:${index}` })));
-    const confirms = entries.filter(({ fields }) => fields.op === 'confirm');
+    // Only a confirmation that seated its user: one refused (no lock, team closed) journals
+    // just the expired locks it dropped, and is no clash with anything durable.
+    const confirms = entries.filter(({ fields }) => fields.op === 'confirm' && fields.user !== undefined);
     const failures = entries.filter(({ fields }) => fields.op === 'fail');
     const failedMembers = failures.flatMap(({ fields }) => jsonList<RecordedMember>(fields.members).map((member) => ({ ...member, team: fields.team! })));
     const members = [

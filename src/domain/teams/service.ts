@@ -167,16 +167,18 @@ export class TeamService {
           throw new TeamClosed(reply.status);
         case 'joined':
           if ((await this.settle(activityId, reply.entry)) === 'persisted') return this.mustRead(activityId, teamId);
+          // The commit dropped the team's keys already: dropping them again here could
+          // wipe the seat locks of a rebuild made in between.
           break;
         case 'alreadyMember':
           // A repeat may overtake the first call's commit: answer only once the member is durable.
           if (await this.isDurableMember(activityId, teamId, userId)) return this.mustRead(activityId, teamId);
+          await this.store.invalidate(activityId, teamId);
           break;
       }
       // Redis holds a member PostgreSQL refused (Redis lost data and was rebuilt while
-      // confirmations were in flight). Rebuild the team from PostgreSQL and retry.
+      // confirmations were in flight). The team is rebuilt from PostgreSQL; retry.
       this.deps.log.warn({ teamId, userId }, 'confirmation conflicted with PostgreSQL; rebuilding the team');
-      await this.store.invalidate(activityId, teamId);
     }
     throw new ServiceUnavailableError('the team is being rebuilt; try again');
   }
