@@ -165,3 +165,38 @@ describe('a refused confirmation that dropped expired locks', () => {
   });
 });
 
+describe('a failure committed with a confirmation of its team', () => {
+  it('owes a refund to the member Redis did not list, and none at all for a team PostgreSQL holds COMPLETE', async () => {
+    const config = loadConfig({ ...env.vars, LOG_LEVEL: 'silent', JWT_SECRET: TEST_JWT_SECRET, SWEEP_INTERVAL_MS: '600000' });
+    const app = await createApp(config, createLogger(config.LOG_LEVEL));
+    try {
+      const activityId = `owed-${randomUUID().slice(0, 8)}`;
+      const stream = activityKeys(activityId).journal;
+      const at = Date.now();
+      const entry = (team: string, op: string, extra: Record<string, string>, n: number) => ({
+        stream,
+        id: `${at}-${n}`,
+        fields: { kind: 'team', op, event: randomUUID(), team, at: String(at), events: '[]', ...extra },
+      });
+      const confirm = (team: string, user: string, seat: number, n: number) => entry(team, 'confirm', { user, paymentRef: `${user}-pay`, seat: String(seat) }, n);
+      const fail = (team: string, leader: string, n: number) => entry(team, 'fail', { members: JSON.stringify([{ user: leader, seat: 1, joinedAt: at }]) }, n);
+      const refunds = async (team: string) =>
+        (await stores.sql.query<{ user_id: string }>('SELECT user_id FROM team_refund WHERE team_id = $1 ORDER BY user_id', [team])).rows.map((row) => row.user_id);
+
+      // A Redis rebuilt without the member failed the team while the member's confirmation was on its way.
+      const failing = await app.teams.open('owed-leader', { activityId, capacity: 3, lockSeconds: 60, formationSeconds: 3600 });
+      await teamJournalHandler.persist(app.prisma, [confirm(failing.id, 'owed-member', 2, 0), fail(failing.id, 'owed-leader', 1)]);
+      expect(await refunds(failing.id)).toEqual(['owed-leader', 'owed-member']);
+
+      // A stale Redis fails a team PostgreSQL already holds COMPLETE.
+      const complete = await app.teams.open('done-leader', { activityId, capacity: 2, lockSeconds: 60, formationSeconds: 3600 });
+      await teamJournalHandler.persist(app.prisma, [confirm(complete.id, 'done-member', 2, 2)]);
+      await teamJournalHandler.persist(app.prisma, [fail(complete.id, 'done-leader', 3)]);
+      const { rows } = await stores.sql.query<{ status: string }>('SELECT status FROM team WHERE id = $1', [complete.id]);
+      expect(rows[0]!.status).toBe('COMPLETE');
+      expect(await refunds(complete.id)).toEqual([]);
+    } finally {
+      await app.close();
+    }
+  });
+});

@@ -41,8 +41,7 @@ export function teamsChangedBy(entry: JournalEntry): string[] {
  * other. Seat events (the lock history) are inserted by their ids. A failure records the
  * members Redis held (the ones still on their way here included), marks the team FAILED and
  * records each member as owed a refund: those Redis held and those PostgreSQL holds, which
- * differ when Redis was rebuilt while a confirmation was on its way here, and any member
- * whose confirmation lands after the failure. Everything is keyed, so a replay inserts nothing new;
+ * differ when Redis was rebuilt while a confirmation was on its way here. Everything is keyed, so a replay inserts nothing new;
  * a confirmation that clashes with a different durable member (Redis rebuilt while
  * confirmations were in flight) is reported as a conflict.
  */
@@ -67,7 +66,7 @@ export const teamJournalHandler: JournalHandler = {
          FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::bigint[]) AS m(team_id, user_id, payment_ref, seat, joined_at_ms)
          JOIN team t ON t.id = m.team_id AND m.seat BETWEEN 1 AND t.capacity
          ON CONFLICT DO NOTHING
-         RETURNING team_id, user_id, payment_ref
+         RETURNING team_id, user_id
        ), history AS (
          INSERT INTO team_seat_event (id, team_id, user_id, kind, at, expires_at)
          SELECT e.id, e.team_id, e.user_id, e.kind::"TeamSeatEventKind", to_timestamp(e.at_ms / 1000.0), to_timestamp(e.expires_at_ms / 1000.0)
@@ -77,22 +76,18 @@ export const teamJournalHandler: JournalHandler = {
          UPDATE team t SET status = 'FAILED', closed_at = to_timestamp(f.at_ms / 1000.0)
          FROM unnest($12::text[], $13::bigint[]) AS f(team_id, at_ms)
          WHERE t.id = f.team_id AND t.status = 'OPEN'
+         RETURNING t.id, t.closed_at
        ), failing AS (
-         -- A team PostgreSQL holds COMPLETE owes nobody a refund, whatever a stale Redis failed.
-         SELECT f.team_id, to_timestamp(f.at_ms / 1000.0) AS at
-         FROM unnest($12::text[], $13::bigint[]) AS f(team_id, at_ms)
-         JOIN team t ON t.id = f.team_id AND t.status IN ('OPEN', 'FAILED')
+         -- Failed now, or by an earlier commit of this entry. Not a team PostgreSQL holds
+         -- COMPLETE, whatever a stale Redis failed: it owes nobody a refund.
+         SELECT id, closed_at FROM failed
+         UNION ALL
+         SELECT id, closed_at FROM team WHERE id = ANY($12::text[]) AND status = 'FAILED'
        ), refunds AS (
          INSERT INTO team_refund (team_id, user_id, payment_ref, recorded_at)
-         SELECT r.team_id, r.user_id, r.payment_ref, f.at
+         SELECT r.team_id, r.user_id, r.payment_ref, f.closed_at
          FROM unnest($14::text[], $15::text[], $16::text[]) AS r(team_id, user_id, payment_ref)
-         JOIN failing f ON f.team_id = r.team_id
-         UNION ALL
-         -- Members Redis did not hold: their confirmation landed after Redis was rebuilt.
-         SELECT m.team_id, m.user_id, m.payment_ref, f.at FROM team_member m JOIN failing f ON f.team_id = m.team_id
-         UNION ALL
-         -- Confirmations landing after their team failed.
-         SELECT j.team_id, j.user_id, j.payment_ref, t.closed_at FROM joined j JOIN team t ON t.id = j.team_id AND t.status = 'FAILED'
+         JOIN failing f ON f.id = r.team_id
          ON CONFLICT DO NOTHING
        )
        SELECT team_id, user_id FROM joined`,
@@ -113,6 +108,20 @@ export const teamJournalHandler: JournalHandler = {
       failedMembers.map((member) => member.user),
       failedMembers.map((member) => member.paymentRef ?? null),
     );
+    // Every member of a FAILED team is owed a refund, not only those Redis held when it
+    // failed: a confirmation may have landed after Redis was rebuilt without it, or after
+    // the failure, or beside it in another batch. Run after the insert committed, so of a
+    // failure and a confirmation committing at once, the later one sees both.
+    const touchedTeams = [...new Set([...confirms, ...failures].map(({ fields }) => fields.team!))];
+    if (touchedTeams.length > 0) {
+      await db.$executeRawUnsafe(
+        `INSERT INTO team_refund (team_id, user_id, payment_ref, recorded_at)
+         SELECT m.team_id, m.user_id, m.payment_ref, t.closed_at FROM team_member m JOIN team t ON t.id = m.team_id
+         WHERE t.id = ANY($1::text[]) AND t.status = 'FAILED'
+         ON CONFLICT DO NOTHING`,
+        touchedTeams,
+      );
+    }
     if (confirms.length === 0) return [];
 
     // Whoever fills a team completes it. Run after the insert committed, so of two batches
