@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ExecutionResult } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApp } from '../src/app.ts';
+import { type App, createApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
 import { teamJournalHandler } from '../src/domain/teams/persistence.ts';
 import { activityKeys, activityOfJournal } from '../src/domain/teams/store.ts';
@@ -32,11 +32,22 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const subscription of open) subscription.close();
   try {
+    await (await inProcess)?.close();
     await stopAll(watched, acting);
   } finally {
     await stores?.cleanup();
   }
 });
+
+let inProcess: Promise<App> | undefined;
+/** A third instance of the deployment, in this process and without background rounds: for flows a test holds or feeds by hand. */
+function inProcessApp(): Promise<App> {
+  inProcess ??= (async () => {
+    const config = loadConfig({ ...env.vars, LOG_LEVEL: 'silent', JWT_SECRET: TEST_JWT_SECRET, SWEEP_INTERVAL_MS: '600000' });
+    return createApp(config, createLogger(config.LOG_LEVEL));
+  })();
+  return inProcess;
+}
 
 type Event = ExecutionResult<TeamStatusSubscription>;
 const states = (events: Event[]) => events.filter((event) => event.data).map((event) => event.data!.teamStatus);
@@ -121,82 +132,67 @@ describe("an activity's journal stream", () => {
 
 describe('a team just opened', () => {
   it('keeps a seat lock taken through a rebuild that ran before the team wrote its own keys', async () => {
-    const config = loadConfig({ ...env.vars, LOG_LEVEL: 'silent', JWT_SECRET: TEST_JWT_SECRET, SWEEP_INTERVAL_MS: '600000' });
-    const app = await createApp(config, createLogger(config.LOG_LEVEL));
-    try {
-      const activityId = `fresh-${randomUUID().slice(0, 8)}`;
-      // The opening instance is held after PostgreSQL has the team and before Redis does.
-      const { reached, letGo } = holdCalls(app.journal, 'trackStream');
-      const opening = app.teams.open('fresh-leader', { activityId, capacity: 3, lockSeconds: 300, formationSeconds: 3600 });
-      await reached;
-      // Meanwhile a user finds the team in PostgreSQL (as the activity's list shows it) and locks a seat through a server.
-      const { rows } = await stores.sql.query<{ id: string }>('SELECT id FROM team WHERE activity_id = $1', [activityId]);
-      const locking = teamsAt(acting.url).lock('fresh-locker', rows[0]!.id);
-      // The lock is taken in the meantime, or waits for the opening instance: let go either way.
-      await Promise.race([locking, sleep(1_000)]);
-      letGo();
-      const [locked, team] = await Promise.all([locking, opening]);
+    const app = await inProcessApp();
+    const activityId = `fresh-${randomUUID().slice(0, 8)}`;
+    // The opening instance is held after PostgreSQL has the team and before Redis does.
+    const { reached, letGo } = holdCalls(app.journal, 'trackStream');
+    const opening = app.teams.open('fresh-leader', { activityId, capacity: 3, lockSeconds: 300, formationSeconds: 3600 });
+    await reached;
+    // Meanwhile a user finds the team in PostgreSQL (as the activity's list shows it) and locks a seat through a server.
+    const { rows } = await stores.sql.query<{ id: string }>('SELECT id FROM team WHERE activity_id = $1', [activityId]);
+    const locking = teamsAt(acting.url).lock('fresh-locker', rows[0]!.id);
+    // The lock is taken in the meantime, or waits for the opening instance: let go either way.
+    await Promise.race([locking, sleep(1_000)]);
+    letGo();
+    const [locked, team] = await Promise.all([locking, opening]);
 
-      expect(locked.__typename).toBe('SeatLocked');
-      expect((await teamsAt(watched.url).team('fresh-watcher', team.id))?.locks).toHaveLength(1);
-      await expectTeamInvariants(stores, activityId, [team.id]);
-    } finally {
-      await app.close();
-    }
+    expect(locked.__typename).toBe('SeatLocked');
+    expect((await teamsAt(watched.url).team('fresh-watcher', team.id))?.locks).toHaveLength(1);
+    await expectTeamInvariants(stores, activityId, [team.id]);
   });
 });
 
 describe('a refused confirmation that dropped expired locks', () => {
   it('is persisted as those lock events, not reported as a clash (which would drop the team and its live locks from Redis)', async () => {
-    const config = loadConfig({ ...env.vars, LOG_LEVEL: 'silent', JWT_SECRET: TEST_JWT_SECRET, SWEEP_INTERVAL_MS: '600000' });
-    const app = await createApp(config, createLogger(config.LOG_LEVEL));
-    try {
-      const activityId = `refused-${randomUUID().slice(0, 8)}`;
-      const team = await app.teams.open('refused-leader', { activityId, capacity: 2, lockSeconds: 60, formationSeconds: 3600 });
-      const at = Date.now();
-      // What confirmTeamSeat journals when it refuses with NoSeatLock after dropping a lock that ran out.
-      const fields = { kind: 'team', op: 'confirm', event: randomUUID(), team: team.id, at: String(at), events: JSON.stringify([{ kind: 'EXPIRED', team: team.id, user: 'refused-locker', at }]) };
-      expect(await teamJournalHandler.persist(app.prisma, [{ stream: activityKeys(activityId).journal, id: `${at}-0`, fields }])).toEqual([]);
-      const { rows } = await stores.sql.query<{ kind: string }>('SELECT kind FROM team_seat_event WHERE team_id = $1', [team.id]);
-      expect(rows.map((row) => row.kind)).toEqual(['EXPIRED']);
-    } finally {
-      await app.close();
-    }
+    const app = await inProcessApp();
+    const activityId = `refused-${randomUUID().slice(0, 8)}`;
+    const team = await app.teams.open('refused-leader', { activityId, capacity: 2, lockSeconds: 60, formationSeconds: 3600 });
+    const at = Date.now();
+    // What confirmTeamSeat journals when it refuses with NoSeatLock after dropping a lock that ran out.
+    const fields = { kind: 'team', op: 'confirm', event: randomUUID(), team: team.id, at: String(at), events: JSON.stringify([{ kind: 'EXPIRED', team: team.id, user: 'refused-locker', at }]) };
+    expect(await teamJournalHandler.persist(app.prisma, [{ stream: activityKeys(activityId).journal, id: `${at}-0`, fields }])).toEqual([]);
+    const { rows } = await stores.sql.query<{ kind: string }>('SELECT kind FROM team_seat_event WHERE team_id = $1', [team.id]);
+    expect(rows.map((row) => row.kind)).toEqual(['EXPIRED']);
   });
 });
 
 describe('a failure committed with a confirmation of its team', () => {
   it('owes a refund to the member Redis did not list, and none at all for a team PostgreSQL holds COMPLETE', async () => {
-    const config = loadConfig({ ...env.vars, LOG_LEVEL: 'silent', JWT_SECRET: TEST_JWT_SECRET, SWEEP_INTERVAL_MS: '600000' });
-    const app = await createApp(config, createLogger(config.LOG_LEVEL));
-    try {
-      const activityId = `owed-${randomUUID().slice(0, 8)}`;
-      const stream = activityKeys(activityId).journal;
-      const at = Date.now();
-      const entry = (team: string, op: string, extra: Record<string, string>, n: number) => ({
-        stream,
-        id: `${at}-${n}`,
-        fields: { kind: 'team', op, event: randomUUID(), team, at: String(at), events: '[]', ...extra },
-      });
-      const confirm = (team: string, user: string, seat: number, n: number) => entry(team, 'confirm', { user, paymentRef: `${user}-pay`, seat: String(seat) }, n);
-      const fail = (team: string, leader: string, n: number) => entry(team, 'fail', { members: JSON.stringify([{ user: leader, seat: 1, joinedAt: at }]) }, n);
-      const refunds = async (team: string) =>
-        (await stores.sql.query<{ user_id: string }>('SELECT user_id FROM team_refund WHERE team_id = $1 ORDER BY user_id', [team])).rows.map((row) => row.user_id);
+    const app = await inProcessApp();
+    const activityId = `owed-${randomUUID().slice(0, 8)}`;
+    const stream = activityKeys(activityId).journal;
+    const at = Date.now();
+    const entry = (team: string, op: string, extra: Record<string, string>, n: number) => ({
+      stream,
+      id: `${at}-${n}`,
+      fields: { kind: 'team', op, event: randomUUID(), team, at: String(at), events: '[]', ...extra },
+    });
+    const confirm = (team: string, user: string, seat: number, n: number) => entry(team, 'confirm', { user, paymentRef: `${user}-pay`, seat: String(seat) }, n);
+    const fail = (team: string, leader: string, n: number) => entry(team, 'fail', { members: JSON.stringify([{ user: leader, seat: 1, joinedAt: at }]) }, n);
+    const refunds = async (team: string) =>
+      (await stores.sql.query<{ user_id: string }>('SELECT user_id FROM team_refund WHERE team_id = $1 ORDER BY user_id', [team])).rows.map((row) => row.user_id);
 
-      // A Redis rebuilt without the member failed the team while the member's confirmation was on its way.
-      const failing = await app.teams.open('owed-leader', { activityId, capacity: 3, lockSeconds: 60, formationSeconds: 3600 });
-      await teamJournalHandler.persist(app.prisma, [confirm(failing.id, 'owed-member', 2, 0), fail(failing.id, 'owed-leader', 1)]);
-      expect(await refunds(failing.id)).toEqual(['owed-leader', 'owed-member']);
+    // A Redis rebuilt without the member failed the team while the member's confirmation was on its way.
+    const failing = await app.teams.open('owed-leader', { activityId, capacity: 3, lockSeconds: 60, formationSeconds: 3600 });
+    await teamJournalHandler.persist(app.prisma, [confirm(failing.id, 'owed-member', 2, 0), fail(failing.id, 'owed-leader', 1)]);
+    expect(await refunds(failing.id)).toEqual(['owed-leader', 'owed-member']);
 
-      // A stale Redis fails a team PostgreSQL already holds COMPLETE.
-      const complete = await app.teams.open('done-leader', { activityId, capacity: 2, lockSeconds: 60, formationSeconds: 3600 });
-      await teamJournalHandler.persist(app.prisma, [confirm(complete.id, 'done-member', 2, 2)]);
-      await teamJournalHandler.persist(app.prisma, [fail(complete.id, 'done-leader', 3)]);
-      const { rows } = await stores.sql.query<{ status: string }>('SELECT status FROM team WHERE id = $1', [complete.id]);
-      expect(rows[0]!.status).toBe('COMPLETE');
-      expect(await refunds(complete.id)).toEqual([]);
-    } finally {
-      await app.close();
-    }
+    // A stale Redis fails a team PostgreSQL already holds COMPLETE.
+    const complete = await app.teams.open('done-leader', { activityId, capacity: 2, lockSeconds: 60, formationSeconds: 3600 });
+    await teamJournalHandler.persist(app.prisma, [confirm(complete.id, 'done-member', 2, 2)]);
+    await teamJournalHandler.persist(app.prisma, [fail(complete.id, 'done-leader', 3)]);
+    const { rows } = await stores.sql.query<{ status: string }>('SELECT status FROM team WHERE id = $1', [complete.id]);
+    expect(rows[0]!.status).toBe('COMPLETE');
+    expect(await refunds(complete.id)).toEqual([]);
   });
 });
