@@ -31,6 +31,13 @@ afterAll(async () => {
 });
 
 type Event = ExecutionResult<TeamStatusSubscription>;
+
+/** Waits until PostgreSQL holds the team with `status`. */
+const durableStatus = (teamId: string, status: 'COMPLETE' | 'FAILED', timeoutMs: number) =>
+  waitFor(`the team ${status} in PostgreSQL`, async () => {
+    const { rows } = await stores.sql.query('SELECT 1 FROM team WHERE id = $1 AND status = $2', [teamId, status]);
+    return rows.length === 1;
+  }, { timeoutMs });
 const ms = (iso: string | null | undefined) => (iso ? Date.parse(iso) : Number.NaN);
 
 /** Records when each event arrived, by this process's clock (the same machine as Redis). */
@@ -112,10 +119,7 @@ describe('the formation deadline', () => {
     expect(ms(failed.serverTime)).toBeGreaterThanOrEqual(ms(team.deadline));
     expect(failed.members.map((member) => member.userId)).toEqual(['dl-leader', 'dl-member']);
 
-    await waitFor('the failure in PostgreSQL', async () => {
-      const { rows } = await stores.sql.query('SELECT 1 FROM team WHERE id = $1 AND status = $2', [team.id, 'FAILED']);
-      return rows.length === 1;
-    }, { timeoutMs: 5_000 });
+    await durableStatus(team.id, 'FAILED', 5_000);
     const { rows: refunds } = await stores.sql.query<{ user_id: string; payment_ref: string | null; refunded_at: Date | null }>(
       'SELECT user_id, payment_ref, refunded_at FROM team_refund WHERE team_id = $1 ORDER BY user_id',
       [team.id],
@@ -151,10 +155,7 @@ describe('the formation deadline', () => {
     const events = await subscription.until((all) => all.at(-1)?.data?.teamStatus.status === 'COMPLETE', 5_000);
     expect(events.at(-1)!.data!.teamStatus.members.map((member) => member.userId)).toEqual(['uc-leader', 'uc-member']);
     // The sweeper persists the confirmation once PostgreSQL takes it again.
-    await waitFor('the completion in PostgreSQL', async () => {
-      const { rows } = await stores.sql.query('SELECT 1 FROM team WHERE id = $1 AND status = $2', [team.id, 'COMPLETE']);
-      return rows.length === 1;
-    }, { timeoutMs: 10_000 });
+    await durableStatus(team.id, 'COMPLETE', 10_000);
   });
 
   it('records as owed a refund a member whose confirmation landed after Redis was rebuilt without it', async () => {
@@ -176,10 +177,7 @@ describe('the formation deadline', () => {
     }
     expect((await confirmed).__typename).toBe('Team');
 
-    await waitFor('the failure in PostgreSQL', async () => {
-      const { rows } = await stores.sql.query('SELECT 1 FROM team WHERE id = $1 AND status = $2', [team.id, 'FAILED']);
-      return rows.length === 1;
-    }, { timeoutMs: 10_000 });
+    await durableStatus(team.id, 'FAILED', 10_000);
     const { rows: refunds } = await stores.sql.query<{ user_id: string; payment_ref: string | null }>(
       'SELECT user_id, payment_ref FROM team_refund WHERE team_id = $1 ORDER BY user_id',
       [team.id],

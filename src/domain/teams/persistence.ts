@@ -40,10 +40,10 @@ export function teamsChangedBy(entry: JournalEntry): string[] {
  * so PostgreSQL refuses an oversold seat by itself, and concurrent batches never wait on each
  * other. Seat events (the lock history) are inserted by their ids. A failure records the
  * members Redis held (the ones still on their way here included), marks the team FAILED and
- * records each member as owed a refund: those Redis held and those PostgreSQL holds, which
- * differ when Redis was rebuilt while a confirmation was on its way here. Everything is keyed, so a replay inserts nothing new;
- * a confirmation that clashes with a different durable member (Redis rebuilt while
- * confirmations were in flight) is reported as a conflict.
+ * records each member Redis held as owed a refund (those PostgreSQL holds follow, below).
+ * Everything is keyed, so a replay inserts nothing new; a confirmation that clashes with a
+ * different durable member (Redis rebuilt while confirmations were in flight) is reported
+ * as a conflict.
  */
 export const teamJournalHandler: JournalHandler = {
   kind: TEAM_JOURNAL_KIND,
