@@ -1,9 +1,10 @@
 import type { Redis } from 'ioredis';
 import type { PrismaClient } from '../../generated/prisma/client.ts';
-import { ServiceUnavailableError } from '../../errors.ts';
 import { groupBy } from '../collections.ts';
 import type { Logger } from '../logger.ts';
 import { redisTimeMs } from '../redis/time.ts';
+import { type DeadLetter, listDeadLetters } from './deadLetters.ts';
+import { JournalEntryRefusedError, type Registered, entryKey, persistBatch } from './groupCommit.ts';
 
 /** One entry of a campaign's journal stream, as the allocating script wrote it. */
 export interface JournalEntry {
@@ -26,6 +27,15 @@ export interface JournalHandler {
   persist(db: PrismaClient, entries: JournalEntry[]): Promise<JournalEntry[]>;
 }
 
+/**
+ * Drops the Redis keys an entry's script changed, for a rebuild from PostgreSQL. An entry
+ * PostgreSQL turned down (a conflict, or a dead letter) was decided by Redis keys that
+ * disagree with PostgreSQL, and its script already changed them. The journal calls this
+ * whoever commits the entry, its caller or a sweeper after the caller died, so the keys
+ * are mended even when no caller is left.
+ */
+export type ForgetEntry = (entry: JournalEntry) => Promise<unknown>;
+
 export type PersistOutcome = 'persisted' | 'conflict';
 
 export interface JournalOptions {
@@ -43,10 +53,7 @@ interface Waiter {
 }
 
 const STREAM_REGISTRY = 'journal:streams';
-const COMMIT_ATTEMPTS = 3;
 const SWEEP_BATCH = 1000;
-
-export class JournalCommitError extends ServiceUnavailableError {}
 
 /**
  * What a handler reports after its insert: the entries whose grant id is neither among
@@ -64,28 +71,6 @@ export async function conflictingEntries(
   return entries.filter((entry) => !durable.has(grantOf(entry)));
 }
 
-/**
- * An entry PostgreSQL turned down was decided by Redis keys that disagree with it, and
- * its script already changed them. Whoever commits it, its caller or a sweeper after the
- * caller died, calls `forget` on it, to drop those keys for a rebuild from PostgreSQL:
- * left to the caller alone, a sweeper's conflict kept them wrong until Redis lost them.
- */
-export function forgettingConflicts(handler: JournalHandler, forget: (entry: JournalEntry) => Promise<unknown>, log: Logger): JournalHandler {
-  return {
-    kind: handler.kind,
-    async persist(db, entries) {
-      const conflicts = await handler.persist(db, entries);
-      await Promise.all(conflicts.map(forget)).catch((error: unknown) =>
-        log.warn({ err: error, kind: handler.kind, entries: conflicts.length }, 'could not drop the Redis keys of conflicting journal entries; they stay stale until rebuilt'),
-      );
-      return conflicts;
-    },
-  };
-}
-
-/** An entry's identity: its id is unique only within its stream. */
-const entryKey = (entry: JournalEntry) => `${entry.stream}\u0000${entry.id}`;
-
 /** Turns the flat [field, value, ...] list that XADD and XRANGE use into an entry. */
 export function journalEntry(stream: string, id: string, flatFields: string[]): JournalEntry {
   const fields: Record<string, string> = {};
@@ -99,9 +84,15 @@ export function journalEntry(stream: string, id: string, flatFields: string[]): 
  * for up to `batchMax` entries, or whatever waited `batchWaitMs`), deletes it from
  * the stream once durable, and resolves. `sweep` persists entries that a dead
  * process left behind.
+ *
+ * No entry can block the others: a batch PostgreSQL refuses is split until its healthy
+ * entries commit, and an entry refused on its own is dead-lettered (kept in
+ * `journal_dead_letter`, deleted from its stream, its Redis effect forgotten) and its
+ * caller gets a JournalEntryRefusedError. A batch that failed for want of a database
+ * stays in its streams for the sweeper, and its callers get SERVICE_UNAVAILABLE.
  */
 export class Journal {
-  private readonly handlers = new Map<string, JournalHandler>();
+  private readonly handlers = new Map<string, Registered>();
   private queue: Waiter[] = [];
   private timer: NodeJS.Timeout | undefined;
   private readonly inFlight = new Set<Promise<void>>();
@@ -113,8 +104,13 @@ export class Journal {
     private readonly options: JournalOptions,
   ) {}
 
-  register(handler: JournalHandler): void {
-    this.handlers.set(handler.kind, handler);
+  register(handler: JournalHandler, forget: ForgetEntry): void {
+    this.handlers.set(handler.kind, { handler, forget });
+  }
+
+  /** The dead letters, newest first, for operators. */
+  deadLetters(limit: number): Promise<DeadLetter[]> {
+    return listDeadLetters(this.prisma, limit);
   }
 
   /**
@@ -125,7 +121,11 @@ export class Journal {
     await this.redis.zadd(STREAM_REGISTRY, 'GT', untilMs, stream);
   }
 
-  /** Resolves once the entry is committed in PostgreSQL (the durable ack). */
+  /**
+   * Resolves once the entry is committed in PostgreSQL (the durable ack). Rejects with a
+   * JournalEntryRefusedError when PostgreSQL refused the entry itself, and with a
+   * JournalCommitError when the database could not be reached (the entry stays journaled).
+   */
   commit(entry: JournalEntry): Promise<PersistOutcome> {
     return new Promise((resolve, reject) => {
       this.queue.push({ entry, resolve, reject });
@@ -166,7 +166,8 @@ export class Journal {
   /**
    * Persists now, whatever their age, the entries a stream holds: all of them, or those
    * `belongs` picks (a stream several campaigns share, when one of them is rebuilt).
-   * Entries appended meanwhile are left to their writers.
+   * Entries appended meanwhile are left to their writers. An entry PostgreSQL refuses is
+   * dead-lettered on the way, so a poisoned stream never blocks a rebuild.
    */
   async commitStream(stream: string, belongs: (entry: JournalEntry) => boolean = () => true): Promise<void> {
     const [newest] = await this.redis.xrevrange(stream, '+', '-', 'COUNT', 1);
@@ -176,7 +177,7 @@ export class Journal {
       const page = await this.redis.xrange(stream, start, newest[0], 'COUNT', SWEEP_BATCH);
       if (page.length === 0) return;
       const entries = page.map(([id, flat]) => journalEntry(stream, id, flat)).filter(belongs);
-      await Promise.all(entries.map((entry) => this.commit(entry)));
+      await Promise.all(entries.map((entry) => this.commit(entry).catch(unlessRefused)));
       start = `(${page.at(-1)![0]}`;
     }
   }
@@ -222,35 +223,17 @@ export class Journal {
     for (const { entry } of batch) unique.set(entryKey(entry), entry);
     const entries = [...unique.values()];
     if (entries.length === 0) return;
-    let conflicts: Set<string>;
-    try {
-      conflicts = await this.persistWithRetry(entries);
-    } catch (error) {
-      // The entries stay in their streams; the sweeper retries them later.
-      this.log.error({ err: error, entries: entries.length }, 'group commit failed');
-      const failure = new JournalCommitError('the grant could not be confirmed in the database; it may still be applied');
-      for (const waiter of batch) waiter.reject(failure);
-      return;
+    const result = await persistBatch({ prisma: this.prisma, redis: this.redis, log: this.log }, groupBy(entries, (entry) => this.handlers.get(entry.fields.kind!)!));
+    if (result.settled.length > 0) {
+      await this.deleteFromStreams(result.settled).catch((error: unknown) => {
+        this.log.warn({ err: error }, 'could not delete persisted journal entries; the sweeper will re-persist them harmlessly');
+      });
     }
-    await this.deleteFromStreams(entries).catch((error: unknown) => {
-      this.log.warn({ err: error }, 'could not delete persisted journal entries; the sweeper will re-persist them harmlessly');
-    });
-    for (const waiter of batch) waiter.resolve(conflicts.has(entryKey(waiter.entry)) ? 'conflict' : 'persisted');
-  }
-
-  private async persistWithRetry(entries: JournalEntry[]): Promise<Set<string>> {
-    const byKind = groupBy(entries, (entry) => this.handlers.get(entry.fields.kind!)!);
-    for (let attempt = 1; ; attempt++) {
-      try {
-        const conflicts = new Set<string>();
-        for (const [handler, ofKind] of byKind) {
-          for (const entry of await handler.persist(this.prisma, ofKind)) conflicts.add(entryKey(entry));
-        }
-        return conflicts;
-      } catch (error) {
-        if (attempt >= COMMIT_ATTEMPTS) throw error;
-        await new Promise((resolve) => setTimeout(resolve, 20 * 2 ** attempt));
-      }
+    for (const waiter of batch) {
+      const key = entryKey(waiter.entry);
+      const failure = result.failures.get(key);
+      if (failure) waiter.reject(failure);
+      else waiter.resolve(result.conflicts.has(key) ? 'conflict' : 'persisted');
     }
   }
 
@@ -261,4 +244,9 @@ export class Journal {
     }
     await pipeline.exec();
   }
+}
+
+/** A refused entry was dead-lettered: for a stream being committed, it is done with. */
+function unlessRefused(error: unknown): void {
+  if (!(error instanceof JournalEntryRefusedError)) throw error;
 }
