@@ -1,0 +1,222 @@
+import { readFileSync } from 'node:fs';
+import {
+  type GraphQLArgument,
+  type GraphQLField,
+  type GraphQLInputType,
+  type GraphQLSchema,
+  astFromValue,
+  buildSchema,
+  getNamedType,
+  isInputObjectType,
+  isLeafType,
+  isListType,
+  isNonNullType,
+  print,
+} from 'graphql';
+import { fetch } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  CreateGoodsDocument,
+  CreateLotteryDocument,
+  CreateRedPacketDocument,
+  LockTeamSeatDocument,
+  LotteryWinnersDocument,
+  OpenTeamDocument,
+  RedPacketUpdatedDocument,
+  TeamStatusDocument,
+} from './gql/generated.ts';
+import { type GraphqlResponse, errorCodes, gql, gqlData, subscribeSse, subscribeWs, tokenFor } from './support/client.ts';
+import { testEnv } from './support/env.ts';
+import { stopAll } from './support/lifecycle.ts';
+import { runningWindow } from './support/lottery.ts';
+import { sleep } from './support/poll.ts';
+import { type ServerProcess, startServerProcess } from './support/server.ts';
+import { type Stores, openStores, snapshotStores } from './support/stores.ts';
+
+const schema: GraphQLSchema = buildSchema(readFileSync(new URL('../schema.graphql', import.meta.url), 'utf8'));
+const POISONS = { NUL: 'a\u0000b', 'a lone surrogate': 'a\uD800b', 'a trailing low surrogate': 'b\uDC00' };
+
+// Both lanes of one deployment: the fast lane serves JSON POSTs beside Yoga, which serves them all on the other.
+const env = testEnv('input_chars');
+let fastLane: ServerProcess;
+let yogaOnly: ServerProcess;
+let stores: Stores;
+const CALLERS = ['admin', 'sender', 'grabber', 'leader', 'buyer', 'other'] as const;
+const tokens = {} as Record<(typeof CALLERS)[number], string>;
+/** Live campaigns the poisoned mutations aim at, so that without the check they would change something. */
+const live = { packetId: '', teamId: '', activityId: '', prizeId: '', goodsId: '' };
+
+beforeAll(async () => {
+  stores = openStores(env);
+  [fastLane, yogaOnly] = await Promise.all([startServerProcess(env.vars), startServerProcess({ ...env.vars, GRAPHQL_FAST_LANE: '0' })]);
+  for (const name of CALLERS) tokens[name] = await tokenFor(`chars-${name}`, { admin: name === 'admin' });
+  const url = fastLane.url;
+  live.packetId = (await gqlData(url, CreateRedPacketDocument, { input: { totalAmount: 1000, count: 10 } }, tokens.sender)).createRedPacket.id;
+  live.teamId = (await gqlData(url, OpenTeamDocument, { input: { activityId: 'chars-activity', capacity: 5 } }, tokens.leader)).openTeam.id;
+  expect((await gqlData(url, LockTeamSeatDocument, { teamId: live.teamId }, tokens.buyer)).lockTeamSeat.__typename).toBe('SeatLocked');
+  const lottery = (
+    await gqlData(url, CreateLotteryDocument, { input: { title: 'Chars', ...runningWindow(), prizes: [{ title: 'Mug', totalStock: 100, weight: 1 }] } }, tokens.admin)
+  ).createLotteryActivity;
+  live.activityId = lottery.id;
+  live.prizeId = lottery.prizes[0]!.id;
+  live.goodsId = (await gqlData(url, CreateGoodsDocument, { input: { title: 'Voucher', pointsCost: 1, stock: 2, voucherCodes: ['V-1', 'V-2'] } }, tokens.admin)).createGoods.id;
+  await gqlData(url, `mutation { awardPoints(userId: "chars-buyer", amount: 100, reason: "start", requestId: "start") }` as never, {}, tokens.admin);
+});
+
+afterAll(async () => {
+  await stopAll(fastLane, yogaOnly);
+  await stores?.cleanup();
+});
+
+/**
+ * A valid call of every mutation, with every String and ID input it has (list items and
+ * nested input fields included), by a caller it would succeed for.
+ */
+function validMutations(): Record<string, { caller: keyof typeof tokens; args: Record<string, unknown> }> {
+  const { packetId, teamId, activityId, prizeId, goodsId } = live;
+  return {
+    awardPoints: { caller: 'admin', args: { userId: 'chars-other', amount: 5, reason: 'bonus', requestId: 'award-1' } },
+    closeRedPacket: { caller: 'admin', args: { packetId } },
+    confirmTeamSeat: { caller: 'buyer', args: { teamId, paymentRef: 'pay-1' } },
+    createGoods: { caller: 'admin', args: { input: { title: 'Cup', pointsCost: 1, stock: 1, voucherCodes: ['C-1'] } } },
+    createLotteryActivity: {
+      caller: 'admin',
+      args: { input: { title: 'Draw', ...runningWindow(), timezone: 'Asia/Shanghai', prizes: [{ title: 'Pen', totalStock: 1, weight: 1 }] } },
+    },
+    createRedPacket: { caller: 'sender', args: { input: { totalAmount: 100, count: 2, greeting: 'hi' } } },
+    drawLottery: { caller: 'other', args: { activityId, requestId: 'draw-1' } },
+    grabRedPacket: { caller: 'grabber', args: { packetId } },
+    lockTeamSeat: { caller: 'other', args: { teamId } },
+    openTeam: { caller: 'other', args: { input: { activityId: 'chars-activity' } } },
+    redeemPoints: { caller: 'buyer', args: { goodsId, requestId: 'redeem-1' } },
+    releaseTeamSeat: { caller: 'buyer', args: { teamId } },
+    updateLotteryActivity: { caller: 'admin', args: { activityId, input: { prizes: [{ prizeId, weight: 2 }] } } },
+  };
+}
+
+/** Paths of every String and ID position an input type has: `input.prizes[].title`. */
+function stringPositions(type: GraphQLInputType, path: string): string[] {
+  if (isNonNullType(type)) return stringPositions(type.ofType, path);
+  if (isListType(type)) return stringPositions(type.ofType, `${path}[]`);
+  if (isInputObjectType(type)) return Object.values(type.getFields()).flatMap((field) => stringPositions(field.type, `${path}.${field.name}`));
+  return ['String', 'ID'].includes(type.name) ? [path] : [];
+}
+
+/** Paths of the strings in a value, and a copy of it with the string at `path` replaced by `poison`. */
+function stringPaths(value: unknown, path: string): string[] {
+  if (typeof value === 'string') return [path];
+  if (Array.isArray(value)) return value.flatMap((item) => stringPaths(item, `${path}[]`));
+  if (typeof value === 'object' && value !== null) return Object.entries(value).flatMap(([key, item]) => stringPaths(item, `${path}.${key}`));
+  return [];
+}
+function poisoned(value: unknown, path: string, at: string, poison: string): unknown {
+  if (typeof value === 'string') return path === at ? poison : value;
+  if (Array.isArray(value)) return value.map((item) => poisoned(item, `${path}[]`, at, poison));
+  if (typeof value === 'object' && value !== null) return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, poisoned(item, `${path}.${key}`, at, poison)]));
+  return value;
+}
+
+/** Every String and ID position of a field's arguments, as stringPaths spells them. */
+function positionsOf(field: GraphQLField<unknown, unknown>): string[] {
+  return field.args.flatMap((arg) => stringPositions(arg.type, `.${arg.name}`));
+}
+
+function selectionOf(field: GraphQLField<unknown, unknown>): string {
+  return isLeafType(getNamedType(field.type)) ? '' : ' { __typename }';
+}
+
+/** The call with its arguments as variables, and with them inline as literals. */
+function documents(operation: 'query' | 'mutation', field: GraphQLField<unknown, unknown>, args: Record<string, unknown>) {
+  const given = field.args.filter((arg) => args[arg.name] !== undefined);
+  const definitions = given.map((arg) => `$${arg.name}: ${arg.type}`).join(', ');
+  const viaVariables = `${operation} Poisoned${definitions ? `(${definitions})` : ''} { ${field.name}(${given.map((arg) => `${arg.name}: $${arg.name}`).join(', ')})${selectionOf(field)} }`;
+  const literal = (arg: GraphQLArgument) => print(astFromValue(args[arg.name], arg.type)!);
+  const inline = `${operation} { ${field.name}(${given.map((arg) => `${arg.name}: ${literal(arg)}`).join(', ')})${selectionOf(field)} }`;
+  return { viaVariables, inline };
+}
+
+function expectRefused(response: GraphqlResponse<unknown>, what: string) {
+  const codes = errorCodes(response);
+  expect(codes.length > 0 && codes.every((code) => code === 'BAD_USER_INPUT'), `${what}: ${JSON.stringify(response.body)}`).toBe(true);
+  expect(response.body.data ?? null, what).toBeNull();
+}
+
+describe('a control character or a lone surrogate in any String or ID input', () => {
+  it('the valid calls cover every String and ID input of every mutation in schema.graphql', () => {
+    const mutations = schema.getMutationType()!.getFields();
+    const calls = validMutations();
+    expect(Object.keys(calls).sort()).toEqual(Object.keys(mutations).sort());
+    for (const [name, { args }] of Object.entries(calls)) {
+      expect(stringPaths(args, ''), name).toEqual(expect.arrayContaining(positionsOf(mutations[name]!)));
+    }
+  });
+
+  it.each([
+    ['the fast lane', () => fastLane],
+    ['Yoga', () => yogaOnly],
+  ])('refuses every mutation with BAD_USER_INPUT over %s, via variables and inline, and changes nothing', async (_lane, server) => {
+    const mutations = schema.getMutationType()!.getFields();
+    await sleep(300);
+    const before = await snapshotStores(stores, env);
+    for (const [name, { caller, args }] of Object.entries(validMutations())) {
+      for (const path of positionsOf(mutations[name]!)) {
+        for (const [poisonName, poison] of Object.entries(POISONS)) {
+          const bad = poisoned(args, '', path, poison) as Record<string, unknown>;
+          const { viaVariables, inline } = documents('mutation', mutations[name]!, bad);
+          expectRefused(await gql(server().url, viaVariables, bad, tokens[caller]), `${name} ${path} ${poisonName} via variables`);
+          expectRefused(await gql(server().url, inline, {}, tokens[caller]), `${name} ${path} ${poisonName} inline`);
+        }
+      }
+    }
+    expect(await snapshotStores(stores, env)).toEqual(before);
+  });
+
+  it('in a query id (POST on both lanes, and GET): never an internal error, only BAD_USER_INPUT', async () => {
+    const queries = schema.getQueryType()!.getFields();
+    for (const field of Object.values(queries)) {
+      const idArgs = field.args.filter((arg) => isNonNullType(arg.type) && ['String', 'ID'].includes(getNamedType(arg.type).name));
+      for (const arg of idArgs) {
+        for (const [poisonName, poison] of Object.entries(POISONS)) {
+          const { viaVariables, inline } = documents('query', field, { [arg.name]: poison });
+          for (const server of [fastLane, yogaOnly]) {
+            expectRefused(await gql(server.url, viaVariables, { [arg.name]: poison }, tokens.admin), `${field.name}(${arg.name}) ${poisonName}`);
+            expectRefused(await gql(server.url, inline, {}, tokens.admin), `${field.name}(${arg.name}) ${poisonName} inline`);
+          }
+          const search = new URLSearchParams({ query: viaVariables, variables: JSON.stringify({ [arg.name]: poison }) });
+          const viaGet = await fetch(`${fastLane.url}?${search}`, {
+            // A GET must name itself to Yoga's CSRF prevention, as browsers' GraphQL clients do.
+            headers: { authorization: `Bearer ${tokens.admin}`, accept: 'application/json', 'x-graphql-yoga-csrf': '1' },
+          });
+          expectRefused({ status: viaGet.status, body: (await viaGet.json()) as GraphqlResponse<unknown>['body'] }, `${field.name}(${arg.name}) ${poisonName} via GET`);
+        }
+      }
+    }
+  });
+
+  it('in a subscription argument, over graphql-ws and SSE', async () => {
+    const cases = [
+      [RedPacketUpdatedDocument, { packetId: `${live.packetId}\u0000` }],
+      [TeamStatusDocument, { teamId: `${live.teamId}\uD800` }],
+      [LotteryWinnersDocument, { activityId: `\u0007${live.activityId}` }],
+    ] as const;
+    for (const [document, variables] of cases) {
+      for (const subscribe of [subscribeWs, subscribeSse]) {
+        const subscription = subscribe(fastLane.url, document as never, variables as never, tokens.admin);
+        try {
+          const [first] = await subscription.until((events) => events.length > 0);
+          expect(first!.errors?.map((error) => (error as { extensions?: { code?: string } }).extensions?.code), JSON.stringify(first)).toEqual(['BAD_USER_INPUT']);
+        } finally {
+          subscription.close();
+        }
+      }
+    }
+  });
+
+  it('accepts tabs, line breaks and every other character in text', async () => {
+    const greeting = 'line one\r\nline two\tand 红包 🧧,\u2028"quoted" \\ end';
+    const { createRedPacket } = await gqlData(fastLane.url, CreateRedPacketDocument, { input: { totalAmount: 100, count: 1, greeting } }, tokens.sender);
+    expect(createRedPacket).toMatchObject({ remainingCount: 1 });
+    const { rows } = await stores.sql.query<{ greeting: string }>('SELECT greeting FROM red_packet WHERE id = $1', [createRedPacket.id]);
+    expect(rows[0]!.greeting).toBe(greeting);
+  });
+});
