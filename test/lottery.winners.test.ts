@@ -1,47 +1,28 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { aliasScope } from '../src/domain/privacy.ts';
 import { CreateLotteryDocument, DrawLotteryDocument, LotteryWinnersDocument, type LotteryWinnersSubscription } from './gql/generated.ts';
 import { type Subscription, gqlData, subscribeSse, subscribeWs, tokenFor } from './support/client.ts';
 import { testEnv } from './support/env.ts';
-import { stopAll } from './support/lifecycle.ts';
+import { twoInstances } from './support/lifecycle.ts';
 import { sleep } from './support/poll.ts';
-import { type ServerProcess, startServerProcess } from './support/server.ts';
-import { type Stores, openStores } from './support/stores.ts';
+import { aliasOf } from './support/privacy.ts';
 
 // Two instances of one deployment: wins drawn on one reach subscribers of the other.
 const env = testEnv('lot_winners');
-let server: ServerProcess;
-let other: ServerProcess;
-let stores: Stores;
+const instances = twoInstances(env);
+const { track } = instances;
 let admin: string;
-const open: Subscription<unknown>[] = [];
 
 beforeAll(async () => {
-  server = await startServerProcess(env.vars);
-  other = await startServerProcess(env.vars);
-  stores = openStores(env);
   admin = await tokenFor('winners-op', { admin: true });
 });
-
-afterAll(async () => {
-  for (const subscription of open) subscription.close();
-  try {
-    await stopAll(server, other);
-  } finally {
-    await stores?.cleanup();
-  }
-});
-
-function track<T>(subscription: Subscription<T>): Subscription<T> {
-  open.push(subscription as Subscription<unknown>);
-  return subscription;
-}
 
 const now = Date.now();
 
 /** Every draw wins, until the stock runs out. */
 async function createActivity(totalStock: number) {
   const { createLotteryActivity } = await gqlData(
-    server.url,
+    instances.server.url,
     CreateLotteryDocument,
     { input: { title: 'ticker', startsAt: new Date(now - 60_000).toISOString(), endsAt: new Date(now + 3_600_000).toISOString(), prizes: [{ title: '谢谢参与大奖', weight: 1, totalStock }] } },
     admin,
@@ -50,23 +31,26 @@ async function createActivity(totalStock: number) {
 }
 
 async function draw(activityId: string, user: string) {
-  const { drawLottery } = await gqlData(other.url, DrawLotteryDocument, { activityId }, await tokenFor(user));
+  const { drawLottery } = await gqlData(instances.other.url, DrawLotteryDocument, { activityId }, await tokenFor(user));
   return drawLottery;
 }
+
+/** What users other than the winner (operators aside) see of them in the activity. */
+const alias = (activityId: string, userId: string) => aliasOf(aliasScope.lottery(activityId), userId);
 
 const wins = (events: { data?: LotteryWinnersSubscription | null }[]) => events.flatMap((event) => (event.data ? [event.data.lotteryWinners] : []));
 
 describe('lotteryWinners streams wins for the "恭喜 xxx 抽中了…" ticker', () => {
-  it('yields the latest wins, then every new win in order, across instances; user ids masked for everyone but operators and the winner', async () => {
+  it('yields the latest wins, then every new win in order, across instances; user ids aliased for everyone but operators and the winner', async () => {
     const activity = await createActivity(100);
     for (const user of ['early-alice', 'early-bob', 'early-carol']) await draw(activity.id, user);
 
-    const viewer = track(subscribeSse(server.url, LotteryWinnersDocument, { activityId: activity.id, recent: 2 }, await tokenFor('viewer')));
+    const viewer = track(subscribeSse(instances.server.url, LotteryWinnersDocument, { activityId: activity.id, recent: 2 }, await tokenFor('viewer')));
     // A recent win arrives only once a subscription listens: then nothing new can be missed.
-    const operator = track(subscribeWs(server.url, LotteryWinnersDocument, { activityId: activity.id, recent: 1 }, admin));
-    const winner = track(subscribeWs(server.url, LotteryWinnersDocument, { activityId: activity.id, recent: 1 }, await tokenFor('late-0')));
+    const operator = track(subscribeWs(instances.server.url, LotteryWinnersDocument, { activityId: activity.id, recent: 1 }, admin));
+    const winner = track(subscribeWs(instances.server.url, LotteryWinnersDocument, { activityId: activity.id, recent: 1 }, await tokenFor('late-0')));
     await Promise.all([viewer, operator, winner].map((subscription, i) => subscription.until((events) => wins(events).length === (i === 0 ? 2 : 1))));
-    expect(wins(viewer.events).map((win) => win.userId)).toEqual(['e***b', 'e***l']);
+    expect(wins(viewer.events).map((win) => win.userId)).toEqual([alias(activity.id, 'early-bob'), alias(activity.id, 'early-carol')]);
     expect(wins(operator.events).map((win) => win.userId)).toEqual(['early-carol']);
 
     const late = Array.from({ length: 5 }, (_, i) => `late-${i}`);
@@ -81,9 +65,9 @@ describe('lotteryWinners streams wins for the "恭喜 xxx 抽中了…" ticker',
     await winner.until((events) => wins(events).length === 6);
 
     expect(wins(viewer.events).slice(2).map((win) => win.drawId)).toEqual(drawn);
-    expect(wins(viewer.events).slice(2).map((win) => win.userId)).toEqual(late.map((_, i) => `l***${i}`));
+    expect(wins(viewer.events).slice(2).map((win) => win.userId)).toEqual(late.map((user) => alias(activity.id, user)));
     expect(wins(operator.events).slice(1).map((win) => win.userId)).toEqual(late);
-    expect(wins(winner.events).slice(1).map((win) => win.userId)).toEqual(['late-0', 'l***1', 'l***2', 'l***3', 'l***4']);
+    expect(wins(winner.events).slice(1).map((win) => win.userId)).toEqual(['late-0', ...late.slice(1).map((user) => alias(activity.id, user))]);
     for (const win of wins(operator.events)) expect(win).toMatchObject({ settingsVersion: 1, prize: { title: '谢谢参与大奖', kind: 'GOODS' } });
     expect(viewer.events.every((event) => event.errors === undefined)).toBe(true);
   });
@@ -91,23 +75,23 @@ describe('lotteryWinners streams wins for the "恭喜 xxx 抽中了…" ticker',
   it('does not stream losses', async () => {
     const activity = await createActivity(2);
     expect((await draw(activity.id, 'first')).__typename).toBe('LotteryWin');
-    const watcher = track(subscribeSse(server.url, LotteryWinnersDocument, { activityId: activity.id, recent: 1 }, await tokenFor('watcher')));
+    const watcher = track(subscribeSse(instances.server.url, LotteryWinnersDocument, { activityId: activity.id, recent: 1 }, await tokenFor('watcher')));
     await watcher.until((events) => wins(events).length === 1);
     expect((await draw(activity.id, 'lucky')).__typename).toBe('LotteryWin');
     expect((await draw(activity.id, 'unlucky')).__typename).toBe('LotteryLose');
     expect((await draw(activity.id, 'also-unlucky')).__typename).toBe('LotteryLose');
     await watcher.until((events) => wins(events).length === 2);
     await sleep(300);
-    expect(wins(watcher.events).map((win) => win.userId)).toEqual(['f***t', 'l***y']);
+    expect(wins(watcher.events).map((win) => win.userId)).toEqual([alias(activity.id, 'first'), alias(activity.id, 'lucky')]);
   });
 
   it('refuses an unknown activity, a missing token and a bad recent count', async () => {
     const activity = await createActivity(1);
     const cases: [Subscription<LotteryWinnersSubscription>, string][] = [
-      [track(subscribeSse(server.url, LotteryWinnersDocument, { activityId: 'nope' }, admin)), 'NOT_FOUND'],
-      [track(subscribeWs(server.url, LotteryWinnersDocument, { activityId: 'nope' }, admin)), 'NOT_FOUND'],
-      [track(subscribeSse(server.url, LotteryWinnersDocument, { activityId: activity.id })), 'UNAUTHENTICATED'],
-      [track(subscribeSse(server.url, LotteryWinnersDocument, { activityId: activity.id, recent: 51 }, admin)), 'BAD_USER_INPUT'],
+      [track(subscribeSse(instances.server.url, LotteryWinnersDocument, { activityId: 'nope' }, admin)), 'NOT_FOUND'],
+      [track(subscribeWs(instances.server.url, LotteryWinnersDocument, { activityId: 'nope' }, admin)), 'NOT_FOUND'],
+      [track(subscribeSse(instances.server.url, LotteryWinnersDocument, { activityId: activity.id })), 'UNAUTHENTICATED'],
+      [track(subscribeSse(instances.server.url, LotteryWinnersDocument, { activityId: activity.id, recent: 51 }, admin)), 'BAD_USER_INPUT'],
     ];
     for (const [subscription, code] of cases) {
       const [first] = await subscription.until((events) => events.length >= 1);

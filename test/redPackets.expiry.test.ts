@@ -1,31 +1,21 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { aliasScope } from '../src/domain/privacy.ts';
 import { CloseRedPacketDocument, CreateRedPacketDocument, GrabRedPacketDocument, RedPacketDocument } from './gql/generated.ts';
 import { gqlData, tokenFor } from './support/client.ts';
 import { testEnv } from './support/env.ts';
+import { startedServer } from './support/lifecycle.ts';
 import { waitFor } from './support/poll.ts';
+import { aliasOf } from './support/privacy.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
-import { type ServerProcess, startServerProcess } from './support/server.ts';
-import { type Stores, openStores } from './support/stores.ts';
 
 // The settlement worker looks for expired packets five times a second.
 const env = testEnv('rp_expiry', { SWEEP_INTERVAL_MS: '200' });
-let server: ServerProcess;
-let stores: Stores;
-
-beforeAll(async () => {
-  server = await startServerProcess(env.vars);
-  stores = openStores(env);
-});
-
-afterAll(async () => {
-  await server?.stop();
-  await stores?.cleanup();
-});
+const started = startedServer(env);
 
 const grab = async (user: string, packetId: string) =>
-  (await gqlData(server.url, GrabRedPacketDocument, { packetId }, await tokenFor(user))).grabRedPacket;
+  (await gqlData(started.server.url, GrabRedPacketDocument, { packetId }, await tokenFor(user))).grabRedPacket;
 
-const readPacket = async (id: string) => (await gqlData(server.url, RedPacketDocument, { id }, await tokenFor('reader'))).redPacket;
+const readPacket = async (id: string) => (await gqlData(started.server.url, RedPacketDocument, { id }, await tokenFor('reader'))).redPacket;
 
 interface SettlementRow {
   refunded_at: Date | null;
@@ -34,7 +24,7 @@ interface SettlementRow {
 }
 
 async function settlement(packetId: string): Promise<SettlementRow> {
-  const { rows } = await stores.sql.query<SettlementRow>(
+  const { rows } = await started.stores.sql.query<SettlementRow>(
     `SELECT p.refunded_at, p.refunded_amount, COALESCE((SELECT SUM(g.amount) FROM red_packet_grab g WHERE g.packet_id = p.id), 0)::int AS granted
      FROM red_packet p WHERE p.id = $1`,
     [packetId],
@@ -53,7 +43,7 @@ describe('expiry and refunds', () => {
   it('refunds what is left of an expired packet that nobody looks at, then reports it EXPIRED', async () => {
     const TOTAL = 1_000;
     const sender = await tokenFor('expiry-sender');
-    const { createRedPacket: packet } = await gqlData(server.url, CreateRedPacketDocument, { input: { totalAmount: TOTAL, count: 5, mode: 'RANDOM', expiresInSeconds: 2 } }, sender);
+    const { createRedPacket: packet } = await gqlData(started.server.url, CreateRedPacketDocument, { input: { totalAmount: TOTAL, count: 5, mode: 'RANDOM', expiresInSeconds: 2 } }, sender);
     expect(packet.status).toBe('ACTIVE');
 
     const won = new Map<string, number>();
@@ -79,7 +69,8 @@ describe('expiry and refunds', () => {
       return state?.refundedAmount === TOTAL - granted ? state : undefined;
     }, { timeoutMs: 2_000, intervalMs: 50 });
     expect(expired).toMatchObject({ status: 'EXPIRED', remainingCount: 3, remainingAmount: TOTAL - granted, refundedAmount: TOTAL - granted });
-    expect(expired.shares.map((share) => [share.userId, share.amount]).sort()).toEqual([...won].sort());
+    const grabbers = [...won].map(([user, amount]) => [aliasOf(aliasScope.redPacket(packet.id), user), amount]);
+    expect(expired.shares.map((share) => [share.userId, share.amount]).sort()).toEqual(grabbers.sort());
     expect(expired.bestLuck).toBeNull();
 
     // Too late for newcomers; earlier grabbers still see their share.
@@ -89,7 +80,7 @@ describe('expiry and refunds', () => {
       expect(await grab(user, packet.id)).toMatchObject({ __typename: 'AlreadyGrabbed', share: { userId: user, amount } });
     }
 
-    const grabs = await expectRedPacketInvariants(stores, packet.id);
+    const grabs = await expectRedPacketInvariants(started.stores, packet.id);
     expect(grabs).toHaveLength(2);
     expect((await settlement(packet.id)).refunded_amount).toBe(TOTAL - granted);
   });
@@ -97,7 +88,7 @@ describe('expiry and refunds', () => {
   it('reports a fully grabbed packet EMPTY with nothing to refund, before and after expiry', async () => {
     const TOTAL = 900;
     const sender = await tokenFor('expiry-sender');
-    const { createRedPacket: packet } = await gqlData(server.url, CreateRedPacketDocument, { input: { totalAmount: TOTAL, count: 3, mode: 'EQUAL', expiresInSeconds: 2 } }, sender);
+    const { createRedPacket: packet } = await gqlData(started.server.url, CreateRedPacketDocument, { input: { totalAmount: TOTAL, count: 3, mode: 'EQUAL', expiresInSeconds: 2 } }, sender);
     for (const user of ['full-1', 'full-2', 'full-3']) expect((await grab(user, packet.id)).__typename).toBe('GrabbedShare');
     expect((await grab('full-4', packet.id)).__typename).toBe('RedPacketEmpty');
 
@@ -109,19 +100,19 @@ describe('expiry and refunds', () => {
     expect(row).toMatchObject({ refunded_amount: 0, granted: TOTAL });
     expect(await readPacket(packet.id)).toMatchObject({ status: 'EMPTY', refundedAmount: 0 });
     expect((await grab('full-4', packet.id)).__typename).toBe('RedPacketEmpty');
-    expect(await expectRedPacketInvariants(stores, packet.id)).toHaveLength(3);
+    expect(await expectRedPacketInvariants(started.stores, packet.id)).toHaveLength(3);
   });
 
   it('lets an operator close a packet early; what is left is refunded', async () => {
     const TOTAL = 5_000;
     const sender = await tokenFor('expiry-sender');
     const admin = await tokenFor('op', { admin: true });
-    const { createRedPacket: packet } = await gqlData(server.url, CreateRedPacketDocument, { input: { totalAmount: TOTAL, count: 10, mode: 'NORMAL' } }, sender);
+    const { createRedPacket: packet } = await gqlData(started.server.url, CreateRedPacketDocument, { input: { totalAmount: TOTAL, count: 10, mode: 'NORMAL' } }, sender);
     const first = await grab('before-close', packet.id);
     expect(first.__typename).toBe('GrabbedShare');
     const granted = first.__typename === 'GrabbedShare' ? first.amount : 0;
 
-    const { closeRedPacket: closed } = await gqlData(server.url, CloseRedPacketDocument, { packetId: packet.id }, admin);
+    const { closeRedPacket: closed } = await gqlData(started.server.url, CloseRedPacketDocument, { packetId: packet.id }, admin);
     expect(closed).toMatchObject({ __typename: 'RedPacket', id: packet.id, status: 'EXPIRED', remainingCount: 9 });
     if (closed.__typename === 'RedPacket') expect(Date.parse(closed.expiresAt)).toBeLessThan(Date.parse(packet.expiresAt));
     expect((await grab('after-close', packet.id)).__typename).toBe('RedPacketExpired');
@@ -136,12 +127,12 @@ describe('expiry and refunds', () => {
     expect(state).toMatchObject({ status: 'EXPIRED', remainingAmount: TOTAL - granted });
 
     // Closing again changes nothing; an unknown packet is NotFound.
-    const { closeRedPacket: again } = await gqlData(server.url, CloseRedPacketDocument, { packetId: packet.id }, admin);
+    const { closeRedPacket: again } = await gqlData(started.server.url, CloseRedPacketDocument, { packetId: packet.id }, admin);
     expect(again).toMatchObject({ __typename: 'RedPacket', status: 'EXPIRED', refundedAmount: TOTAL - granted });
     if (again.__typename === 'RedPacket' && closed.__typename === 'RedPacket') expect(again.expiresAt).toBe(closed.expiresAt);
-    const { closeRedPacket: missing } = await gqlData(server.url, CloseRedPacketDocument, { packetId: '00000000-0000-0000-0000-000000000000' }, admin);
+    const { closeRedPacket: missing } = await gqlData(started.server.url, CloseRedPacketDocument, { packetId: '00000000-0000-0000-0000-000000000000' }, admin);
     expect(missing.__typename).toBe('NotFound');
     expect((await settlement(packet.id)).refunded_amount).toBe(TOTAL - granted);
-    expect(await expectRedPacketInvariants(stores, packet.id)).toHaveLength(1);
+    expect(await expectRedPacketInvariants(started.stores, packet.id)).toHaveLength(1);
   });
 });

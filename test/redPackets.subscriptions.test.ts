@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { ExecutionResult } from 'graphql';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { signToken } from '../src/infra/auth/tokens.ts';
 import {
   CloseRedPacketDocument,
@@ -9,35 +9,16 @@ import {
   RedPacketUpdatedDocument,
   type RedPacketUpdatedSubscription,
 } from './gql/generated.ts';
-import { type Subscription, gqlData, subscribeSse, subscribeWs, tokenFor } from './support/client.ts';
+import { gqlData, subscribeSse, subscribeWs, tokenFor } from './support/client.ts';
 import { testEnv } from './support/env.ts';
-import { stopAll } from './support/lifecycle.ts';
+import { twoInstances } from './support/lifecycle.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
-import { type ServerProcess, startServerProcess } from './support/server.ts';
-import { type Stores, openStores } from './support/stores.ts';
 
 // A fast settlement worker, so a closed packet is refunded (and announced) within a fraction of a second.
 const env = testEnv('rp_subs', { SWEEP_INTERVAL_MS: '200' });
-let server: ServerProcess;
-let other: ServerProcess;
-let stores: Stores;
-const open: Subscription<unknown>[] = [];
-
-beforeAll(async () => {
-  // Two instances of the same deployment: same schema, same key prefix.
-  server = await startServerProcess(env.vars);
-  other = await startServerProcess(env.vars);
-  stores = openStores(env);
-});
-
-afterAll(async () => {
-  for (const subscription of open) subscription.close();
-  try {
-    await stopAll(server, other);
-  } finally {
-    await stores?.cleanup();
-  }
-});
+// Two instances of the same deployment: same schema, same key prefix.
+const instances = twoInstances(env);
+const { track } = instances;
 
 type Event = ExecutionResult<RedPacketUpdatedSubscription>;
 type Subscribe = typeof subscribeSse;
@@ -46,11 +27,6 @@ const transports: [string, Subscribe][] = [
   ['SSE', subscribeSse],
   ['graphql-ws', subscribeWs],
 ];
-
-function track<T>(subscription: Subscription<T>): Subscription<T> {
-  open.push(subscription as Subscription<unknown>);
-  return subscription;
-}
 
 const states = (events: Event[]) => events.filter((event) => event.data).map((event) => event.data!.redPacketUpdated);
 const lastState = (events: Event[]) => states(events).at(-1);
@@ -71,9 +47,9 @@ async function grab(url: string, packetId: string, userId: string) {
 describe.each(transports)('redPacketUpdated over %s', (_name, subscribe) => {
   it('yields the current state, then the state after each grab, then the settlement', async () => {
     const TOTAL = 1_000;
-    const packet = await createPacket(server.url, { totalAmount: TOTAL, count: 5 });
+    const packet = await createPacket(instances.server.url, { totalAmount: TOTAL, count: 5 });
     const watcher = await tokenFor(`watcher-${randomUUID()}`);
-    const subscription = track(subscribe(server.url, RedPacketUpdatedDocument, { packetId: packet.id }, watcher));
+    const subscription = track(subscribe(instances.server.url, RedPacketUpdatedDocument, { packetId: packet.id }, watcher));
 
     // First event: the current state, before anything happened.
     const [first] = await subscription.until((events) => events.length >= 1);
@@ -91,7 +67,7 @@ describe.each(transports)('redPacketUpdated over %s', (_name, subscribe) => {
     // One event per grab, remainingCount going down in order, amounts adding up.
     let granted = 0;
     for (let i = 1; i <= 3; i++) {
-      const share = await grab(server.url, packet.id, `grabber-${i}-${randomUUID()}`);
+      const share = await grab(instances.server.url, packet.id, `grabber-${i}-${randomUUID()}`);
       granted += share.amount;
       expect(share.remainingCount).toBe(5 - i);
       await subscription.until((events) => lastState(events)?.remainingCount === 5 - i);
@@ -104,7 +80,7 @@ describe.each(transports)('redPacketUpdated over %s', (_name, subscribe) => {
 
     // An operator ends the packet; the settlement worker refunds what is left and announces it.
     const admin = await tokenFor('op', { admin: true });
-    const { closeRedPacket } = await gqlData(server.url, CloseRedPacketDocument, { packetId: packet.id }, admin);
+    const { closeRedPacket } = await gqlData(instances.server.url, CloseRedPacketDocument, { packetId: packet.id }, admin);
     expect(closeRedPacket.__typename).toBe('RedPacket');
     const events = await subscription.until((all) => lastState(all)?.status === 'EXPIRED' && lastState(all)!.refundedAmount > 0, 10_000);
     const final = lastState(events)!;
@@ -116,32 +92,32 @@ describe.each(transports)('redPacketUpdated over %s', (_name, subscribe) => {
     expect(counts).toEqual([...counts].sort((a, b) => b - a));
     subscription.close();
 
-    const grabs = await expectRedPacketInvariants(stores, packet.id);
+    const grabs = await expectRedPacketInvariants(instances.stores, packet.id);
     expect(grabs).toHaveLength(3);
-    const { rows } = await stores.sql.query<{ refunded_amount: number }>('SELECT refunded_amount FROM red_packet WHERE id = $1 AND refunded_at IS NOT NULL', [packet.id]);
+    const { rows } = await instances.stores.sql.query<{ refunded_amount: number }>('SELECT refunded_amount FROM red_packet WHERE id = $1 AND refunded_at IS NOT NULL', [packet.id]);
     expect(rows[0]?.refunded_amount).toBe(TOTAL - granted);
   });
 
   it('announces a packet that runs out of time on its own, with the refund', async () => {
-    const lasting = await createPacket(server.url, { totalAmount: 300, count: 3 });
+    const lasting = await createPacket(instances.server.url, { totalAmount: 300, count: 3 });
     const sender = await tokenFor('hasty-sender');
-    const { createRedPacket: short } = await gqlData(server.url, CreateRedPacketDocument, { input: { totalAmount: 300, count: 3, expiresInSeconds: 2 } }, sender);
-    const share = await grab(server.url, short.id, `quick-${randomUUID()}`);
-    const subscription = track(subscribe(server.url, RedPacketUpdatedDocument, { packetId: short.id }, await tokenFor('watcher')));
+    const { createRedPacket: short } = await gqlData(instances.server.url, CreateRedPacketDocument, { input: { totalAmount: 300, count: 3, expiresInSeconds: 2 } }, sender);
+    const share = await grab(instances.server.url, short.id, `quick-${randomUUID()}`);
+    const subscription = track(subscribe(instances.server.url, RedPacketUpdatedDocument, { packetId: short.id }, await tokenFor('watcher')));
     const [first] = await subscription.until((events) => events.length >= 1);
     expect(first!.data?.redPacketUpdated.remainingCount).toBe(2);
 
     const events = await subscription.until((all) => lastState(all)?.status === 'EXPIRED' && lastState(all)!.refundedAmount > 0, 10_000);
     expect(lastState(events)).toMatchObject({ status: 'EXPIRED', remainingCount: 2, refundedAmount: 300 - share.amount });
     subscription.close();
-    await expectRedPacketInvariants(stores, short.id);
+    await expectRedPacketInvariants(instances.stores, short.id);
     // The worker leaves a packet that has not expired alone.
-    expect((await stores.sql.query('SELECT 1 FROM red_packet WHERE id = $1 AND refunded_at IS NULL', [lasting.id])).rowCount).toBe(1);
+    expect((await instances.stores.sql.query('SELECT 1 FROM red_packet WHERE id = $1 AND refunded_at IS NULL', [lasting.id])).rowCount).toBe(1);
   });
 
   it('refuses a subscriber without a token with UNAUTHENTICATED', async () => {
-    const packet = await createPacket(server.url, { totalAmount: 100, count: 2 });
-    const subscription = track(subscribe(server.url, RedPacketUpdatedDocument, { packetId: packet.id }));
+    const packet = await createPacket(instances.server.url, { totalAmount: 100, count: 2 });
+    const subscription = track(subscribe(instances.server.url, RedPacketUpdatedDocument, { packetId: packet.id }));
     const events = await subscription.until((all) => all.length >= 1);
     expect(events[0]!.data?.redPacketUpdated ?? null).toBeNull();
     expect(firstErrorCode(events)).toBe('UNAUTHENTICATED');
@@ -149,9 +125,9 @@ describe.each(transports)('redPacketUpdated over %s', (_name, subscribe) => {
   });
 
   it('refuses a subscriber with a token signed by another secret with UNAUTHENTICATED', async () => {
-    const packet = await createPacket(server.url, { totalAmount: 100, count: 2 });
+    const packet = await createPacket(instances.server.url, { totalAmount: 100, count: 2 });
     const forged = await signToken('another-secret-that-is-at-least-32-characters', { userId: 'mallory', roles: [] });
-    const subscription = track(subscribe(server.url, RedPacketUpdatedDocument, { packetId: packet.id }, forged));
+    const subscription = track(subscribe(instances.server.url, RedPacketUpdatedDocument, { packetId: packet.id }, forged));
     const events = await subscription.until((all) => all.length >= 1);
     expect(firstErrorCode(events)).toBe('UNAUTHENTICATED');
     subscription.close();
@@ -159,7 +135,7 @@ describe.each(transports)('redPacketUpdated over %s', (_name, subscribe) => {
 
   it('gives an error for an unknown packet id', async () => {
     const token = await tokenFor('curious');
-    const subscription = track(subscribe(server.url, RedPacketUpdatedDocument, { packetId: randomUUID() }, token));
+    const subscription = track(subscribe(instances.server.url, RedPacketUpdatedDocument, { packetId: randomUUID() }, token));
     const events = await subscription.until((all) => all.length >= 1);
     expect(events[0]!.data?.redPacketUpdated ?? null).toBeNull();
     expect(events[0]!.errors?.length).toBeGreaterThan(0);
@@ -170,20 +146,20 @@ describe.each(transports)('redPacketUpdated over %s', (_name, subscribe) => {
 
 describe('across instances', () => {
   it.each(transports)('a %s subscriber on one instance sees grabs made through another', async (_name, subscribe) => {
-    const packet = await createPacket(other.url, { totalAmount: 600, count: 3 });
-    const subscription = track(subscribe(server.url, RedPacketUpdatedDocument, { packetId: packet.id }, await tokenFor('watcher')));
+    const packet = await createPacket(instances.other.url, { totalAmount: 600, count: 3 });
+    const subscription = track(subscribe(instances.server.url, RedPacketUpdatedDocument, { packetId: packet.id }, await tokenFor('watcher')));
     await subscription.until((events) => lastState(events)?.remainingCount === 3);
 
     for (let i = 1; i <= 2; i++) {
-      await grab(other.url, packet.id, `far-grabber-${i}-${randomUUID()}`);
+      await grab(instances.other.url, packet.id, `far-grabber-${i}-${randomUUID()}`);
       await subscription.until((events) => lastState(events)?.remainingCount === 3 - i);
     }
     // The last share empties the packet; the subscriber sees that too.
-    await grab(other.url, packet.id, `far-grabber-3-${randomUUID()}`);
+    await grab(instances.other.url, packet.id, `far-grabber-3-${randomUUID()}`);
     const events = await subscription.until((all) => lastState(all)?.status === 'EMPTY');
     expect(lastState(events)).toMatchObject({ remainingCount: 0, remainingAmount: 0 });
     expect(states(events).map((state) => state.remainingCount)).toEqual([3, 2, 1, 0]);
     subscription.close();
-    await expectRedPacketInvariants(stores, packet.id);
+    await expectRedPacketInvariants(instances.stores, packet.id);
   });
 });

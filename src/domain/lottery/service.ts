@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { ErrorCode, ServiceUnavailableError, graphqlError } from '../../errors.ts';
-import { type JournalEntry, forgettingConflicts } from '../../infra/journal/journal.ts';
+import type { JournalEntry } from '../../infra/journal/journal.ts';
 import { hydrate, withRebuild } from '../../infra/redis/hydration.ts';
 import type { ScriptClock } from '../../infra/redis/testClock.ts';
 import type { CampaignDeps } from '../deps.ts';
@@ -15,16 +15,16 @@ import {
   loadDrawForAudit,
   loadSnapshot,
   prizeRemainingStock,
-  recentWins,
   remainingStock,
   scheduleJournalHandler,
   settingsJournalHandler,
   timedActivitiesToSchedule,
 } from './persistence.ts';
 import { ActivityNotActive, DrawLimitReached } from './problems.ts';
-import { DRAW_RANDOM_RANGE, LOTTERY_LIMITS, type LotterySettings, type LotteryStatus, RELEASE_RANDOM_RANGE, lotteryStatus, lotteryRetainUntil } from './settings.ts';
+import { DRAW_RANDOM_RANGE, type LotterySettings, type LotteryStatus, RELEASE_RANDOM_RANGE, lotteryStatus, lotteryRetainUntil } from './settings.ts';
 import { type LotterySnapshot, LotteryStore, type PrizeSnapshot, emptySnapshot, lotteryKeys } from './store.ts';
 import { ONE_HOUR_MS, localDay, localHourOfDay, localHourStart, utcOffsetTable } from './timezone.ts';
+import { LotteryWinners, prizeView } from './winners.ts';
 
 export interface PrizeView extends PrizeSnapshot {
   activityId: string;
@@ -85,12 +85,6 @@ const ATTEMPTS = 3;
 /** The scheduler fills every hour that starts within this much of now. */
 const SCHEDULE_LOOK_AHEAD_MS = ONE_HOUR_MS;
 
-const winnersTopic = (activityId: string) => `lottery:${activityId}:winners`;
-
-function prizeView(activityId: string, prize: PrizeSnapshot & { hourlyQuota?: number[] }): PrizeView {
-  return { ...prize, activityId, hourlyQuota: prize.hourlyQuota ?? [] };
-}
-
 function badInput(issues: { path: (string | number)[]; message: string }[]): Error {
   return graphqlError(ErrorCode.badUserInput, issues.map((issue) => issue.message).join('; '), { issues });
 }
@@ -98,13 +92,15 @@ function badInput(issues: { path: (string | number)[]; message: string }[]): Err
 export class LotteryService {
   private readonly store: LotteryStore;
   private readonly random: RandomSource;
+  private readonly winnersTicker: LotteryWinners;
 
   constructor(private readonly deps: LotteryDeps) {
     this.store = new LotteryStore(deps.redis, deps.scripts);
+    this.winnersTicker = new LotteryWinners(deps, (activityId) => this.settings(activityId));
     this.random = deps.random ?? cryptoRandom;
     // A draw, schedule or settings change PostgreSQL turned down changed counters, stock or settings in Redis.
     const forget = ({ fields }: JournalEntry) => this.store.invalidate(fields.activity!);
-    for (const handler of [drawJournalHandler, scheduleJournalHandler, settingsJournalHandler]) deps.journal.register(forgettingConflicts(handler, forget, deps.log));
+    for (const handler of [drawJournalHandler, scheduleJournalHandler, settingsJournalHandler]) deps.journal.register(handler, forget);
   }
 
   async create(createdBy: string, input: CreateLotteryInput): Promise<LotteryActivityView> {
@@ -171,7 +167,7 @@ export class LotteryService {
             continue;
           }
           const outcome = this.outcome(activityId, userId, reply);
-          if (outcome.outcome === 'win') this.deps.events.publishEvent(winnersTopic(activityId), outcome);
+          if (outcome.outcome === 'win') this.winnersTicker.announce(outcome);
           return outcome;
         }
       }
@@ -217,21 +213,9 @@ export class LotteryService {
     return prizeRemainingStock(this.deps.prisma, prizeId);
   }
 
-  /** The latest `recent` wins, then every new win as it is committed. */
-  winners(activityId: string, recent: number): AsyncGenerator<LotteryWinView> {
-    const loadRecent = async () =>
-      (await recentWins(this.deps.prisma, activityId, Math.min(recent, LOTTERY_LIMITS.maxRecentWins))).map(
-        (row): LotteryWinView => ({
-          outcome: 'win',
-          drawId: row.drawId,
-          activityId,
-          userId: row.userId,
-          drawnAt: row.drawnAt,
-          settingsVersion: row.settingsVersion,
-          prize: prizeView(activityId, row.prizeSnapshot as PrizeSnapshot),
-        }),
-      );
-    return this.deps.events.recentThenEvents(winnersTopic(activityId), loadRecent, (win) => win.drawId);
+  /** The latest `recent` wins, then every new win as it is committed; completes once the activity has ENDED. */
+  winners(activityId: string, recent: number): AsyncIterableIterator<LotteryWinView> {
+    return this.winnersTicker.stream(activityId, recent);
   }
 
   /** Replays a persisted WEIGHTED draw from its random input against the settings of its version. */

@@ -1,6 +1,6 @@
 import { type JournalEntry, type JournalHandler, conflictingEntries } from '../../infra/journal/journal.ts';
 import type { PrismaClient } from '../../generated/prisma/client.ts';
-import type { RedPacketSnapshot } from './store.ts';
+import type { CommittedRedPacket, RedPacketSnapshot } from './store.ts';
 
 /**
  * Persists journaled grabs in one statement per batch. The packet rows are share-locked
@@ -86,4 +86,25 @@ export async function settleRefund(prisma: PrismaClient, packetId: string): Prom
     ),
   ]);
   return settled[0]?.refunded_amount ?? null;
+}
+
+/**
+ * The packet as PostgreSQL has committed it, in one statement (one snapshot): its
+ * grabs and its refund can never disagree, as a grab in flight would make them.
+ */
+export async function loadCommitted(prisma: PrismaClient, packetId: string): Promise<CommittedRedPacket | null> {
+  const rows = await prisma.$queryRawUnsafe<(CommittedRedPacket & { refunded: boolean })[]>(
+    `SELECT p.sender_id AS "senderId", p.total_amount AS "totalAmount", p.count, p.mode::text AS mode, p.greeting,
+            p.expires_at AS "expiresAt", p.refunded_at IS NOT NULL AS refunded, p.refunded_amount AS "refundedAmount",
+            COALESCE(json_agg(json_build_object('packetId', g.packet_id, 'userId', g.user_id, 'amount', g.amount, 'grabbedAt', g.grabbed_at)
+                              ORDER BY g.grabbed_at, g.share_index) FILTER (WHERE g.id IS NOT NULL), '[]') AS shares
+     FROM red_packet p LEFT JOIN red_packet_grab g ON g.packet_id = p.id
+     WHERE p.id = $1
+     GROUP BY p.id`,
+    packetId,
+  );
+  const row = rows[0];
+  if (!row) return null;
+  const { refunded, ...packet } = row;
+  return { ...packet, refundedAmount: refunded ? packet.refundedAmount : null };
 }

@@ -1,6 +1,7 @@
 import { Problem } from '../problems.ts';
 
 export interface GrabbedShareView {
+  packetId: string;
   userId: string;
   amount: number;
   grabbedAt: Date;

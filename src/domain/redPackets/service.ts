@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import { ServiceUnavailableError } from '../../errors.ts';
-import { forgettingConflicts } from '../../infra/journal/journal.ts';
 import { hydrate, withHydrationLock, withRebuild } from '../../infra/redis/hydration.ts';
 import { retainUntil } from '../../infra/redis/keys.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
@@ -8,7 +7,7 @@ import type { CampaignDeps } from '../deps.ts';
 import { NotFound } from '../problems.ts';
 import { cryptoRandom } from '../random.ts';
 import type { CreateRedPacketInput } from './input.ts';
-import { grabJournalHandler, loadSnapshot, packetsDueForSettlement, recordedRefund, settleRefund } from './persistence.ts';
+import { grabJournalHandler, loadCommitted, loadSnapshot, packetsDueForSettlement, recordedRefund, settleRefund } from './persistence.ts';
 import { AlreadyGrabbed, RedPacketEmpty, RedPacketExpired } from './problems.ts';
 import { splitAmount, widestMaxAmount } from './split.ts';
 import { type RedPacketSnapshot, type RedPacketState, RedPacketStore, redPacketKeys } from './store.ts';
@@ -35,8 +34,8 @@ export class RedPacketService {
 
   constructor(private readonly deps: RedPacketDeps) {
     this.store = new RedPacketStore(deps.redis, deps.scripts);
-    // A grab PostgreSQL turned down took a share in Redis that PostgreSQL gave to someone else.
-    deps.journal.register(forgettingConflicts(grabJournalHandler, ({ fields }) => this.store.invalidate(fields.packet!), deps.log));
+    // A grab PostgreSQL turned down (a share it gave to someone else, or a refused row) took a share in Redis.
+    deps.journal.register(grabJournalHandler, ({ fields }) => this.store.invalidate(fields.packet!));
   }
 
   async create(senderId: string, input: CreateRedPacketInput): Promise<RedPacketState> {
@@ -68,7 +67,7 @@ export class RedPacketService {
       if (!reply) throw new NotFound('red packet', packetId);
       switch (reply.kind) {
         case 'already':
-          throw new AlreadyGrabbed({ userId, amount: reply.amount, grabbedAt: new Date(reply.grabbedAtMs) });
+          throw new AlreadyGrabbed({ packetId, userId, amount: reply.amount, grabbedAt: new Date(reply.grabbedAtMs) });
         case 'empty':
           throw new RedPacketEmpty();
         case 'expired':
@@ -82,7 +81,7 @@ export class RedPacketService {
             this.deps.log.warn({ packetId, userId }, 'grab conflicted with a durable grab; rebuilding the packet');
             continue;
           }
-          this.deps.events.publishLatest(topic(packetId), () => this.store.readState(packetId));
+          this.deps.events.publishLatest(topic(packetId), () => this.committedState(packetId));
           return { packetId, amount: reply.amount, remainingCount: reply.remainingCount, grabbedAt: new Date(reply.grabbedAtMs) };
         }
       }
@@ -103,6 +102,8 @@ export class RedPacketService {
       const { count } = await this.deps.prisma.redPacket.updateMany({ where: { id: packetId, expiresAt: { gt: now } }, data: { expiresAt: now } });
       if (count > 0) await this.store.expireNow(packetId, now.getTime());
     });
+    // Watchers wait for the old expiry; EXPIRED goes out now, the refund with the settlement.
+    this.deps.events.publishLatest(topic(packetId), () => this.committedState(packetId));
     const state = await this.get(packetId);
     if (!state) throw new NotFound('red packet', packetId);
     return state;
@@ -130,8 +131,44 @@ export class RedPacketService {
     return { ...state, refundedAmount, version: state.version + 1 };
   }
 
-  watch(packetId: string): AsyncGenerator<RedPacketState> {
-    return this.deps.events.currentThenChanges(topic(packetId), () => this.get(packetId), (state) => state.version);
+  /**
+   * The packet now, then after grabs (a burst merged into one event), at the expiry
+   * instant, and at the refund; it completes once EMPTY, or EXPIRED and settled.
+   */
+  watch(packetId: string): AsyncIterableIterator<RedPacketState> {
+    return this.deps.events.currentThenChanges(topic(packetId), {
+      load: () => this.committedState(packetId),
+      versionOf: (state) => state.version,
+      isFinal: (state) => state.remainingCount === 0 || state.refundedAmount !== null,
+      // Nothing is published at expiry (the settlement comes up to a sweep later): every
+      // instance with watchers reloads at the instant, judged by Redis time.
+      changesIn: (state) => (state.asOfMs! < Date.parse(state.expiresAt) ? Date.parse(state.expiresAt) - state.asOfMs! : null),
+    });
+  }
+
+  /**
+   * What subscribers see: only committed grabs, with counts and amounts derived from the
+   * same snapshot, since Redis counts a grab before its commit. Every state is published
+   * after the commits it shows, so a post-commit state is always newer than anything a
+   * subscriber saw. The version counts grabs and the settlement (twice,
+   * so a snapshot with one more grab outranks one read a moment later across the expiry
+   * instant) plus one once expired.
+   */
+  private async committedState(packetId: string): Promise<RedPacketState | null> {
+    const packet = await loadCommitted(this.deps.prisma, packetId);
+    if (!packet) return null;
+    const asOfMs = await redisTimeMs(this.deps.redis);
+    const taken = packet.shares.reduce((sum, share) => sum + share.amount, 0);
+    const expired = asOfMs >= packet.expiresAt.getTime();
+    return {
+      ...packet,
+      id: packetId,
+      expiresAt: packet.expiresAt.toISOString(),
+      remainingCount: packet.count - packet.shares.length,
+      remainingAmount: packet.totalAmount - taken,
+      version: 2 * (packet.shares.length + (packet.refundedAmount === null ? 0 : 1)) + (expired ? 1 : 0),
+      asOfMs,
+    };
   }
 
   /** Grabbed shares, oldest first. Only committed grabs, which is every acknowledged one. */
@@ -166,7 +203,7 @@ export class RedPacketService {
       }
       await this.store.recordRefund(packetId, refundedAmount);
       this.deps.log.info({ packetId, senderId: state.senderId, refundedAmount }, 'refunded an expired red packet');
-      this.deps.events.publishLatest(topic(packetId), () => this.store.readState(packetId));
+      this.deps.events.publishLatest(topic(packetId), () => this.committedState(packetId));
       settled++;
     }
     return settled;

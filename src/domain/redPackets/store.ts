@@ -28,7 +28,22 @@ export interface RedPacketState extends RedPacketTerms {
   remainingAmount: number;
   /** Grows with every change: one per grab, one for the settlement. */
   version: number;
+  /** Set in the states subscribers get (`CommittedRedPacket`): the committed grabs, oldest first. */
+  shares?: RedPacketShareView[];
+  /** Set in the states subscribers get: the Redis time the state was read at, which its status is judged at. */
+  asOfMs?: number;
 }
+
+export interface RedPacketShareView {
+  /** The campaign whose alias rule shows `userId` to others. */
+  packetId: string;
+  userId: string;
+  amount: number;
+  grabbedAt: string;
+}
+
+/** A packet as PostgreSQL has committed it: `loadCommitted` in persistence.ts. */
+export type CommittedRedPacket = Omit<RedPacketTerms, 'id'> & { expiresAt: Date; shares: RedPacketShareView[] };
 
 export type RedPacketStatus = 'ACTIVE' | 'EMPTY' | 'EXPIRED';
 

@@ -1,18 +1,46 @@
 import { RedisPubSub } from 'graphql-redis-subscriptions';
+import { Repeater, SlidingBuffer } from 'graphql-yoga';
 import type { Redis } from 'ioredis';
+
+/** The longest delay setTimeout takes; a later refresh or end is checked again then. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** How a stream of absolute states behaves: see `LiveEvents.currentThenChanges`. */
+export interface StateStream<T> {
+  load: () => Promise<T | null>;
+  /** Grows with every change, so a subscriber drops stale or repeated states. */
+  versionOf: (state: T) => number;
+  /** A state after which nothing changes: the stream completes once it is pushed. */
+  isFinal: (state: T) => boolean;
+  /** Milliseconds from when `state` was read until it changes without any event (an expiry); null if never. */
+  changesIn?: (state: T) => number | null;
+}
+
+/** How a stream of events ends: see `LiveEvents.recentThenEvents`. */
+export interface EventStreamEnd<T> {
+  /** Milliseconds until the subject ends; 0 or less once it has. Checked again when it comes. */
+  msUntilEnd: () => Promise<number>;
+  /** Once it has ended: the last events, of which those the stream has not pushed follow before completion. */
+  lastEvents: () => Promise<T[]>;
+}
 
 /**
  * Live events between instances, over graphql-redis-subscriptions on two dedicated
  * connections. Payloads are absolute state with a `version` that only grows, so a
  * subscriber can drop stale or repeated events and a reconnecting client is right
  * at once.
+ *
+ * Streams are Repeaters, not async generators: a generator parked on an `await` ignores
+ * `return()` until its next value, so a closed subscription on a quiet topic would hold
+ * its Redis channel and memory for good. A Repeater's `return()` settles its pending
+ * `next()` and runs the cleanup at once.
  */
 export class LiveEvents {
   private readonly pubsub: RedisPubSub;
   private readonly scheduled = new Set<string>();
   private readonly queuedEvents = new Map<string, unknown[]>();
 
-  constructor(publisher: Redis, subscriber: Redis, private readonly channelPrefix: string) {
+  constructor(private readonly publisher: Redis, subscriber: Redis, private readonly channelPrefix: string) {
     this.pubsub = new RedisPubSub({ publisher, subscriber });
   }
 
@@ -23,13 +51,17 @@ export class LiveEvents {
   /**
    * Publishes the state that `load` returns, once per topic per turn of the event
    * loop: a burst of grants on one campaign becomes one event with the newest state.
+   * Nothing is loaded while no instance listens on the topic (a load may be a query
+   * over every grab of a packet); one that starts listening later reads the state
+   * itself, after this change.
    */
   publishLatest<T>(topic: string, load: () => Promise<T | null>): void {
     if (this.scheduled.has(topic)) return;
     this.scheduled.add(topic);
     setImmediate(() => {
       this.scheduled.delete(topic);
-      load()
+      this.listeners(topic)
+        .then((listeners) => (listeners > 0 ? load() : null))
         .then((state) => (state ? this.publish(topic, state) : undefined))
         .catch(() => {
           // A lost event is repaired by the next one; subscribers hold absolute state.
@@ -37,36 +69,61 @@ export class LiveEvents {
     });
   }
 
-  /** The current state first, then every newer state, skipping any that arrive out of order. */
-  async *currentThenChanges<T>(
-    topic: string,
-    loadCurrent: () => Promise<T | null>,
-    versionOf: (state: T) => number,
-  ): AsyncGenerator<T> {
-    const pending: T[] = [];
-    let wake: (() => void) | undefined;
-    // Subscribe before reading the current state, so no change falls in between.
-    const subscription = await this.pubsub.subscribe(this.channelPrefix + topic, (state: T) => {
-      pending.push(state);
-      wake?.();
-    });
-    try {
-      const current = await loadCurrent();
-      if (!current) return;
-      let lastVersion = versionOf(current);
-      yield current;
-      for (;;) {
-        if (pending.length === 0) await new Promise<void>((resolve) => (wake = resolve));
-        wake = undefined;
-        // A slow subscriber skips to the newest state instead of replaying every step.
-        const newest = pending.splice(0).reduce((a, b) => (versionOf(b) > versionOf(a) ? b : a));
-        if (versionOf(newest) <= lastVersion) continue;
-        lastVersion = versionOf(newest);
-        yield newest;
+  /** How many instances listen on the topic. */
+  private async listeners(topic: string): Promise<number> {
+    const [, count] = (await this.publisher.pubsub('NUMSUB', this.channelPrefix + topic)) as [string, number];
+    return Number(count);
+  }
+
+  /**
+   * The current state first, then every newer state, skipping any that arrive out of
+   * order; completes after a final state. A slow subscriber skips to the newest state
+   * instead of replaying every step.
+   */
+  currentThenChanges<T>(topic: string, stream: StateStream<T>): AsyncIterableIterator<T> {
+    return new Repeater<T>(async (push, stop) => {
+      let lastVersion = -Infinity;
+      let early: T | undefined;
+      let loaded = false;
+      let stopped = false;
+      let refresh: NodeJS.Timeout | undefined;
+      const offer = (state: T) => {
+        // A message may come between the cleanup and the unsubscribe; a timer set then would outlive the stream.
+        if (stopped) return;
+        if (!loaded) {
+          if (!early || stream.versionOf(state) > stream.versionOf(early)) early = state;
+          return;
+        }
+        const version = stream.versionOf(state);
+        if (version < lastVersion) return;
+        const changesIn = stream.changesIn?.(state);
+        if (changesIn != null) {
+          // Every instance with watchers reloads and publishes; the repeats are dropped by
+          // version. A reload that came too early (the same version) sets the timer again.
+          clearTimeout(refresh);
+          refresh = setTimeout(() => this.publishLatest(topic, stream.load), Math.min(Math.max(changesIn, 0), MAX_TIMER_MS)).unref();
+        }
+        if (version === lastVersion) return;
+        lastVersion = version;
+        void push(state);
+        if (stream.isFinal(state)) void stop();
+      };
+      // Listen before reading the current state, so no change falls in between.
+      const { subscribed, stopListening } = this.listen<T>(topic, offer);
+      try {
+        await subscribed;
+        const current = await stream.load();
+        loaded = true;
+        if (!current) return;
+        offer(current);
+        if (early) offer(early);
+        await stop;
+      } finally {
+        stopped = true;
+        clearTimeout(refresh);
+        stopListening();
       }
-    } finally {
-      this.pubsub.unsubscribe(subscription);
-    }
+    }, new SlidingBuffer(1));
   }
 
   /**
@@ -91,32 +148,71 @@ export class LiveEvents {
 
   /**
    * `loadRecent`'s events (oldest first), then every event `publishEvent` sends on the
-   * topic, in order; those already among the recent ones are skipped. A subscriber that
-   * falls `maxBacklog` events behind loses the oldest.
+   * topic, in order; those already pushed are skipped. With an `end`, the stream
+   * completes once its subject has ended, after the last events it had not pushed.
+   * A subscriber that falls `maxBacklog` events behind loses the oldest.
    */
-  async *recentThenEvents<T>(topic: string, loadRecent: () => Promise<T[]>, idOf: (event: T) => string, maxBacklog = 1000): AsyncGenerator<T> {
-    const pending: T[] = [];
-    let wake: (() => void) | undefined;
-    // Subscribe before loading the recent events, so none falls in between.
-    const subscription = await this.pubsub.subscribe(this.channelPrefix + topic, (events: T[]) => {
-      pending.push(...events);
-      pending.splice(0, pending.length - maxBacklog);
-      wake?.();
-    });
-    try {
-      const recent = await loadRecent();
-      const seen = new Set(recent.map(idOf));
-      yield* recent;
-      for (;;) {
-        if (pending.length === 0) await new Promise<void>((resolve) => (wake = resolve));
-        wake = undefined;
-        for (const event of pending.splice(0)) {
-          if (!seen.delete(idOf(event))) yield event;
+  recentThenEvents<T>(topic: string, loadRecent: () => Promise<T[]>, idOf: (event: T) => string, end?: EventStreamEnd<T>, maxBacklog = 1000): AsyncIterableIterator<T> {
+    return new Repeater<T>(async (push, stop) => {
+      let early: T[] | undefined = [];
+      // The ids pushed lately, to skip repeats (oldest first, so the set stays bounded).
+      const pushed = new Set<string>();
+      const offer = (event: T) => {
+        const id = idOf(event);
+        if (pushed.has(id)) return;
+        pushed.add(id);
+        if (pushed.size > maxBacklog) pushed.delete(pushed.values().next().value!);
+        void push(event);
+      };
+      const { subscribed, stopListening } = this.listen<T[]>(topic, (events) => {
+        if (early) early.push(...events);
+        else events.forEach(offer);
+      });
+      let endCheck: NodeJS.Timeout | undefined;
+      let stopped = false;
+      const checkEnd = async (): Promise<void> => {
+        const msUntilEnd = await end!.msUntilEnd();
+        // Closed meanwhile: a timer set now would hold the stream until the end.
+        if (stopped) return;
+        if (msUntilEnd > 0) {
+          endCheck = setTimeout(() => checkEnd().catch((error: unknown) => stop(error)), Math.min(msUntilEnd, MAX_TIMER_MS)).unref();
+          return;
         }
+        (await end!.lastEvents()).forEach(offer);
+        void stop();
+      };
+      try {
+        await subscribed;
+        const recent = await loadRecent();
+        recent.forEach(offer);
+        const arrived = early;
+        early = undefined;
+        arrived.forEach(offer);
+        if (end) await Promise.race([checkEnd(), stop]);
+        await stop;
+      } finally {
+        stopped = true;
+        clearTimeout(endCheck);
+        stopListening();
       }
-    } finally {
-      this.pubsub.unsubscribe(subscription);
-    }
+    }, new SlidingBuffer(maxBacklog));
+  }
+
+  /**
+   * Calls `onMessage` with every message on the topic (once `subscribed` resolves) until
+   * `stopListening` is called. The listener is removed only once the library registered
+   * it: removed while Redis has not confirmed the channel, it would be added back after.
+   * The library drops the Redis channel when its last local listener leaves.
+   */
+  private listen<M>(topic: string, onMessage: (message: M) => void): { subscribed: Promise<number>; stopListening: () => void } {
+    const subscribed = this.pubsub.subscribe(this.channelPrefix + topic, onMessage);
+    const stopListening = () => {
+      subscribed.then(
+        (id) => this.pubsub.unsubscribe(id),
+        () => undefined,
+      );
+    };
+    return { subscribed, stopListening };
   }
 
   async close(): Promise<void> {

@@ -1,0 +1,80 @@
+import { randomUUID } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { LotteryWinnersDocument, type LotteryWinnersSubscription, TeamStatusDocument, type TeamStatusSubscription } from './gql/generated.ts';
+import { type Subscription, gql, subscribeSse, subscribeWs, tokenFor } from './support/client.ts';
+import { lotteryServer } from './support/lottery.ts';
+import { teamsAt } from './support/teams.ts';
+import { DrawLotteryDocument } from './gql/generated.ts';
+
+// A fast deadline sweeper, so a team past its deadline is FAILED within a fraction of a second.
+const lottery = lotteryServer('subs_completion', { SWEEP_INTERVAL_MS: '200' });
+
+type Subscribe = typeof subscribeSse;
+const transports: [string, Subscribe][] = [
+  ['SSE', subscribeSse],
+  ['graphql-ws', subscribeWs],
+];
+
+const activityId = () => `done-${randomUUID().slice(0, 8)}`;
+const teamStates = (subscription: Subscription<TeamStatusSubscription>) => subscription.events.map((event) => event.data?.teamStatus.status ?? event.errors);
+const winIds = (subscription: Subscription<LotteryWinnersSubscription>) => subscription.events.map((event) => event.data?.lotteryWinners.drawId ?? event.errors);
+
+describe.each(transports)('streams complete at the end, over %s', (_name, subscribe) => {
+  it('teamStatus completes after COMPLETE, and at once for a subscriber who comes after', async () => {
+    const teams = teamsAt(lottery.server.url);
+    const team = await teams.open('leader', { activityId: activityId(), capacity: 2 });
+    const watcher = subscribe(lottery.server.url, TeamStatusDocument, { teamId: team.id }, await tokenFor('leader'));
+    await watcher.until((events) => events.length >= 1);
+    await teams.lock('buyer', team.id);
+    await teams.confirm('buyer', team.id, `pay-${randomUUID()}`);
+    await watcher.until(() => watcher.completed(), 10_000);
+    expect(teamStates(watcher).at(-1)).toBe('COMPLETE');
+    expect(teamStates(watcher).slice(0, -1).every((status) => status === 'OPEN')).toBe(true);
+
+    const late = subscribe(lottery.server.url, TeamStatusDocument, { teamId: team.id }, await tokenFor('leader'));
+    await late.until(() => late.completed(), 10_000);
+    expect(teamStates(late)).toEqual(['COMPLETE']);
+  });
+
+  it('teamStatus completes after FAILED at the deadline', async () => {
+    const team = await teamsAt(lottery.server.url).open('hopeful', { activityId: activityId(), capacity: 3, formationSeconds: 1 });
+    const watcher = subscribe(lottery.server.url, TeamStatusDocument, { teamId: team.id }, await tokenFor('hopeful'));
+    await watcher.until(() => watcher.completed(), 10_000);
+    expect(teamStates(watcher)).toEqual(['OPEN', 'FAILED']);
+
+    const late = subscribe(lottery.server.url, TeamStatusDocument, { teamId: team.id }, await tokenFor('hopeful'));
+    await late.until(() => late.completed(), 10_000);
+    expect(teamStates(late)).toEqual(['FAILED']);
+  });
+
+  it('lotteryWinners completes once the activity has ENDED, after every win drawn before the end', async () => {
+    const now = Date.now();
+    const endsAt = now + 2_000;
+    const activity = await lottery.create({
+      title: 'last call',
+      startsAt: new Date(now - 60_000).toISOString(),
+      endsAt: new Date(endsAt).toISOString(),
+      prizes: [{ title: 'mug', weight: 1, totalStock: 10_000 }],
+    });
+    const watcher = subscribe(lottery.server.url, LotteryWinnersDocument, { activityId: activity.id }, lottery.admin);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    // A crowd draws across the end: some draws are in flight when it comes.
+    const token = await tokenFor('crowd');
+    const draws: Promise<unknown>[] = [];
+    while (Date.now() < endsAt + 200) {
+      for (let i = 0; i < 10; i++) draws.push(gql(lottery.server.url, DrawLotteryDocument, { activityId: activity.id, requestId: randomUUID() }, token));
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await watcher.until(() => watcher.completed(), 10_000);
+    const completedAfterMs = Date.now() - endsAt;
+    await Promise.all(draws);
+    const { rows } = await lottery.stores.sql.query<{ id: string }>('SELECT id FROM lottery_draw WHERE activity_id = $1 AND prize_id IS NOT NULL ORDER BY id', [activity.id]);
+    expect(rows.length).toBeGreaterThan(0);
+    expect([...(winIds(watcher) as string[])].sort()).toEqual(rows.map((row) => row.id));
+    expect(completedAfterMs).toBeLessThan(5_000);
+
+    const late = subscribe(lottery.server.url, LotteryWinnersDocument, { activityId: activity.id, recent: 3 }, lottery.admin);
+    await late.until(() => late.completed(), 10_000);
+    expect(winIds(late)).toHaveLength(3);
+  }, 30_000);
+});
