@@ -1,11 +1,42 @@
 import { webcrypto } from 'node:crypto';
-import { SignJWT, jwtVerify } from 'jose';
+import { unacceptableCharacter } from '../../domain/text.ts';
+import { type JWTPayload, type JWTVerifyGetKey, type JWTVerifyOptions, SignJWT, createRemoteJWKSet, errors, jwtVerify } from 'jose';
 
 export const ADMIN_ROLE = 'admin';
 
 export interface Viewer {
   userId: string;
   roles: string[];
+}
+
+/**
+ * Why a request counts as not signed in, in `extensions.reason` of UNAUTHENTICATED.
+ * Stable codes of the public contract (README, "Signing in").
+ */
+export const AuthFailure = {
+  /** No Authorization at all, on a field that needs a signed-in caller. */
+  missing: 'MISSING',
+  /** Not `Bearer <token>`, not a JWT, or a JWT without `sub` or `exp`. */
+  malformed: 'MALFORMED',
+  /** `exp` has passed, or `nbf` has not come yet. */
+  expired: 'EXPIRED',
+  /** Signed with another key, or with an algorithm this server does not take. */
+  badSignature: 'BAD_SIGNATURE',
+  /** `iss` or `aud` is not the one configured (JWT_ISSUER, JWT_AUDIENCE). */
+  wrongIssuer: 'WRONG_ISSUER',
+  wrongAudience: 'WRONG_AUDIENCE',
+  /** `exp` lies further from `iat` (or from now) than JWT_MAX_LIFETIME_SECONDS. */
+  lifetimeTooLong: 'LIFETIME_TOO_LONG',
+} as const;
+export type AuthFailure = (typeof AuthFailure)[keyof typeof AuthFailure];
+
+export class TokenRefusedError extends Error {
+  constructor(
+    readonly reason: AuthFailure,
+    message: string,
+  ) {
+    super(message);
+  }
 }
 
 const encoder = new TextEncoder();
@@ -23,13 +54,32 @@ function keyFor(secret: string): Promise<webcrypto.CryptoKey> {
   return key;
 }
 
-export async function signToken(secret: string, viewer: Viewer, expiresIn = '30d'): Promise<string> {
-  return new SignJWT({ roles: viewer.roles })
+export interface SignOptions {
+  expiresInSeconds?: number;
+  issuer?: string;
+  audience?: string;
+}
+
+/** An HS256 token, as `npm run token` and the tests mint them. */
+export async function signToken(secret: string, viewer: Viewer, options: SignOptions = {}): Promise<string> {
+  const jwt = new SignJWT({ roles: viewer.roles })
     .setProtectedHeader({ alg: 'HS256' })
     .setSubject(viewer.userId)
     .setIssuedAt()
-    .setExpirationTime(expiresIn)
-    .sign(await keyFor(secret));
+    .setExpirationTime(`${options.expiresInSeconds ?? 86_400}s`);
+  if (options.issuer) jwt.setIssuer(options.issuer);
+  if (options.audience) jwt.setAudience(options.audience);
+  return jwt.sign(await keyFor(secret));
+}
+
+export interface TokenRules {
+  /** HS256 secret; used unless `jwksUrl` is set. */
+  secret: string;
+  /** RS256/ES256 keys of an identity provider; when set, only its tokens are accepted. */
+  jwksUrl?: string;
+  issuer?: string;
+  audience?: string;
+  maxLifetimeSeconds: number;
 }
 
 const CACHE_LIMIT = 50_000;
@@ -38,28 +88,52 @@ const CACHE_TTL_MS = 10 * 60_000;
 /**
  * Verifies bearer tokens. A flash crowd sends the same tokens again and again, and a
  * signature check costs more than the rest of a small request, so verified tokens are
- * remembered (bounded, and never past their own expiry).
+ * remembered (bounded, and never past their own expiry). Refused tokens are not.
  */
 export class TokenVerifier {
   private readonly verified = new Map<string, { viewer: Viewer; validUntilMs: number }>();
+  /** jose's remote key set fetches, imports and caches the provider's keys itself. */
+  private readonly jwks: JWTVerifyGetKey | undefined;
+  private readonly options: JWTVerifyOptions;
 
-  constructor(private readonly secret: string) {}
+  constructor(private readonly rules: TokenRules) {
+    this.jwks = rules.jwksUrl ? createRemoteJWKSet(new URL(rules.jwksUrl)) : undefined;
+    this.options = {
+      algorithms: this.jwks ? ['RS256', 'ES256'] : ['HS256'],
+      requiredClaims: ['exp', 'sub'],
+      ...(rules.issuer ? { issuer: rules.issuer } : {}),
+      ...(rules.audience ? { audience: rules.audience } : {}),
+    };
+  }
 
-  /** Null for a token that is malformed, expired, or signed with another secret. */
-  async verify(token: string): Promise<Viewer | null> {
+  /**
+   * The token's viewer. Throws TokenRefusedError saying why a token is refused; any other
+   * error (the identity provider's keys unreachable) is an outage, not the caller's fault.
+   */
+  async verify(token: string): Promise<Viewer> {
     const remembered = this.verified.get(token);
     if (remembered && remembered.validUntilMs > Date.now()) return remembered.viewer;
     this.verified.delete(token);
+    let payload: JWTPayload;
     try {
-      const { payload } = await jwtVerify(token, await keyFor(this.secret), { algorithms: ['HS256'] });
-      if (typeof payload.sub !== 'string' || payload.sub.length === 0 || payload.sub.length > 128) return null;
-      const roles = Array.isArray(payload.roles) ? payload.roles.filter((role): role is string => typeof role === 'string') : [];
-      const viewer = { userId: payload.sub, roles };
-      this.remember(token, viewer, Math.min(Date.now() + CACHE_TTL_MS, payload.exp === undefined ? Infinity : payload.exp * 1000));
-      return viewer;
-    } catch {
-      return null;
+      ({ payload } = this.jwks ? await jwtVerify(token, this.jwks, this.options) : await jwtVerify(token, await keyFor(this.rules.secret), this.options));
+    } catch (error) {
+      throw refusal(error);
     }
+    const exp = payload.exp!;
+    if (typeof payload.sub !== 'string' || payload.sub.length === 0 || payload.sub.length > 128 || unacceptableCharacter(payload.sub)) {
+      throw new TokenRefusedError(AuthFailure.malformed, 'the token has no usable sub (1 to 128 characters, no control characters)');
+    }
+    // Counted from now at the latest: a token dated in the future must not stretch its lifetime.
+    const nowSeconds = Math.floor(Date.now() / 1000);
+    const lifetime = exp - Math.min(payload.iat ?? nowSeconds, nowSeconds);
+    if (lifetime > this.rules.maxLifetimeSeconds) {
+      throw new TokenRefusedError(AuthFailure.lifetimeTooLong, `the token lives longer than the ${this.rules.maxLifetimeSeconds} s accepted (from iat, or from now)`);
+    }
+    const roles = Array.isArray(payload.roles) ? payload.roles.filter((role): role is string => typeof role === 'string') : [];
+    const viewer = { userId: payload.sub, roles };
+    this.remember(token, viewer, Math.min(Date.now() + CACHE_TTL_MS, exp * 1000));
+    return viewer;
   }
 
   private remember(token: string, viewer: Viewer, validUntilMs: number): void {
@@ -69,8 +143,27 @@ export class TokenVerifier {
   }
 }
 
-/** Reads `Bearer <token>`; anything else counts as no credential. */
-export function bearerToken(header: string | null | undefined): string | null {
-  const match = /^Bearer\s+(\S+)$/i.exec(header?.trim() ?? '');
+/** jose's verdict as a reason; errors that are not about the token are passed on. */
+function refusal(error: unknown): unknown {
+  if (error instanceof errors.JWTExpired) return new TokenRefusedError(AuthFailure.expired, 'the token has expired');
+  if (error instanceof errors.JWTClaimValidationFailed) {
+    if (error.claim === 'iss') return new TokenRefusedError(AuthFailure.wrongIssuer, 'the token was issued by another issuer');
+    if (error.claim === 'aud') return new TokenRefusedError(AuthFailure.wrongAudience, 'the token is meant for another audience');
+    if (error.claim === 'nbf') return new TokenRefusedError(AuthFailure.expired, 'the token is not valid yet (nbf)');
+    return new TokenRefusedError(AuthFailure.malformed, `the token's ${error.claim} claim is unusable: ${error.message}`);
+  }
+  if (error instanceof errors.JWSSignatureVerificationFailed || error instanceof errors.JWKSNoMatchingKey) {
+    return new TokenRefusedError(AuthFailure.badSignature, 'the token was not signed by a key this server trusts');
+  }
+  if (error instanceof errors.JOSEAlgNotAllowed) return new TokenRefusedError(AuthFailure.badSignature, `the token's algorithm is not accepted: ${error.message}`);
+  if (error instanceof errors.JWSInvalid || error instanceof errors.JWTInvalid || error instanceof errors.JOSENotSupported) {
+    return new TokenRefusedError(AuthFailure.malformed, 'the token is not a well-formed JWT');
+  }
+  return error;
+}
+
+/** Reads `Bearer <token>`; null for anything else. */
+export function bearerToken(header: string): string | null {
+  const match = /^Bearer\s+(\S+)$/i.exec(header.trim());
   return match ? match[1]! : null;
 }

@@ -1,0 +1,74 @@
+import { existsSync } from 'node:fs';
+import { type Browser, chromium } from 'playwright-core';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { CreateRedPacketDocument, GrabRedPacketDocument } from './gql/generated.ts';
+import { gqlData, tokenFor } from './support/client.ts';
+import { testEnv } from './support/env.ts';
+import { stopAll } from './support/lifecycle.ts';
+import { type ServerProcess, startServerProcess } from './support/server.ts';
+import { type Stores, openStores } from './support/stores.ts';
+
+// The GraphiQL the server serves, in a real browser: Debian's chromium (.ci/run installs it),
+// driven by playwright-core, which downloads no browser of its own.
+const CHROMIUM = '/usr/bin/chromium';
+const CHROMIUM_FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const STEP_MS = 15_000;
+
+const env = testEnv('graphiql');
+let server: ServerProcess;
+let stores: Stores;
+let browser: Browser;
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)`);
+  [server, browser] = await Promise.all([
+    startServerProcess(env.vars),
+    chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS, timeout: STEP_MS }),
+  ]);
+  stores = openStores(env);
+});
+
+afterAll(async () => {
+  try {
+    await browser?.close();
+    await stopAll(server);
+  } finally {
+    await stores?.cleanup();
+  }
+});
+
+it('a subscription started in GraphiQL, signed in from its headers tab, shows live updates', { timeout: 60_000 }, async () => {
+  const sender = await tokenFor('graphiql-sender');
+  const { createRedPacket: packet } = await gqlData(server.url, CreateRedPacketDocument, { input: { totalAmount: 30, count: 3 } }, sender);
+
+  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  page.setDefaultTimeout(STEP_MS);
+  await page.goto(server.url);
+
+  // The operation editor (Monaco): replace the welcome text with the subscription.
+  const operation = page.locator('.graphiql-query-editor .monaco-editor').first();
+  await operation.click();
+  await page.keyboard.press('Control+A');
+  await page.keyboard.press('Delete');
+  await page.keyboard.insertText(`subscription { redPacketUpdated(packetId: "${packet.id}") { remainingCount status } }`);
+
+  // The headers tab, as a developer signs in there.
+  await page.getByRole('button', { name: 'Headers' }).click();
+  await page.locator('.graphiql-editor-tool .monaco-editor').last().click();
+  await page.keyboard.press('Control+A');
+  await page.keyboard.press('Delete');
+  await page.keyboard.insertText(JSON.stringify({ Authorization: `Bearer ${await tokenFor('graphiql-user')}` }));
+
+  await page.getByRole('button', { name: /Execute/ }).first().click();
+  const response = page.locator('.graphiql-response');
+  await response.filter({ hasText: '"remainingCount": 3' }).waitFor().catch(async (error: Error) => {
+    throw new Error(`${error.message}\nthe result pane shows: ${await response.innerText()}`);
+  });
+
+  // A change made over HTTP reaches the result pane.
+  const grab = await gqlData(server.url, GrabRedPacketDocument, { packetId: packet.id }, await tokenFor('graphiql-grabber'));
+  expect(grab.grabRedPacket.__typename).toBe('GrabbedShare');
+  await response.filter({ hasText: '"remainingCount": 2' }).waitFor();
+  expect(await response.innerText()).not.toContain('UNAUTHENTICATED');
+  await page.close();
+});

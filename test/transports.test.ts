@@ -1,0 +1,196 @@
+import { randomUUID } from 'node:crypto';
+import { type ExecutionResult, print } from 'graphql';
+import { createClient as createSseClient } from 'graphql-sse';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { signToken } from '../src/infra/auth/tokens.ts';
+import { CreateRedPacketDocument, GrabRedPacketDocument, RedPacketUpdatedDocument, type RedPacketUpdatedSubscription } from './gql/generated.ts';
+import { type Subscription, collector, gqlData, openWs, tokenFor } from './support/client.ts';
+import { testEnv } from './support/env.ts';
+import { stopAll } from './support/lifecycle.ts';
+import { type ServerProcess, startServerProcess } from './support/server.ts';
+import { type Stores, openStores } from './support/stores.ts';
+
+// What real clients send: GraphiQL's per-operation headers, Apollo's connectionParams.headers,
+// several operations on one socket, and graphql-sse's single connection mode.
+const env = testEnv('transports');
+let server: ServerProcess;
+let stores: Stores;
+const cleanups: (() => void)[] = [];
+
+beforeAll(async () => {
+  server = await startServerProcess(env.vars);
+  stores = openStores(env);
+});
+
+afterAll(async () => {
+  for (const cleanup of cleanups) cleanup();
+  try {
+    await stopAll(server);
+  } finally {
+    await stores?.cleanup();
+  }
+});
+
+type Event = ExecutionResult<RedPacketUpdatedSubscription>;
+const SUBSCRIPTION = print(RedPacketUpdatedDocument);
+const ME = '{ me { userId } }';
+const remaining = (events: Event[]) => events.flatMap((event) => (event.data ? [event.data.redPacketUpdated.remainingCount] : []));
+const failures = (events: ExecutionResult<unknown>[]) => events.flatMap((event) => (event.errors ?? []).map((error) => [error.extensions?.code, error.extensions?.reason]));
+
+async function createPacket(count = 3) {
+  const sender = await tokenFor(`sender-${randomUUID()}`);
+  const { createRedPacket } = await gqlData(server.url, CreateRedPacketDocument, { input: { totalAmount: count * 10, count } }, sender);
+  return {
+    id: createRedPacket.id,
+    grab: async () => gqlData(server.url, GrabRedPacketDocument, { packetId: createRedPacket.id }, await tokenFor(`grabber-${randomUUID()}`)),
+  };
+}
+
+/** The subscription shows the packet, then the grab made after its first event. */
+async function expectLive(subscription: Subscription<RedPacketUpdatedSubscription>, packet: { grab(): Promise<unknown> }, count = 3) {
+  await subscription.until((events) => remaining(events).includes(count) || failures(events).length > 0);
+  expect(failures(subscription.events)).toEqual([]);
+  await packet.grab();
+  await subscription.until((events) => remaining(events).includes(count - 1));
+}
+
+function ws(connectionParams: Record<string, unknown> = {}) {
+  const connection = openWs(server.url, connectionParams);
+  cleanups.push(connection.dispose);
+  return connection;
+}
+
+describe('signing in over graphql-ws', () => {
+  it.each([
+    ['connectionParams.authorization', (bearer: string) => [{ authorization: bearer }, undefined]],
+    ['connectionParams.Authorization', (bearer: string) => [{ Authorization: bearer }, undefined]],
+    ['connectionParams.AUTHORIZATION', (bearer: string) => [{ AUTHORIZATION: bearer }, undefined]],
+    ["Apollo's connectionParams.headers.Authorization", (bearer: string) => [{ headers: { Authorization: bearer } }, undefined]],
+    ["GraphiQL's extensions.headers, with an empty connection_init", (bearer: string) => [{}, { headers: { Authorization: bearer } }]],
+  ] as const)('takes %s', async (_name, place) => {
+    const packet = await createPacket();
+    const [connectionParams, extensions] = place(`Bearer ${await tokenFor('ws-user')}`);
+    const connection = ws(connectionParams);
+    const me = connection.subscribe({ query: ME, extensions });
+    expect(await me.until((events) => events.length > 0)).toEqual([{ data: { me: { userId: 'ws-user' } } }]);
+    await expectLive(connection.subscribe({ query: SUBSCRIPTION, variables: { packetId: packet.id }, extensions }), packet);
+  });
+
+  it("the operation's own header wins over the socket's, for that operation only", async () => {
+    const connection = ws({ authorization: `Bearer ${await tokenFor('socket-user')}` });
+    const own = connection.subscribe({ query: ME, extensions: { headers: { authorization: `Bearer ${await tokenFor('operation-user')}` } } });
+    const plain = connection.subscribe({ query: ME });
+    const stale = connection.subscribe({ query: ME, extensions: { headers: { Authorization: 'Bearer not-a-jwt' } } });
+    // A headers tab with other headers, or an empty Authorization, leaves the socket's token.
+    const blank = connection.subscribe({ query: ME, extensions: { headers: { 'X-Trace': 'on', Authorization: ' ' } } });
+    expect(await own.until((events) => events.length > 0)).toEqual([{ data: { me: { userId: 'operation-user' } } }]);
+    expect(await plain.until((events) => events.length > 0)).toEqual([{ data: { me: { userId: 'socket-user' } } }]);
+    expect(await blank.until((events) => events.length > 0)).toEqual([{ data: { me: { userId: 'socket-user' } } }]);
+    expect(failures(await stale.until((events) => events.length > 0))).toEqual([['UNAUTHENTICATED', 'MALFORMED']]);
+    expect(connection.closeCodes).toEqual([]);
+  });
+
+  it('says why a subscription is refused: MISSING without a token, EXPIRED with an expired one', async () => {
+    const packet = await createPacket();
+    const expired = await signToken('test-secret-that-is-at-least-32-characters-long', { userId: 'late', roles: [] }, { expiresInSeconds: -60 });
+    const anonymous = ws().subscribe({ query: SUBSCRIPTION, variables: { packetId: packet.id } });
+    const late = ws({ authorization: `Bearer ${expired}` }).subscribe({ query: SUBSCRIPTION, variables: { packetId: packet.id } });
+    expect(failures(await anonymous.until((events) => events.length > 0))).toEqual([['UNAUTHENTICATED', 'MISSING']]);
+    expect(failures(await late.until((events) => events.length > 0))).toEqual([['UNAUTHENTICATED', 'EXPIRED']]);
+  });
+});
+
+describe('one bad operation stays one', () => {
+  it('answers a syntax error, a validation error and a bad token on their own, and the other subscription on the socket lives on', async () => {
+    const packet = await createPacket();
+    const connection = ws({ authorization: `Bearer ${await tokenFor('steady')}` });
+    const live = connection.subscribe<RedPacketUpdatedSubscription>({ query: SUBSCRIPTION, variables: { packetId: packet.id } });
+    await live.until((events) => remaining(events).includes(3));
+    const bad = [
+      connection.subscribe({ query: 'subscription { redPacketUpdated(packetId: ' }),
+      connection.subscribe({ query: 'subscription { noSuchField }' }),
+      connection.subscribe({ query: SUBSCRIPTION, variables: { packetId: packet.id }, extensions: { headers: { authorization: 'Bearer x.y.z' } } }),
+    ];
+    const codes = await Promise.all(bad.map(async (subscription) => failures(await subscription.until((events) => events.length > 0))[0]?.[0]));
+    expect(codes).toEqual(['BAD_USER_INPUT', 'BAD_USER_INPUT', 'UNAUTHENTICATED']);
+    await packet.grab();
+    await live.until((events) => remaining(events).includes(2));
+    expect(failures(live.events)).toEqual([]);
+    expect(connection.closeCodes).toEqual([]);
+  });
+});
+
+describe('graphql-sse single connection mode', () => {
+  function sse(headers: Record<string, string>) {
+    // Headers as a function: the client writes its stream token into a headers object given
+    // as such, and would send that stale token with its next reservation (409 Conflict).
+    const client = createSseClient({ url: `${server.url}/stream`, singleConnection: true, headers: () => ({ ...headers }), retryAttempts: 0 });
+    cleanups.push(() => client.dispose());
+    return {
+      subscribe<T>(query: string, variables: Record<string, unknown> = {}): Subscription<T> {
+        const { events, push, until, complete, completed } = collector<T>();
+        const close = client.subscribe<T>(
+          { query, variables },
+          {
+            next: (event) => push(event as ExecutionResult<T>),
+            error: (error) => push({ errors: [{ message: String((error as Error).message ?? error) }] } as unknown as ExecutionResult<T>),
+            complete,
+          },
+        );
+        return { events, until, completed, close };
+      },
+    };
+  }
+
+  it('streams several operations on one connection, signed in with the Authorization header', async () => {
+    const [first, second] = [await createPacket(), await createPacket()];
+    const client = sse({ authorization: `Bearer ${await tokenFor('sse-user')}` });
+    const me = client.subscribe(ME);
+    expect(await me.until((events) => events.length > 0)).toEqual([{ data: { me: { userId: 'sse-user' } } }]);
+    const subscriptions = [first, second].map((packet) => client.subscribe<RedPacketUpdatedSubscription>(SUBSCRIPTION, { packetId: packet.id }));
+    await Promise.all(subscriptions.map((subscription, index) => expectLive(subscription, [first, second][index]!)));
+  });
+
+  it('refuses a mutation sent by GET, which any page could trigger, and changes nothing', async () => {
+    const packet = await createPacket();
+    const search = new URLSearchParams({ query: `mutation { grabRedPacket(packetId: "${packet.id}") { __typename } }` });
+    const response = await fetch(`${server.url}/stream?${search}`, {
+      headers: { accept: 'text/event-stream', authorization: `Bearer ${await tokenFor('sse-get-mutation')}` },
+    });
+    // Yoga's own rule, run by the envelop this lane shares: a mutation needs a POST.
+    expect(response.status).toBe(400);
+    expect(await response.text()).toContain('Can only perform a mutation operation from a POST request');
+    expect(await stores.redis.hget(`{rp:${packet.id}}:meta`, 'remainingCount')).toBe('3');
+    const { rows } = await stores.sql.query('SELECT id FROM red_packet_grab WHERE packet_id = $1', [packet.id]);
+    expect(rows).toHaveLength(0);
+  });
+
+  it('answers a bad document with 400 and its errors, and the client streams on', async () => {
+    const packet = await createPacket();
+    const client = sse({ authorization: `Bearer ${await tokenFor('sse-typist')}` });
+    const live = client.subscribe<RedPacketUpdatedSubscription>(SUBSCRIPTION, { packetId: packet.id });
+    await live.until((events) => remaining(events).includes(3));
+    for (const query of ['subscription { redPacketUpdated(packetId: ', 'subscription { noSuchField }']) {
+      await expect(client.subscribe(query).until(() => false)).rejects.toThrow(/responded with 400/);
+      // What the client was told, read raw: a reservation, then the operation on it.
+      const token = await (await fetch(`${server.url}/stream`, { method: 'PUT' })).text();
+      const response = await fetch(`${server.url}/stream`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-graphql-event-stream-token': token },
+        body: JSON.stringify({ query, extensions: { operationId: 'bad' } }),
+      });
+      expect(response.status).toBe(400);
+      expect(((await response.json()) as { errors: { extensions: { code: string } }[] }).errors[0]!.extensions.code).toBe('BAD_USER_INPUT');
+    }
+    await packet.grab();
+    await live.until((events) => remaining(events).includes(2));
+  });
+
+  it('says why it refuses: MISSING without a token, MALFORMED with a bad one', async () => {
+    const packet = await createPacket();
+    const anonymous = sse({}).subscribe(SUBSCRIPTION, { packetId: packet.id });
+    expect(failures(await anonymous.until((events) => events.length > 0))).toEqual([['UNAUTHENTICATED', 'MISSING']]);
+    const stale = sse({ authorization: 'Bearer not-a-jwt' }).subscribe(SUBSCRIPTION, { packetId: packet.id });
+    expect(failures(await stale.until((events) => events.length > 0))).toEqual([['UNAUTHENTICATED', 'MALFORMED']]);
+  });
+});
