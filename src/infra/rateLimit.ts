@@ -5,11 +5,12 @@ export interface RateDecision {
   retryAfterMs: number;
 }
 
-/** A per-user fixed-window limit kept in Redis, so it holds across instances. */
+/** A fixed-window budget per caller kept in Redis, so it holds across instances. */
 export class RateLimiter {
   constructor(
     private readonly scripts: Scripts,
-    private readonly limit: number,
+    /** Units per window; 0 turns the limit off. */
+    readonly limit: number,
     private readonly windowMs: number,
   ) {}
 
@@ -17,8 +18,9 @@ export class RateLimiter {
     return this.limit > 0;
   }
 
-  async consume(scope: string, userId: string): Promise<RateDecision> {
-    const [allowed, ttl] = (await this.scripts.run('rateLimit', [`ratelimit:${scope}:${userId}`], [this.limit, this.windowMs])) as [number, number];
+  /** Takes `cost` units from the caller's budget, or nothing when they do not fit. */
+  async consume(scope: string, caller: string, cost = 1): Promise<RateDecision> {
+    const [allowed, ttl] = (await this.scripts.run('rateLimit', [`ratelimit:${scope}:${caller}`], [this.limit, this.windowMs, cost])) as [number, number];
     return { allowed: allowed === 1, retryAfterMs: Math.max(0, ttl) };
   }
 }

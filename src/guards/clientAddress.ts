@@ -1,0 +1,26 @@
+import type { IncomingMessage } from 'node:http';
+
+/**
+ * The address a request came from: the socket's peer, or, behind `trustedProxies`
+ * proxies (TRUST_PROXY), the entry of X-Forwarded-For that the outermost of them
+ * wrote. Entries further left were written by the client and prove nothing, so with
+ * TRUST_PROXY=0 (the default) the header is ignored altogether.
+ */
+export function clientAddress(req: IncomingMessage | undefined, trustedProxies: number): string {
+  const peer = normalized(req?.socket?.remoteAddress ?? 'unknown');
+  if (trustedProxies === 0 || !req) return peer;
+  const header = req.headers['x-forwarded-for'];
+  const forwarded = (Array.isArray(header) ? header.join(',') : header ?? '').split(',').map((entry) => entry.trim()).filter(Boolean);
+  const chain = [...forwarded.map(normalized), peer];
+  return chain[Math.max(0, chain.length - 1 - trustedProxies)]!;
+}
+
+/** IPv4 clients of a dual-stack socket show up as ::ffff:1.2.3.4. */
+function normalized(address: string): string {
+  return address.startsWith('::ffff:') && address.includes('.') ? address.slice('::ffff:'.length) : address;
+}
+
+/** The Node request behind a GraphQL context: Yoga's node adapter, the fast lane and graphql-ws all pass it as `req`. */
+export function requestOf(context: unknown): IncomingMessage | undefined {
+  return (context as { req?: IncomingMessage } | null)?.req;
+}

@@ -1,0 +1,126 @@
+import {
+  type DocumentNode,
+  type GraphQLCompositeType,
+  type GraphQLSchema,
+  Kind,
+  type OperationDefinitionNode,
+  type SelectionSetNode,
+  type ValueNode,
+  getNamedType,
+  isCompositeType,
+  isObjectType,
+  isInterfaceType,
+} from 'graphql';
+import type { Plugin } from 'graphql-yoga';
+import { ErrorCode, graphqlError } from '../errors.ts';
+import { fragmentsOf, operationOf } from './operation.ts';
+
+/** Arguments that say how many items a list field returns. */
+const LIST_SIZE_ARGUMENTS = new Set(['limit', 'first']);
+
+type Variables = Record<string, unknown> | null | undefined;
+
+/**
+ * The cost of an operation: every field costs 1, and the fields beneath a field with a
+ * `limit` or `first` argument count once per item it may return (the value given, or
+ * the argument's default). `teams(limit: 200) { id members { userId } }` costs
+ * 1 + 200 × 4. Fragments count where they are spread; a union's branches all count.
+ * `dependsOnVariables` says whether a list size came from a variable, so the cost of
+ * the rest can be remembered per document.
+ */
+export function operationCost(
+  schema: GraphQLSchema,
+  document: DocumentNode,
+  operation: OperationDefinitionNode,
+  variables: Variables,
+): { cost: number; dependsOnVariables: boolean } {
+  const fragments = fragmentsOf(document);
+  let dependsOnVariables = false;
+
+  const listSize = (node: ValueNode | undefined, fallback: unknown): number => {
+    let value: unknown = fallback;
+    if (node?.kind === Kind.INT) value = Number(node.value);
+    else if (node?.kind === Kind.VARIABLE) {
+      dependsOnVariables = true;
+      const given = variables?.[node.name.value];
+      if (given !== undefined && given !== null) value = given;
+      else {
+        const definition = operation.variableDefinitions?.find((variable) => variable.variable.name.value === node.name.value);
+        if (definition?.defaultValue?.kind === Kind.INT) value = Number(definition.defaultValue.value);
+      }
+    }
+    // A size the field will refuse (negative, not a number) is the field's business, not the cost's.
+    return typeof value === 'number' && Number.isFinite(value) && value > 1 ? value : 1;
+  };
+
+  // Memoized: a fragment spread 500 times in fragments spread 500 times is still costed once.
+  const fragmentCosts = new Map<string, number>();
+  const fragmentCost = (name: string): number => {
+    let cost = fragmentCosts.get(name);
+    if (cost !== undefined) return cost;
+    const fragment = fragments.get(name);
+    // Validation refuses fragment cycles; the 0 set first keeps a bad document from looping anyway.
+    fragmentCosts.set(name, 0);
+    if (!fragment) return 0;
+    const type = schema.getType(fragment.typeCondition.name.value);
+    cost = costOf(fragment.selectionSet, type && isCompositeType(type) ? type : undefined);
+    fragmentCosts.set(name, cost);
+    return cost;
+  };
+
+  function costOf(selectionSet: SelectionSetNode, parent: GraphQLCompositeType | undefined): number {
+    let cost = 0;
+    for (const selection of selectionSet.selections) {
+      if (selection.kind === Kind.FIELD) {
+        cost += 1;
+        if (!selection.selectionSet) continue;
+        const field = parent && (isObjectType(parent) || isInterfaceType(parent)) ? parent.getFields()[selection.name.value] : undefined;
+        const type = field ? getNamedType(field.type) : undefined;
+        let items = 1;
+        for (const argument of field?.args ?? []) {
+          if (!LIST_SIZE_ARGUMENTS.has(argument.name)) continue;
+          const given = selection.arguments?.find((node) => node.name.value === argument.name);
+          items = Math.max(items, listSize(given?.value, argument.defaultValue));
+        }
+        cost += items * costOf(selection.selectionSet, type && isCompositeType(type) ? type : undefined);
+      } else if (selection.kind === Kind.INLINE_FRAGMENT) {
+        const type = selection.typeCondition ? schema.getType(selection.typeCondition.name.value) : parent;
+        cost += costOf(selection.selectionSet, type && isCompositeType(type) ? type : undefined);
+      } else {
+        cost += fragmentCost(selection.name.value);
+      }
+    }
+    return cost;
+  }
+
+  const root = schema.getRootType(operation.operation) ?? undefined;
+  return { cost: costOf(operation.selectionSet, root), dependsOnVariables };
+}
+
+/**
+ * Refuses, with BAD_USER_INPUT and before any resolver runs, an operation that costs
+ * more than `maxCost` (see operationCost). Checked at execution, where the variables
+ * are known; an operation whose list sizes are all literals or defaults is costed once.
+ */
+export function useOperationCost(maxCost: number): Plugin {
+  const fixedCosts = new WeakMap<OperationDefinitionNode, number>();
+  const refuseCostly = ({ args, setResultAndStopExecution }: {
+    args: { schema: GraphQLSchema; document: DocumentNode; operationName?: string | null; variableValues?: Variables };
+    setResultAndStopExecution(result: unknown): void;
+  }) => {
+    const operation = operationOf(args);
+    if (!operation) return;
+    let cost = fixedCosts.get(operation);
+    if (cost === undefined) {
+      const costed = operationCost(args.schema, args.document, operation, args.variableValues);
+      cost = costed.cost;
+      if (!costed.dependsOnVariables) fixedCosts.set(operation, cost);
+    }
+    if (cost > maxCost) {
+      setResultAndStopExecution({
+        errors: [graphqlError(ErrorCode.badUserInput, `the operation costs ${cost}, more than the limit of ${maxCost}: ask for fewer items (limit) or fewer fields`, { cost, maxCost })],
+      });
+    }
+  };
+  return { onExecute: refuseCostly, onSubscribe: refuseCostly };
+}

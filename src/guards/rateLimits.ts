@@ -1,0 +1,65 @@
+import type { DocumentNode } from 'graphql';
+import type { Plugin } from 'graphql-yoga';
+import type { App } from '../app.ts';
+import type { Context } from '../context.ts';
+import { ErrorCode, ServiceUnavailableError, graphqlError } from '../errors.ts';
+import type { RateLimiter } from '../infra/rateLimit.ts';
+import { clientAddress, requestOf } from './clientAddress.ts';
+import { operationOf, rootFieldCount } from './operation.ts';
+
+/** The per-window limits of one instance's callers, counted in Redis across every instance. */
+export interface RateLimits {
+  /** Root mutation fields per signed-in user (RATE_LIMIT_MUTATIONS). */
+  mutations: RateLimiter;
+  /** Operations without a valid token, per client address (RATE_LIMIT_ANONYMOUS). */
+  anonymous: RateLimiter;
+  /** New graphql-ws connections per client address (RATE_LIMIT_WS_CONNECTIONS). */
+  wsConnections: RateLimiter;
+}
+
+export function rateLimited(message: string, retryAfterMs: number) {
+  return graphqlError(ErrorCode.rateLimited, message, { retryAfterMs });
+}
+
+type Payload = { args: { contextValue: unknown; document: DocumentNode; operationName?: string | null }; setResultAndStopExecution(result: unknown): void };
+
+/**
+ * Signed-in users: every root mutation field takes one unit of the user's budget (an
+ * operation with 15 aliased grabs takes 15, all or none). Callers without a valid
+ * token: every operation takes one unit of their address's budget. Reads of signed-in
+ * users are not limited. The hook stays synchronous when there is nothing to count:
+ * envelop awaits a hook that returns a promise, on every request.
+ */
+export function useRateLimits(app: App): Plugin<Context> {
+  const { mutations, anonymous } = app.rateLimits;
+  const trustedProxies = app.config.TRUST_PROXY;
+  const refuseOver = async (payload: Payload, decided: Promise<{ allowed: boolean; retryAfterMs: number }>, message: string) => {
+    try {
+      const decision = await decided;
+      if (!decision.allowed) payload.setResultAndStopExecution({ errors: [rateLimited(message, decision.retryAfterMs)] });
+    } catch (error) {
+      // Without Redis the budget cannot be counted; the request would fail at Redis next anyway.
+      app.log.warn({ err: error }, 'cannot count a request against its rate limit');
+      payload.setResultAndStopExecution({ errors: [new ServiceUnavailableError('the service is briefly unavailable; retry shortly')] });
+    }
+  };
+  const limit = (payload: Payload): Promise<void> | undefined => {
+    const { args } = payload;
+    const context = args.contextValue as Context;
+    if (context.viewer) {
+      if (!mutations.enabled) return undefined;
+      const operation = operationOf(args);
+      if (operation?.operation !== 'mutation') return undefined;
+      const count = rootFieldCount(args.document, operation);
+      if (count === 0) return undefined;
+      const message = count > mutations.limit
+        ? `this operation has ${count} mutations, more than the ${mutations.limit} allowed per window; send fewer at once`
+        : 'too many requests; slow down';
+      return refuseOver(payload, mutations.consume('mutation', context.viewer.userId, count), message);
+    }
+    if (!anonymous.enabled) return undefined;
+    const address = clientAddress(requestOf(context), trustedProxies);
+    return refuseOver(payload, anonymous.consume('anonymous', address), 'too many requests without a token from this address; slow down or sign in');
+  };
+  return { onExecute: limit, onSubscribe: limit };
+}
