@@ -1,5 +1,7 @@
 import { GraphQLError, Kind } from 'graphql';
 import { builder } from '../builder.ts';
+import type { Context } from '../context.ts';
+import type { AliasScope } from '../domain/privacy.ts';
 import { NotFound, Problem } from '../domain/problems.ts';
 import { ErrorCode } from '../errors.ts';
 
@@ -32,3 +34,8 @@ export function asProblem(problemClass: abstract new (...args: never[]) => Probl
 }
 
 builder.objectType(NotFound, { name: 'NotFound', ...asProblem(NotFound) });
+
+/** A user id as the caller may see it in a campaign: the id itself or an alias (src/domain/privacy.ts). */
+export function shownUserId(context: Context, scope: AliasScope, userId: string): string {
+  return context.app.userAliases.shownTo(context.viewer, scope, userId);
+}

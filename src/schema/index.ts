@@ -2,6 +2,7 @@ import { lexicographicSortSchema, printSchema } from 'graphql';
 import { builder } from '../builder.ts';
 import './common.ts';
 import './lottery.ts';
+import './operations.ts';
 import './points.ts';
 import './redPackets.ts';
 import './teams.ts';

@@ -1,15 +1,17 @@
 import { wrapOrThrow } from '@pothos/plugin-errors';
 import { z } from 'zod';
 import { builder } from '../builder.ts';
-import { type Context, viewerOf } from '../context.ts';
+import { viewerOf } from '../context.ts';
 import { createLotteryInput, requestIdInput, updateLotteryInput } from '../domain/lottery/input.ts';
 import { ActivityNotActive, DrawLimitReached } from '../domain/lottery/problems.ts';
 import type { DrawAudit, LotteryActivityView, LotteryLoseView, LotteryWinView, PrizeView } from '../domain/lottery/service.ts';
 import { LOTTERY_LIMITS } from '../domain/lottery/settings.ts';
+import { aliasScope, userIdRule } from '../domain/privacy.ts';
 import { NotFound } from '../domain/problems.ts';
 import { ErrorCode, graphqlError } from '../errors.ts';
-import { ADMIN_ROLE } from '../infra/auth/tokens.ts';
-import { asProblem } from './common.ts';
+import { asProblem, shownUserId } from './common.ts';
+
+const USER_IDS = userIdRule('this lottery activity');
 
 const LotteryStrategy = builder.enumType('LotteryStrategy', {
   description: 'WEIGHTED: each draw chooses by weight among the prizes in stock. TIMED: prizes are released at random instants of each hour; every draw wins.',
@@ -21,16 +23,6 @@ const InactiveReason = builder.enumType('LotteryInactiveReason', {
   description: 'SOLD_OUT: a TIMED activity with nothing released and no consolation prize left.',
   values: ['NOT_STARTED', 'ENDED', 'PAUSED', 'SOLD_OUT'] as const,
 });
-
-/** "alice" -> "a***e": enough for a ticker, not enough to find the user. */
-function maskUserId(userId: string): string {
-  if (userId.length <= 2) return `${userId[0] ?? ''}*`;
-  return `${userId[0]}***${userId.at(-1)}`;
-}
-
-function canSeeUserId(context: Context, userId: string): boolean {
-  return context.viewer !== null && (context.viewer.userId === userId || context.viewer.roles.includes(ADMIN_ROLE));
-}
 
 const Prize = builder.objectRef<PrizeView>('Prize').implement({
   fields: (t) => ({
@@ -77,8 +69,8 @@ const LotteryWin = builder.objectRef<LotteryWinView>('LotteryWin').implement({
     drawId: t.exposeID('drawId'),
     prize: t.field({ type: Prize, description: 'The prize as it was when won.', resolve: (win) => win.prize }),
     userId: t.id({
-      description: 'Masked ("a***e") unless the caller is the winner or an operator.',
-      resolve: (win, _args, context) => (canSeeUserId(context, win.userId) ? win.userId : maskUserId(win.userId)),
+      description: `The winner. ${USER_IDS}`,
+      resolve: (win, _args, context) => shownUserId(context, aliasScope.lottery(win.activityId), win.userId),
     }),
     wonAt: t.field({ type: 'DateTime', resolve: (win) => win.drawnAt }),
     settingsVersion: t.exposeInt('settingsVersion'),
@@ -250,7 +242,8 @@ builder.mutationField('updateLotteryActivity', (t) =>
 builder.subscriptionField('lotteryWinners', (t) =>
   t.field({
     type: LotteryWin,
-    description: 'The latest `recent` wins, then every win as it is committed. User ids are masked for non-operators.',
+    description:
+      "The latest `recent` wins, then every win as it is committed (each its own event, none merged). Completes once the activity has ENDED, after the wins of draws made before the end. Each subscriber sees the winners' user ids by the rule of LotteryWin.userId.",
     authScopes: { signedIn: true },
     args: {
       activityId: t.arg.id({ required: true }),

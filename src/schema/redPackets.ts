@@ -1,12 +1,15 @@
 import { builder } from '../builder.ts';
 import { viewerOf } from '../context.ts';
+import { aliasScope, userIdRule } from '../domain/privacy.ts';
 import { NotFound } from '../domain/problems.ts';
 import { createRedPacketInput } from '../domain/redPackets/input.ts';
 import { AlreadyGrabbed, type GrabbedShareView, RedPacketEmpty, RedPacketExpired } from '../domain/redPackets/problems.ts';
 import type { GrabbedShare } from '../domain/redPackets/service.ts';
-import { type RedPacketState, redPacketStatus } from '../domain/redPackets/store.ts';
+import { type RedPacketShareView, type RedPacketState, redPacketStatus } from '../domain/redPackets/store.ts';
 import { ErrorCode, graphqlError } from '../errors.ts';
-import { asProblem } from './common.ts';
+import { asProblem, shownUserId } from './common.ts';
+
+const USER_IDS = userIdRule('this red packet');
 
 const SplitMode = builder.enumType('SplitMode', {
   description: 'RANDOM: WeChat "double average"; NORMAL: bell-shaped around the mean; EQUAL: equal shares.',
@@ -15,36 +18,48 @@ const SplitMode = builder.enumType('SplitMode', {
 
 const RedPacketStatus = builder.enumType('RedPacketStatus', { values: ['ACTIVE', 'EMPTY', 'EXPIRED'] as const });
 
-const RedPacketShare = builder.objectRef<GrabbedShareView>('RedPacketShare').implement({
+const RedPacketShare = builder.objectRef<GrabbedShareView | RedPacketShareView>('RedPacketShare').implement({
   fields: (t) => ({
-    userId: t.exposeID('userId'),
+    userId: t.id({
+      description: `Who grabbed the share. ${USER_IDS}`,
+      resolve: (share, _args, context) => shownUserId(context, aliasScope.redPacket(share.packetId), share.userId),
+    }),
     amount: t.exposeInt('amount'),
     grabbedAt: t.expose('grabbedAt', { type: 'DateTime' }),
   }),
 });
 
+/** Shares are oldest first, so the first of the largest is the earliest. */
+function largestShare(shares: RedPacketShareView[]): RedPacketShareView | null {
+  return shares.reduce<RedPacketShareView | null>((best, share) => (!best || share.amount > best.amount ? share : best), null);
+}
+
 const RedPacket = builder.objectRef<RedPacketState>('RedPacket').implement({
   fields: (t) => ({
     id: t.exposeID('id'),
-    senderId: t.exposeID('senderId'),
+    senderId: t.id({
+      description: `Who sent the packet. ${USER_IDS}`,
+      resolve: (packet, _args, context) => shownUserId(context, aliasScope.redPacket(packet.id), packet.senderId),
+    }),
     totalAmount: t.exposeInt('totalAmount', { description: 'In cents (fen).' }),
     count: t.exposeInt('count'),
     mode: t.expose('mode', { type: SplitMode }),
     greeting: t.exposeString('greeting', { nullable: true }),
-    status: t.field({ type: RedPacketStatus, resolve: (packet) => redPacketStatus(packet, Date.now()) }),
+    status: t.field({ type: RedPacketStatus, resolve: (packet) => redPacketStatus(packet, packet.asOfMs ?? Date.now()) }),
     remainingCount: t.exposeInt('remainingCount'),
     remainingAmount: t.exposeInt('remainingAmount'),
     expiresAt: t.expose('expiresAt', { type: 'DateTime' }),
     shares: t.field({
       type: [RedPacketShare],
       description: 'Grabbed shares, oldest first.',
-      resolve: (packet, _args, { app }) => app.redPackets.shares(packet.id),
+      // A subscription's state carries the shares of its snapshot.
+      resolve: (packet, _args, { app }) => packet.shares ?? app.redPackets.shares(packet.id),
     }),
     bestLuck: t.field({
       type: RedPacketShare,
       nullable: true,
       description: 'The largest share (the earliest grab on a tie), once the packet is EMPTY.',
-      resolve: (packet, _args, { app }) => (packet.remainingCount === 0 ? app.redPackets.bestLuck(packet.id) : null),
+      resolve: (packet, _args, { app }) => (packet.remainingCount > 0 ? null : packet.shares ? largestShare(packet.shares) : app.redPackets.bestLuck(packet.id)),
     }),
     refundedAmount: t.int({
       description: 'Returned to the sender after expiry; 0 until the packet is settled.',
@@ -137,7 +152,8 @@ builder.mutationField('closeRedPacket', (t) =>
 builder.subscriptionField('redPacketUpdated', (t) =>
   t.field({
     type: RedPacket,
-    description: 'The current state first, then the state after every grab and at expiry.',
+    description:
+      'The current state first, then newer states: after grabs, at the expiry instant, and with the refund. Only committed grabs count, and each event is one consistent snapshot (shares, counts and amounts agree). Grabs close together are merged into one event carrying the newest state, so intermediate states may be skipped. The stream completes after a final state: EMPTY, or EXPIRED with the refund settled.',
     authScopes: { signedIn: true },
     args: { packetId: t.arg.id({ required: true }) },
     subscribe: async (_root, { packetId }, { app }) => {

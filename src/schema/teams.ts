@@ -1,39 +1,38 @@
 import { builder } from '../builder.ts';
 import { type Context, viewerOf } from '../context.ts';
+import { aliasScope, userIdRule } from '../domain/privacy.ts';
 import { NotFound } from '../domain/problems.ts';
 import { activityId as activityIdSchema, openTeamInput, paymentRef as paymentRefSchema, teamListLimit } from '../domain/teams/input.ts';
 import { AlreadyMember, NoSeatLock, TeamClosed, TeamFull } from '../domain/teams/problems.ts';
 import type { SeatLocked } from '../domain/teams/service.ts';
 import type { SeatLockView, TeamMemberView, TeamState } from '../domain/teams/store.ts';
 import { ErrorCode, graphqlError } from '../errors.ts';
-import { ADMIN_ROLE } from '../infra/auth/tokens.ts';
-import { asProblem } from './common.ts';
+import { asProblem, shownUserId } from './common.ts';
 
-/** What viewers who are neither members of the team nor admins see instead of a lock holder's id. */
-export const HIDDEN_USER_ID = 'hidden';
+const USER_IDS = userIdRule('this group-buy activity (all its teams)');
 
 const TeamStatusEnum = builder.enumType('TeamStatus', { values: ['OPEN', 'COMPLETE', 'FAILED'] as const });
 
 const TeamMember = builder.objectRef<TeamMemberView>('TeamMember').implement({
   fields: (t) => ({
-    userId: t.exposeID('userId'),
+    userId: t.exposeID('userId', { description: USER_IDS }),
     joinedAt: t.expose('joinedAt', { type: 'DateTime' }),
   }),
 });
 
 const SeatLock = builder.objectRef<SeatLockView>('SeatLock').implement({
-  description: `A seat held for a buyer who is paying. userId is "${HIDDEN_USER_ID}" unless the viewer holds the lock, is a member of the team, or is an admin.`,
+  description: 'A seat held for a buyer who is paying.',
   fields: (t) => ({
-    userId: t.exposeID('userId'),
+    userId: t.exposeID('userId', { description: `Who holds the lock. ${USER_IDS}` }),
     lockedAt: t.expose('lockedAt', { type: 'DateTime' }),
     expiresAt: t.expose('expiresAt', { type: 'DateTime' }),
   }),
 });
 
-/** Lock holders are visible to the team's members and to admins; anyone else sees only their own lock by name. */
-function locksFor(team: TeamState, { viewer }: Context): SeatLockView[] {
-  if (viewer && (viewer.roles.includes(ADMIN_ROLE) || team.members.some((member) => member.userId === viewer.userId))) return team.locks;
-  return team.locks.map((lock) => (lock.userId === viewer?.userId ? lock : { ...lock, userId: HIDDEN_USER_ID }));
+/** Members and lock holders as the caller may see them; the activity is the campaign. */
+function shownUsers<Item extends { userId: string }>(items: Item[], team: TeamState, context: Context): Item[] {
+  const scope = aliasScope.teamActivity(team.activityId);
+  return items.map((item) => ({ ...item, userId: shownUserId(context, scope, item.userId) }));
 }
 
 const Team = builder.objectRef<TeamState>('Team').implement({
@@ -41,12 +40,23 @@ const Team = builder.objectRef<TeamState>('Team').implement({
   fields: (t) => ({
     id: t.exposeID('id'),
     activityId: t.exposeID('activityId'),
-    leaderId: t.exposeID('leaderId'),
+    leaderId: t.id({
+      description: `The member who opened the team. ${USER_IDS}`,
+      resolve: (team, _args, context) => shownUserId(context, aliasScope.teamActivity(team.activityId), team.leaderId),
+    }),
     capacity: t.exposeInt('capacity'),
     lockSeconds: t.exposeInt('lockSeconds', { description: 'How long a seat lock lasts.' }),
     status: t.expose('status', { type: TeamStatusEnum }),
-    members: t.expose('members', { type: [TeamMember], description: 'Oldest first; the leader is the first.' }),
-    locks: t.field({ type: [SeatLock], description: 'Live seat locks, the earliest expiry first.', resolve: (team, _args, context) => locksFor(team, context) }),
+    members: t.field({
+      type: [TeamMember],
+      description: 'Oldest first; the leader is the first.',
+      resolve: (team, _args, context) => shownUsers(team.members, team, context),
+    }),
+    locks: t.field({
+      type: [SeatLock],
+      description: 'Live seat locks, the earliest expiry first.',
+      resolve: (team, _args, context) => shownUsers(team.locks, team, context),
+    }),
     freeSeats: t.exposeInt('freeSeats', { description: 'capacity - members - live locks; 0 unless OPEN and before the deadline.' }),
     nextUnlockAt: t.expose('nextUnlockAt', {
       type: 'DateTime',
@@ -62,7 +72,7 @@ const Team = builder.objectRef<TeamState>('Team').implement({
 const SeatLockedRef = builder.objectRef<SeatLocked>('SeatLocked').implement({
   fields: (t) => ({
     team: t.expose('team', { type: Team }),
-    lock: t.expose('lock', { type: SeatLock }),
+    lock: t.field({ type: SeatLock, description: "The caller's lock.", resolve: ({ team, lock }, _args, context) => shownUsers([lock], team, context)[0]! }),
     releasedTeamId: t.exposeID('releasedTeamId', { nullable: true, description: "The team the caller's previous lock was moved from." }),
   }),
 });
@@ -183,7 +193,8 @@ builder.mutationField('confirmTeamSeat', (t) =>
 builder.subscriptionField('teamStatus', (t) =>
   t.field({
     type: Team,
-    description: 'The current state first, then the state after every change: lock, release, expiry, confirm, completion, failure.',
+    description:
+      'The current state first, then newer states after changes: lock, release, lock expiry, confirm, completion, failure. Changes close together are merged into one event carrying the newest state (version grows), so intermediate states may be skipped. The stream completes after the team is COMPLETE or FAILED.',
     authScopes: { signedIn: true },
     args: { teamId: t.arg.id({ required: true }) },
     subscribe: async (_root, { teamId }, { app }) => {
