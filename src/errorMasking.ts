@@ -1,0 +1,83 @@
+import { type ExecutionResult, GraphQLError } from 'graphql';
+import { maskError } from 'graphql-yoga';
+import { ErrorCode, ServiceUnavailableError } from './errors.ts';
+
+// Socket errors of ioredis, pg and Prisma's pg adapter when a store is down or restarting.
+const OUTAGE_CODES = new Set([
+  'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN',
+  // Prisma: can't reach, timed out, connection closed, pool timeout, too many connections.
+  'P1001', 'P1002', 'P1008', 'P1017', 'P2024', 'P2037',
+  // PostgreSQL: connection failures (not 08P01, a protocol violation of ours), admin/crash
+  // shutdown, cannot connect now, too many connections.
+  '08000', '08001', '08003', '08004', '08006', '57P01', '57P02', '57P03', '53300',
+]);
+// Driver adapter error kinds (@prisma/driver-adapter-utils) that mean the database is unreachable.
+const OUTAGE_KINDS = new Set(['DatabaseNotReachable', 'ConnectionClosed', 'SocketTimeout', 'TooManyConnections']);
+const OUTAGE_NAMES = new Set(['MaxRetriesPerRequestError', 'ClusterAllFailedError']);
+const OUTAGE_MESSAGES = [
+  // ioredis, while disconnected or when a connection drops with commands in flight.
+  /^Connection is closed\.?$/,
+  /^Command aborted due to connection close/,
+  /^Stream isn't writeable/,
+  // Redis replies while (re)starting or failing over.
+  /^(LOADING|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|NOSCRIPT|READONLY)\b/,
+  // pg, when the server goes away under a client.
+  /^Connection terminated/,
+  /^timeout exceeded when trying to connect/,
+  /is not queryable/,
+  /^terminating connection due to administrator command/,
+];
+
+/** The causes an error carries: GraphQL's originalError, Error.cause, Prisma's driver adapter error. */
+function causesOf(error: Record<string, unknown>): unknown[] {
+  const meta = error.meta as Record<string, unknown> | undefined;
+  return [error.originalError, error.cause, meta?.driverAdapterError];
+}
+
+/** True when the error, or anything it wraps, says Redis or PostgreSQL is unreachable or restarting. */
+export function isStoreOutage(error: unknown, depth = 0): boolean {
+  if (typeof error !== 'object' || error === null || depth > 6) return false;
+  const fields = error as Record<string, unknown>;
+  for (const key of ['code', 'originalCode'] as const) {
+    if (typeof fields[key] === 'string' && OUTAGE_CODES.has(fields[key])) return true;
+  }
+  if (typeof fields.kind === 'string' && OUTAGE_KINDS.has(fields.kind)) return true;
+  if (typeof fields.name === 'string' && OUTAGE_NAMES.has(fields.name)) return true;
+  if (typeof fields.message === 'string' && OUTAGE_MESSAGES.some((pattern) => pattern.test(fields.message as string))) return true;
+  return causesOf(fields).some((cause) => cause !== error && isStoreOutage(cause, depth + 1));
+}
+
+export type MaskErrorFunction = (error: unknown, message: string) => Error;
+
+/**
+ * Yoga's error masking, in one place for every transport: an outage of Redis or
+ * PostgreSQL becomes SERVICE_UNAVAILABLE with a retry hint, anything else unexpected
+ * becomes "Unexpected error.". The original error (a Prisma message, file paths, a
+ * stack) reaches the client only with `exposeErrors` (GRAPHQL_EXPOSE_ERRORS=1),
+ * whatever NODE_ENV says.
+ */
+export function createErrorMasking(exposeErrors: boolean): MaskErrorFunction {
+  return (error, message) => {
+    if (error instanceof GraphQLError && error.extensions.code === ErrorCode.unavailable) return error;
+    if (isStoreOutage(error)) {
+      const located = error instanceof GraphQLError ? error : undefined;
+      return new ServiceUnavailableError('the service is briefly unavailable; try again', {
+        nodes: located?.nodes,
+        path: located?.path,
+      });
+    }
+    return maskError(error, message, exposeErrors);
+  };
+}
+
+/** Seconds for a Retry-After header: the longest retry hint among the result's errors, if any. */
+export function retryAfterSeconds(result: ExecutionResult | readonly ExecutionResult[]): number | undefined {
+  let longestMs: number | undefined;
+  for (const single of Array.isArray(result) ? result : [result as ExecutionResult]) {
+    for (const error of single.errors ?? []) {
+      const hint = error.extensions?.retryAfterMs;
+      if (typeof hint === 'number' && hint >= 0) longestMs = Math.max(longestMs ?? 0, hint);
+    }
+  }
+  return longestMs === undefined ? undefined : Math.max(1, Math.ceil(longestMs / 1000));
+}

@@ -1,0 +1,211 @@
+import { useCSRFPrevention } from '@graphql-yoga/plugin-csrf-prevention';
+import { getCORSHeadersByRequestAndOptions } from '@whatwg-node/server';
+import { BREAK, type DocumentNode, type ExecutionResult, GraphQLError, Kind, visit } from 'graphql';
+import type { Plugin } from 'graphql-yoga';
+import type { Config } from './config.ts';
+import type { Context } from './context.ts';
+import { retryAfterSeconds } from './errorMasking.ts';
+import { ErrorCode, graphqlError, rebuiltError } from './errors.ts';
+import { ADMIN_ROLE } from './infra/auth/tokens.ts';
+
+/** What both HTTP lanes can read of a request: a WHATWG Request, or the fast lane's view of a Node one. */
+interface RequestHeaders {
+  headers: { get(name: string): string | null };
+}
+
+/** The header a browser client sends to pass CSRF prevention when its content type is a "simple" one. */
+export const CSRF_HEADER = 'x-graphql-yoga-csrf';
+
+function isLocalOrigin(origin: URL): boolean {
+  return ['localhost', '127.0.0.1', '[::1]'].includes(origin.hostname);
+}
+
+/**
+ * CORS headers for a response, the same on both lanes: an allowed origin is answered
+ * with itself (credentials allowed, Retry-After readable); any other origin gets no
+ * Access-Control-* headers, so the browser keeps the response from its page.
+ * Allowed: CORS_ORIGINS when set; otherwise, outside production, the server's own
+ * origin and localhost on any port; in production, no cross-origin caller.
+ */
+export function createCorsPolicy(config: Config) {
+  const listed = config.CORS_ORIGINS ? new Set(config.CORS_ORIGINS.split(',').map((origin) => origin.trim()).filter(Boolean)) : undefined;
+  function allowed(origin: string, request: RequestHeaders): boolean {
+    if (listed) return listed.has(origin);
+    if (config.NODE_ENV === 'production') return false;
+    try {
+      const url = new URL(origin);
+      return isLocalOrigin(url) || url.host === request.headers.get('host');
+    } catch {
+      return false;
+    }
+  }
+  return function corsHeaders(request: RequestHeaders): Record<string, string> {
+    const origin = request.headers.get('origin');
+    if (!origin) return {};
+    if (!allowed(origin, request)) return { Vary: 'Origin' };
+    const headers = getCORSHeadersByRequestAndOptions(request as Request, {
+      origin,
+      credentials: true,
+      exposedHeaders: ['Retry-After'],
+    }) as Record<string, string>;
+    return { ...headers, Vary: headers.Vary ? `Origin, ${headers.Vary}` : 'Origin' };
+  };
+}
+
+type CorsPolicy = ReturnType<typeof createCorsPolicy>;
+
+/** Yoga's own CORS plugin with the allow-list: preflights answered 204, headers on every response. */
+function useCorsAllowList(corsHeaders: CorsPolicy): Plugin {
+  return {
+    onRequest({ request, fetchAPI, endResponse }) {
+      // Safari waits for a body on a 204 without Content-Length.
+      if (request.method === 'OPTIONS') endResponse(new fetchAPI.Response(null, { status: 204, headers: { 'Content-Length': '0' } }));
+    },
+    onResponse({ request, response }) {
+      for (const [name, value] of Object.entries(corsHeaders(request))) response.headers.set(name, value);
+    },
+  };
+}
+
+const REFUSED_BODIES = ['application/x-www-form-urlencoded', 'multipart/form-data'];
+
+/**
+ * HTML forms can POST these cross-site without a preflight, and nothing here takes
+ * uploads: refuse them before any parsing, with a message saying what to send.
+ */
+function useRefuseFormBodies(): Plugin {
+  return {
+    onRequest({ request, fetchAPI, endResponse }) {
+      if (request.method !== 'POST') return;
+      const mediaType = request.headers.get('content-type')?.split(';')[0]?.trim().toLowerCase() ?? '';
+      if (!REFUSED_BODIES.includes(mediaType)) return;
+      const message = `${mediaType} bodies are refused; POST the GraphQL request as application/json`;
+      endResponse(
+        new fetchAPI.Response(JSON.stringify({ errors: [{ message, extensions: { code: ErrorCode.badUserInput } }] }), {
+          status: 415,
+          headers: { 'content-type': 'application/json; charset=utf-8' },
+        }),
+      );
+    },
+  };
+}
+
+/**
+ * Yoga's CSRF prevention: a request must have a non-simple content type (a JSON POST,
+ * what every GraphQL client sends) or the x-graphql-yoga-csrf header. One exemption:
+ * a browser's EventSource (GET, Accept: text/event-stream) can set no header at all.
+ * It is safe to let through: a GET cannot run a mutation, and the service reads
+ * credentials only from the Authorization header, which EventSource cannot send, so
+ * such a request is always anonymous.
+ */
+function useCsrfPrevention(): Plugin {
+  const { onRequestParse } = useCSRFPrevention({ requestHeaders: [CSRF_HEADER] }) as Required<Pick<Plugin, 'onRequestParse'>>;
+  return {
+    onRequestParse(payload) {
+      const { request } = payload;
+      if (request.method === 'GET' && request.headers.get('accept') === 'text/event-stream') return;
+      return onRequestParse(payload);
+    },
+  };
+}
+
+const SUGGESTION = /\s*Did you mean [^]*$/;
+
+function withoutSuggestion(error: GraphQLError): GraphQLError {
+  if (!SUGGESTION.test(error.message)) return error;
+  return rebuiltError(error, { message: error.message.replace(SUGGESTION, '') });
+}
+
+function resultWithoutSuggestions(result: ExecutionResult): ExecutionResult | undefined {
+  if (!result.errors?.some((error) => SUGGESTION.test(error.message))) return undefined;
+  return { ...result, errors: result.errors.map(withoutSuggestion) };
+}
+
+/**
+ * No "Did you mean" in any environment: graphql-js suggests field, argument, type and
+ * enum names in validation errors, and enum values and input fields when it coerces
+ * variables, which hands the schema out piece by piece with introspection off.
+ */
+function useNoSuggestions(): Plugin {
+  const onResult = ({ result, setResult }: { result: unknown; setResult(result: ExecutionResult): void }) => {
+    if (Symbol.asyncIterator in (result as object)) return;
+    const cleaned = resultWithoutSuggestions(result as ExecutionResult);
+    if (cleaned) setResult(cleaned);
+  };
+  return {
+    onValidate: () => ({ result, setResult }) => {
+      if (result.some((error) => SUGGESTION.test(error.message))) {
+        setResult(result.map((error) => (error instanceof GraphQLError ? withoutSuggestion(error) : error)));
+      }
+    },
+    onExecute: () => ({ onExecuteDone: onResult as never }),
+    onSubscribe: () => ({ onSubscribeResult: onResult as never }),
+  };
+}
+
+const introspective = new WeakMap<DocumentNode, boolean>();
+
+/** Whether the document selects __schema or __type anywhere (fragments included); __typename is fine. */
+function asksForIntrospection(document: DocumentNode): boolean {
+  let asks = introspective.get(document);
+  if (asks === undefined) {
+    asks = false;
+    visit(document, {
+      [Kind.FIELD]: (field) => {
+        if (field.name.value === '__schema' || field.name.value === '__type') {
+          asks = true;
+          return BREAK;
+        }
+        return undefined;
+      },
+    });
+    introspective.set(document, asks);
+  }
+  return asks;
+}
+
+/**
+ * In production only operators (the admin role) may introspect. Checked at execution,
+ * where the caller is known: validation runs before the context is built, and its
+ * results are cached per document, not per caller.
+ */
+function useOperatorIntrospection(config: Config): Plugin<Context> {
+  return {
+    onExecute({ args, setResultAndStopExecution }) {
+      if (config.NODE_ENV !== 'production' || !asksForIntrospection(args.document)) return;
+      if ((args.contextValue as Context).viewer?.roles.includes(ADMIN_ROLE)) return;
+      setResultAndStopExecution({
+        errors: [graphqlError(ErrorCode.forbidden, 'introspection is disabled; only operators may introspect the schema')],
+      });
+    },
+  };
+}
+
+const retryAfterByRequest = new WeakMap<Request, number>();
+
+/** Retry-After on HTTP answers whose errors carry a retry hint (SERVICE_UNAVAILABLE, RATE_LIMITED). */
+function useRetryAfterHeader(): Plugin {
+  return {
+    onResultProcess({ request, result }) {
+      if (Symbol.asyncIterator in (result as object)) return;
+      const seconds = retryAfterSeconds(result as ExecutionResult);
+      if (seconds !== undefined) retryAfterByRequest.set(request, seconds);
+    },
+    onResponse({ request, response }) {
+      const seconds = retryAfterByRequest.get(request);
+      if (seconds !== undefined) response.headers.set('Retry-After', String(seconds));
+    },
+  };
+}
+
+/** Request and error hygiene (CORS, CSRF, form bodies, suggestions, introspection, Retry-After), for Yoga's plugin list; the fast lane shares `corsHeaders`. */
+export function hygienePlugins(config: Config, corsHeaders: CorsPolicy): Plugin[] {
+  return [
+    useCorsAllowList(corsHeaders),
+    useRefuseFormBodies(),
+    useCsrfPrevention(),
+    useNoSuggestions(),
+    useOperatorIntrospection(config) as Plugin,
+    useRetryAfterHeader(),
+  ];
+}

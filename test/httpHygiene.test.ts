@@ -1,0 +1,178 @@
+import { type DocumentNode, parse } from 'graphql';
+import { fetch } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { subscribeWs, tokenFor } from './support/client.ts';
+import { testEnv } from './support/env.ts';
+import { type ServerProcess, startServerProcess } from './support/server.ts';
+import { type Stores, openStores } from './support/stores.ts';
+
+// One deployment (schema, key prefix) served in three NODE_ENVs, and with errors exposed on purpose.
+const env = testEnv('http_hygiene');
+const servers = {} as Record<'test' | 'development' | 'exposed' | 'production' | 'listed', ServerProcess>;
+let stores: Stores;
+
+beforeAll(async () => {
+  stores = openStores(env);
+  servers.test = await startServerProcess(env.vars);
+  const [development, exposed, production, listed] = await Promise.all([
+    startServerProcess({ ...env.vars, NODE_ENV: 'development' }),
+    startServerProcess({ ...env.vars, NODE_ENV: 'development', GRAPHQL_EXPOSE_ERRORS: '1' }),
+    startServerProcess({ ...env.vars, NODE_ENV: 'production' }),
+    startServerProcess({ ...env.vars, NODE_ENV: 'production', CORS_ORIGINS: 'https://shop.example, https://admin.shop.example' }),
+  ]);
+  Object.assign(servers, { development, exposed, production, listed });
+}, 90_000);
+
+afterAll(async () => {
+  await Promise.all(Object.values(servers).map((server) => server.stop()));
+  await stores?.cleanup();
+});
+
+interface Answer {
+  status: number;
+  headers: Headers;
+  body: { data?: unknown; errors?: { message: string; extensions?: Record<string, unknown> }[] };
+}
+
+/** The first answer to an operation sent over graphql-ws. */
+async function overWs(server: ServerProcess, { query, variables }: { query: string; variables?: Record<string, unknown> }) {
+  const operation = subscribeWs(server.url, parse(query) as DocumentNode & { __apiType?: never }, variables ?? {});
+  try {
+    return (await operation.until((events) => events.length > 0))[0]!;
+  } finally {
+    operation.close();
+  }
+}
+
+async function post(server: ServerProcess, body: unknown, headers: Record<string, string> = {}): Promise<Answer> {
+  const response = await fetch(server.url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  return { status: response.status, headers: response.headers as unknown as Headers, body: (await response.json()) as Answer['body'] };
+}
+
+describe('unexpected errors', () => {
+  const query = { query: '{ goods(id: "hygiene-no-such-goods") { id } }' };
+
+  it('are masked in development too, and exposed only with GRAPHQL_EXPOSE_ERRORS=1', async () => {
+    // A database error the service does not expect: the table is gone.
+    const headers = { authorization: `Bearer ${await tokenFor('hygiene-shopper')}` };
+    await stores.sql.query('ALTER TABLE goods RENAME TO goods_away');
+    try {
+      const masked = await post(servers.development, query, headers);
+      expect(masked.body.errors).toHaveLength(1);
+      expect(masked.body.errors![0]!.message).toBe('Unexpected error.');
+      expect(masked.body.errors![0]!.extensions).toEqual({ code: 'INTERNAL_SERVER_ERROR' });
+      expect(JSON.stringify(masked.body)).not.toMatch(/originalError|prisma|\.ts|stack/i);
+
+      const exposed = await post(servers.exposed, query, headers);
+      const original = exposed.body.errors![0]!.extensions?.originalError as { message: string; stack: string };
+      expect(original.message).toMatch(/goods/);
+      expect(original.stack).toMatch(/\.(ts|js|mjs):\d+/);
+    } finally {
+      await stores.sql.query('ALTER TABLE goods_away RENAME TO goods');
+    }
+  });
+});
+
+describe('suggestions', () => {
+  const mistakes: [string, unknown][] = [
+    ['a misspelt field', { query: '{ redPackt(id: "x") { id } }' }],
+    ['a misspelt argument', { query: '{ teams(activityId: "a", statuss: OPEN) { id } }' }],
+    ['a misspelt enum literal', { query: '{ teams(activityId: "a", status: OPN) { id } }' }],
+    ['a misspelt type', { query: 'query ($s: TeamStatu) { teams(activityId: "a", status: $s) { id } }' }],
+    ['a misspelt input field literal', { query: 'mutation { createRedPacket(input: { totalAmount: 100, cont: 2 }) { id } }' }],
+    ['a misspelt enum value in variables', { query: 'query ($s: TeamStatus) { teams(activityId: "a", status: $s) { id } }', variables: { s: 'OPN' } }],
+    [
+      'a misspelt input field in variables',
+      { query: 'mutation ($input: CreateRedPacketInput!) { createRedPacket(input: $input) { id } }', variables: { input: { totalAmount: 100, cont: 2 } } },
+    ],
+  ];
+
+  it.each(['test', 'development', 'production'] as const)('are never given, NODE_ENV=%s', async (name) => {
+    for (const [mistake, body] of mistakes) {
+      const { body: answer } = await post(servers[name], body);
+      expect(answer.errors?.length, mistake).toBeGreaterThan(0);
+      for (const error of answer.errors!) {
+        expect(error.message, mistake).not.toMatch(/did you mean/i);
+        expect(error.extensions?.code, mistake).toBe('BAD_USER_INPUT');
+      }
+    }
+  });
+
+  it('are never given over graphql-ws', async () => {
+    for (const [mistake, body] of mistakes) {
+      const answer = await overWs(servers.production, body as { query: string });
+      expect(answer.errors?.length, mistake).toBeGreaterThan(0);
+      expect(JSON.stringify(answer.errors), mistake).not.toMatch(/did you mean/i);
+    }
+  });
+});
+
+describe('introspection in production', () => {
+  const schemaQuery = { query: '{ __schema { queryType { name } } }' };
+  const typeInFragment = { query: '{ ...Look } fragment Look on Query { __type(name: "RedPacket") { name } }' };
+
+  it('is refused to anonymous callers and to users without the admin role', async () => {
+    const user = await tokenFor('hygiene-user');
+    for (const body of [schemaQuery, typeInFragment]) {
+      for (const headers of [{}, { authorization: `Bearer ${user}` }] as Record<string, string>[]) {
+        const { body: answer } = await post(servers.production, body, headers);
+        expect(answer.data).toBeUndefined();
+        expect(answer.errors?.map((error) => error.extensions?.code)).toEqual(['FORBIDDEN']);
+      }
+    }
+    expect((await post(servers.production, { query: '{ __typename }' })).body).toEqual({ data: { __typename: 'Query' } });
+    const overWebSocket = await overWs(servers.production, typeInFragment);
+    expect(overWebSocket.data ?? undefined).toBeUndefined();
+    expect(overWebSocket.errors?.map((error) => (error as { extensions?: Record<string, unknown> }).extensions?.code)).toEqual(['FORBIDDEN']);
+  });
+
+  it('is allowed to operators, and to anyone outside production', async () => {
+    const operator = await tokenFor('hygiene-operator', { admin: true });
+    expect((await post(servers.production, schemaQuery, { authorization: `Bearer ${operator}` })).body).toEqual({ data: { __schema: { queryType: { name: 'Query' } } } });
+    for (const server of [servers.test, servers.development]) {
+      expect((await post(server, typeInFragment)).body).toEqual({ data: { __type: { name: 'RedPacket' } } });
+    }
+  });
+});
+
+describe('CORS', () => {
+  const typename = { query: '{ __typename }' };
+  const allowedOrigin = async (server: ServerProcess, origin: string) => (await post(server, typename, { origin })).headers.get('access-control-allow-origin');
+
+  it('allows the own origin and localhost on any port by default outside production', async () => {
+    const own = new URL(servers.development.url).origin;
+    for (const origin of [own, 'http://localhost:5173', 'http://127.0.0.1:3000', 'https://localhost']) {
+      expect(await allowedOrigin(servers.development, origin), origin).toBe(origin);
+      const { headers } = await post(servers.development, typename, { origin });
+      expect(headers.get('access-control-allow-credentials')).toBe('true');
+      expect(headers.get('vary')).toMatch(/Origin/);
+    }
+    for (const origin of ['https://evil.example', 'http://localhost.evil.example', 'null']) {
+      expect(await allowedOrigin(servers.development, origin), origin).toBeNull();
+    }
+  });
+
+  it('allows no other origin in production unless CORS_ORIGINS lists it', async () => {
+    for (const origin of ['http://localhost:5173', 'https://shop.example']) expect(await allowedOrigin(servers.production, origin), origin).toBeNull();
+    expect(await allowedOrigin(servers.listed, 'https://shop.example')).toBe('https://shop.example');
+    expect(await allowedOrigin(servers.listed, 'https://admin.shop.example')).toBe('https://admin.shop.example');
+    for (const origin of ['https://evil.example', 'http://localhost:5173', 'https://shop.example.evil']) {
+      expect(await allowedOrigin(servers.listed, origin), origin).toBeNull();
+    }
+  });
+
+  it('answers preflights for listed origins only', async () => {
+    const preflight = (origin: string) =>
+      fetch(servers.listed.url, {
+        method: 'OPTIONS',
+        headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type' },
+      });
+    const allowed = await preflight('https://shop.example');
+    expect(allowed.status).toBe(204);
+    expect(allowed.headers.get('access-control-allow-origin')).toBe('https://shop.example');
+    expect(allowed.headers.get('access-control-allow-headers')).toBe('authorization, content-type');
+    const refused = await preflight('https://evil.example');
+    expect(refused.headers.get('access-control-allow-origin')).toBeNull();
+    expect(refused.headers.get('access-control-allow-headers')).toBeNull();
+  });
+});
