@@ -84,9 +84,15 @@ export const teamJournalHandler: JournalHandler = {
          UNION ALL
          SELECT id, closed_at FROM team WHERE id = ANY($12::text[]) AND status = 'FAILED'
        ), refunds AS (
+         -- The members Redis held and those PostgreSQL already holds, so that a reader who
+         -- sees the team FAILED sees its refunds too (save a confirmation committing beside it).
          INSERT INTO team_refund (team_id, user_id, payment_ref, recorded_at)
          SELECT r.team_id, r.user_id, r.payment_ref, f.closed_at
-         FROM unnest($14::text[], $15::text[], $16::text[]) AS r(team_id, user_id, payment_ref)
+         FROM (
+           SELECT * FROM unnest($14::text[], $15::text[], $16::text[]) AS r(team_id, user_id, payment_ref)
+           UNION
+           SELECT m.team_id, m.user_id, m.payment_ref FROM team_member m WHERE m.team_id = ANY($12::text[])
+         ) r
          JOIN failing f ON f.id = r.team_id
          ON CONFLICT DO NOTHING
        )
