@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import type { Config } from './config.ts';
 import { LogVoucherNotifier, WebhookVoucherNotifier } from './domain/points/delivery.ts';
 import { LotteryService } from './domain/lottery/service.ts';
+import { UserAliases } from './domain/privacy.ts';
 import { PointsService } from './domain/points/service.ts';
 import { RedPacketService } from './domain/redPackets/service.ts';
 import { TeamService } from './domain/teams/service.ts';
@@ -11,6 +12,7 @@ import { type Database, openDatabase } from './infra/db/database.ts';
 import { applyMigrations } from './infra/db/migrations.ts';
 import { Journal } from './infra/journal/journal.ts';
 import type { Logger } from './infra/logger.ts';
+import type { RateLimits } from './guards/rateLimits.ts';
 import { RateLimiter } from './infra/rateLimit.ts';
 import { checkRedisServer, connectRedis, createRedis } from './infra/redis/connection.ts';
 import { type PrefixClaim, claimKeyPrefix, databaseIdentity, recheckKeyPrefix } from './infra/redis/ownership.ts';
@@ -29,8 +31,10 @@ export interface App {
   scripts: Scripts;
   journal: Journal;
   events: LiveEvents;
-  rateLimiter: RateLimiter;
+  rateLimits: RateLimits;
   tokens: TokenVerifier;
+  /** What other users see instead of a user id (src/domain/privacy.ts). */
+  userAliases: UserAliases;
   redPackets: RedPacketService;
   points: PointsService;
   teams: TeamService;
@@ -76,7 +80,11 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     sweepAfterMs: config.JOURNAL_SWEEP_AFTER_MS,
   });
   const events = new LiveEvents(publisher, subscriber, config.REDIS_KEY_PREFIX);
-  const rateLimiter = new RateLimiter(scripts, config.RATE_LIMIT_MUTATIONS, config.RATE_LIMIT_WINDOW_MS);
+  const rateLimits: RateLimits = {
+    mutations: new RateLimiter(scripts, config.RATE_LIMIT_MUTATIONS, config.RATE_LIMIT_WINDOW_MS),
+    anonymous: new RateLimiter(scripts, config.RATE_LIMIT_ANONYMOUS, config.RATE_LIMIT_WINDOW_MS),
+    wsConnections: new RateLimiter(scripts, config.RATE_LIMIT_WS_CONNECTIONS, config.RATE_LIMIT_WINDOW_MS),
+  };
   const redPackets = new RedPacketService({ prisma: database.prisma, redis, scripts, journal, events, log });
   const points = new PointsService({
     prisma: database.prisma,
@@ -119,8 +127,15 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     scripts,
     journal,
     events,
-    rateLimiter,
-    tokens: new TokenVerifier(config.jwtSecret),
+    rateLimits,
+    tokens: new TokenVerifier({
+      secret: config.jwtSecret,
+      jwksUrl: config.JWT_JWKS_URL,
+      issuer: config.JWT_ISSUER,
+      audience: config.JWT_AUDIENCE,
+      maxLifetimeSeconds: config.JWT_MAX_LIFETIME_SECONDS,
+    }),
+    userAliases: new UserAliases(config.USER_ALIAS_SECRET ?? config.jwtSecret),
     redPackets,
     points,
     teams,

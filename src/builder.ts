@@ -3,11 +3,11 @@ import ErrorsPlugin from '@pothos/plugin-errors';
 import PrismaPlugin from '@pothos/plugin-prisma';
 import ScopeAuthPlugin from '@pothos/plugin-scope-auth';
 import ValidationPlugin from '@pothos/plugin-validation';
-import type { Context } from './context.ts';
 import { ErrorCode, graphqlError } from './errors.ts';
+import { type Context, unauthenticated } from './context.ts';
 import type PrismaTypes from './generated/pothos-prisma-types.ts';
 import { getDatamodel } from './generated/pothos-prisma-types.ts';
-import { ADMIN_ROLE } from './infra/auth/tokens.ts';
+import { ADMIN_ROLE, AuthFailure } from './infra/auth/tokens.ts';
 
 export const builder = new SchemaBuilder<{
   Context: Context;
@@ -29,7 +29,7 @@ export const builder = new SchemaBuilder<{
     unauthorizedError: (_parent, context) =>
       context.viewer
         ? graphqlError(ErrorCode.forbidden, 'you do not have the role this operation needs')
-        : graphqlError(ErrorCode.unauthenticated, 'sign in: send Authorization: Bearer <token>'),
+        : unauthenticated(AuthFailure.missing, 'sign in: send Authorization: Bearer <token>'),
   },
   // Only the problem classes a field lists become union members; anything else stays a GraphQL error.
   errors: { defaultTypes: [] },

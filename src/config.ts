@@ -17,12 +17,27 @@ const envSchema = z.object({
   REDIS_KEY_PREFIX: z.string().default('cb:'),
 
   JWT_SECRET: z.string().min(32, 'JWT_SECRET must be at least 32 characters').optional(),
+  /** Keys the per-campaign aliases other users see instead of a user id; unset: derived from the JWT secret. */
+  USER_ALIAS_SECRET: z.string().min(32, 'USER_ALIAS_SECRET must be at least 32 characters').optional(),
+  /** Tokens whose exp lies further than this from iat (or from now) are refused. */
+  JWT_MAX_LIFETIME_SECONDS: intFromEnv(7 * 86_400, 1),
+  JWT_ISSUER: z.string().optional(),
+  JWT_AUDIENCE: z.string().optional(),
+  /** Set: RS256/ES256 tokens of the identity provider publishing these keys, instead of HS256 with JWT_SECRET. */
+  JWT_JWKS_URL: z.string().url().optional(),
 
   RATE_LIMIT_MUTATIONS: intFromEnv(30),
   RATE_LIMIT_WINDOW_MS: intFromEnv(1000, 1),
+  RATE_LIMIT_ANONYMOUS: intFromEnv(100),
+  RATE_LIMIT_WS_CONNECTIONS: intFromEnv(20),
+  SUBSCRIPTIONS_PER_USER: intFromEnv(200),
+  SUBSCRIPTIONS_PER_SOCKET: intFromEnv(100),
+  /** How many proxies in front of the server append to X-Forwarded-For; 0: the socket's peer is the client. */
+  TRUST_PROXY: intFromEnv(0),
 
   GRAPHQL_MAX_DEPTH: intFromEnv(10, 1),
-  GRAPHQL_MAX_COST: intFromEnv(5000, 1),
+  /** See src/guards/operationCost.ts: 1 per field, the selection under a `limit`/`first` argument once per item. */
+  GRAPHQL_MAX_COST: intFromEnv(10_000, 1),
   GRAPHQL_MAX_ALIASES: intFromEnv(15, 1),
   GRAPHQL_MAX_TOKENS: intFromEnv(2000, 1),
   /** 1: plain JSON POSTs skip Yoga's fetch layer (see src/fastLane.ts); 0: Yoga serves every request. */
@@ -45,11 +60,22 @@ const envSchema = z.object({
   POINTS_DELIVERY_WEBHOOK_URL: z.string().url().optional(),
   POINTS_DELIVERY_TIMEOUT_MS: intFromEnv(10_000, 100),
   POINTS_DELIVERY_RETRY_MS: intFromEnv(1000, 10),
+
+  /** 1: unexpected errors carry the original error (message, stack) to the client, in any NODE_ENV. */
+  GRAPHQL_EXPOSE_ERRORS: z.enum(['0', '1']).default('0'),
+  /** Comma-separated origins allowed cross-origin; unset: own origin and localhost outside production, none in production. */
+  CORS_ORIGINS: z
+    .string()
+    .refine((list) => list.split(',').every((entry) => /^https?:\/\/[^/\s]+$/.test(entry.trim()) || entry.trim() === ''), {
+      message: 'CORS_ORIGINS must be a comma-separated list of origins such as https://shop.example',
+    })
+    .optional(),
 });
 
 export type Env = z.infer<typeof envSchema>;
 
 export interface Config extends Omit<Env, 'JWT_SECRET'> {
+  /** Empty when JWT_JWKS_URL is set. */
   jwtSecret: string;
   /** True when JWT_SECRET was unset and the development secret in .data/ is used. */
   jwtSecretGenerated: boolean;
@@ -73,13 +99,14 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
   if (env.TEST_CLOCK === '1' && env.NODE_ENV !== 'test') {
     throw new ConfigError('TEST_CLOCK=1 shifts the time scripts see and is only allowed when NODE_ENV=test');
   }
-  if (!JWT_SECRET && env.NODE_ENV === 'production') {
-    throw new ConfigError('JWT_SECRET is required when NODE_ENV=production (at least 32 characters)');
+  if (!JWT_SECRET && !env.JWT_JWKS_URL && env.NODE_ENV === 'production') {
+    throw new ConfigError('JWT_SECRET (at least 32 characters) or JWT_JWKS_URL is required when NODE_ENV=production');
   }
   return {
     ...env,
-    jwtSecret: JWT_SECRET ?? readOrCreateDevSecret(),
-    jwtSecretGenerated: !JWT_SECRET,
+    // With JWT_JWKS_URL the secret is not used, so none is generated.
+    jwtSecret: JWT_SECRET ?? (env.JWT_JWKS_URL ? '' : readOrCreateDevSecret()),
+    jwtSecretGenerated: !JWT_SECRET && !env.JWT_JWKS_URL,
     databaseSchema: env.DATABASE_URL ? new URL(env.DATABASE_URL).searchParams.get('schema') ?? undefined : undefined,
   };
 }

@@ -1,8 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { getCORSHeadersByRequestAndOptions, sendNodeResponse } from '@whatwg-node/server';
-import { type ExecutionResult, GraphQLError, getOperationAST } from 'graphql';
-import { type YogaServerInstance, maskError, processRegularResult } from 'graphql-yoga';
+import { sendNodeResponse } from '@whatwg-node/server';
+import { type ExecutionResult, GraphQLError } from 'graphql';
+import { type YogaServerInstance, processRegularResult } from 'graphql-yoga';
 import type { Context } from './context.ts';
+import { type MaskErrorFunction, retryAfterSeconds } from './errorMasking.ts';
+import { operationOf } from './guards/operation.ts';
 import type { Logger } from './infra/logger.ts';
 
 type RegularMediaType = 'application/json' | 'application/graphql-response+json';
@@ -80,7 +82,15 @@ function requestView(req: IncomingMessage) {
  * whose parameters, document or validation fail, is handed to Yoga whole, so every error
  * answer is Yoga's; test/fastLane.test.ts compares the two lanes answer for answer.
  */
-export function createFastLane(yoga: Yoga, graphqlPath: string, log: Logger) {
+export function createFastLane({ yoga, graphqlPath, log, maskError, corsHeaders }: {
+  yoga: Yoga;
+  graphqlPath: string;
+  log: Logger;
+  /** Yoga's masking function (src/errorMasking.ts), for errors thrown outside the resolvers. */
+  maskError: MaskErrorFunction;
+  /** Yoga's CORS rule (src/httpHygiene.ts). */
+  corsHeaders: (request: RequestView) => Record<string, string>;
+}) {
   /** Yoga's fetch handler, given a body this lane has already read. */
   async function viaYoga(req: IncomingMessage, res: ServerResponse, body: Buffer): Promise<void> {
     const headers = new yoga.fetchAPI.Headers();
@@ -88,11 +98,11 @@ export function createFastLane(yoga: Yoga, graphqlPath: string, log: Logger) {
       if (value !== undefined) headers.set(name, Array.isArray(value) ? value.join(', ') : value);
     }
     const request = new yoga.fetchAPI.Request(`http://${req.headers.host ?? 'localhost'}${req.url}`, { method: 'POST', headers, body: new Uint8Array(body) });
-    await sendNodeResponse(await yoga.fetch(request), res, req, false);
+    await sendNodeResponse(await yoga.fetch(request, { req, res } as never), res, req, false);
   }
 
   function send(req: IncomingMessage, request: RequestView, res: ServerResponse, result: ExecutionResult, mediaType: RegularMediaType): Promise<void> | void {
-    const cors = getCORSHeadersByRequestAndOptions(request as never, {});
+    const cors = corsHeaders(request);
     let json: string | undefined;
     if (!result.errors?.length && !result.extensions) {
       try {
@@ -103,14 +113,16 @@ export function createFastLane(yoga: Yoga, graphqlPath: string, log: Logger) {
     }
     if (json === undefined) {
       const response = processRegularResult(result, yoga.fetchAPI, mediaType);
-      for (const [name, value] of Object.entries(cors ?? {})) response.headers.set(name, value);
+      for (const [name, value] of Object.entries(cors)) response.headers.set(name, value);
+      const retryAfter = retryAfterSeconds(result);
+      if (retryAfter !== undefined) response.headers.set('Retry-After', String(retryAfter));
       return sendNodeResponse(response, res, req, false);
     }
     res.writeHead(200, { ...cors, 'content-type': `${mediaType}; charset=utf-8`, 'content-length': Buffer.byteLength(json) });
     res.end(json);
   }
 
-  /** As Yoga's default error masking treats an error thrown outside the resolvers: the original is logged once. */
+  /** As Yoga's error masking treats an error thrown outside the resolvers: the original is logged once. */
   function masked(error: unknown): GraphQLError {
     const replacement = maskError(error, 'Unexpected error.') as GraphQLError;
     if (replacement !== error) log.error({ err: error }, 'unexpected error while serving a GraphQL request');
@@ -127,14 +139,15 @@ export function createFastLane(yoga: Yoga, graphqlPath: string, log: Logger) {
     }
     if (!params) return viaYoga(req, res, body);
     const request = requestView(req);
-    const { parse, validate, execute, contextFactory, schema } = yoga.getEnveloped({ request, params } as never);
+    // `req` as Yoga's node adapter passes it: the client's address is read from it (src/guards/clientAddress.ts).
+    const { parse, validate, execute, contextFactory, schema } = yoga.getEnveloped({ request, params, req } as never);
     let document;
     try {
       document = parse(params.query);
     } catch {
       return viaYoga(req, res, body);
     }
-    const operation = getOperationAST(document, params.operationName);
+    const operation = operationOf({ document, operationName: params.operationName });
     if (!operation || operation.operation === 'subscription' || validate(schema, document).length > 0) return viaYoga(req, res, body);
     let result: ExecutionResult;
     try {

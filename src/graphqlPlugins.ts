@@ -1,19 +1,12 @@
-import { type ExecutionResult, GraphQLError, getOperationAST } from 'graphql';
+import { type ExecutionResult, GraphQLError } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { App } from './app.ts';
 import type { Context } from './context.ts';
-import { ErrorCode, graphqlError } from './errors.ts';
+import { ErrorCode, rebuiltError } from './errors.ts';
 
 function withCode(error: GraphQLError, code: string): GraphQLError {
   if (error.extensions.code) return error;
-  return new GraphQLError(error.message, {
-    nodes: error.nodes,
-    source: error.source,
-    positions: error.positions,
-    path: error.path,
-    originalError: error.originalError,
-    extensions: { ...error.extensions, code },
-  });
+  return rebuiltError(error, { extensions: { ...error.extensions, code } });
 }
 
 function tagInputErrors(result: ExecutionResult): ExecutionResult | undefined {
@@ -54,22 +47,14 @@ export function useInputErrorCodes(): Plugin {
   };
 }
 
-/** Limits each signed-in user's mutations per window, across every instance. */
-export function useMutationRateLimit(app: App): Plugin<Context> {
-  return {
-    async onExecute({ args, setResultAndStopExecution }) {
-      const viewer = (args.contextValue as Context).viewer;
-      if (!app.rateLimiter.enabled || !viewer) return;
-      const operation = getOperationAST(args.document, args.operationName);
-      if (operation?.operation !== 'mutation') return;
-      const decision = await app.rateLimiter.consume('mutation', viewer.userId);
-      if (!decision.allowed) {
-        setResultAndStopExecution({
-          errors: [graphqlError(ErrorCode.rateLimited, 'too many requests; slow down', { retryAfterMs: decision.retryAfterMs })],
-        });
-      }
-    },
+/** Answers an operation whose Authorization was refused (see buildContext) with that refusal alone. */
+export function useCredentialRefusal(): Plugin<Context> {
+  type Hook = { args: { contextValue: unknown }; setResultAndStopExecution(result: ExecutionResult): void };
+  const refuse = ({ args, setResultAndStopExecution }: Hook) => {
+    const { credentialError } = args.contextValue as Context;
+    if (credentialError) setResultAndStopExecution({ errors: [credentialError] });
   };
+  return { onExecute: refuse, onSubscribe: refuse };
 }
 
 /** GET /ready: 200 when Redis and the database answer and the key prefix is this database's, 503 otherwise. */

@@ -1,20 +1,26 @@
 import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import costLimit from '@escape.tech/graphql-armor-cost-limit';
-import blockFieldSuggestions from '@escape.tech/graphql-armor-block-field-suggestions';
 import maxAliases from '@escape.tech/graphql-armor-max-aliases';
 import maxDepth from '@escape.tech/graphql-armor-max-depth';
 import maxTokens from '@escape.tech/graphql-armor-max-tokens';
 import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
-import type { ExecutionArgs, GraphQLError } from 'graphql';
+import type { DocumentNode, ExecutionArgs, GraphQLError } from 'graphql';
 import { type Plugin, createYoga } from 'graphql-yoga';
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer } from 'ws';
 import { type App, createApp } from './app.ts';
 import type { Config } from './config.ts';
-import { type Context, buildContext } from './context.ts';
+import { type Context, authorizationOf, buildContext } from './context.ts';
+import { type MaskErrorFunction, createErrorMasking } from './errorMasking.ts';
 import { createFastLane } from './fastLane.ts';
-import { useInputErrorCodes, useMutationRateLimit, useReadiness } from './graphqlPlugins.ts';
+import { useCredentialRefusal, useInputErrorCodes, useReadiness } from './graphqlPlugins.ts';
+import { useGraphqlSse } from './graphqlSse.ts';
+import { wsConnectionLimit } from './guards/connectionLimit.ts';
+import { useInputCharacters } from './guards/inputCharacters.ts';
+import { useOperationCost } from './guards/operationCost.ts';
+import { useRateLimits } from './guards/rateLimits.ts';
+import { useSubscriptionLimits } from './guards/subscriptionLimits.ts';
+import { createCorsPolicy, hygienePlugins } from './httpHygiene.ts';
 import type { Logger } from './infra/logger.ts';
 import { StartupError, describeCause } from './infra/startupError.ts';
 import { schema } from './schema/index.ts';
@@ -39,20 +45,19 @@ function armorPlugins(config: Config): Plugin[] {
     propagateOnRejection: false,
     onReject: [(context: { reportError(error: GraphQLError): void } | null, error: GraphQLError) => context?.reportError(error)],
   };
-  const plugins: Plugin[] = [
+  return [
     maxDepth.maxDepthPlugin({ n: config.GRAPHQL_MAX_DEPTH, ...rejection }),
-    costLimit.costLimitPlugin({ maxCost: config.GRAPHQL_MAX_COST, ...rejection }),
     maxAliases.maxAliasesPlugin({ n: config.GRAPHQL_MAX_ALIASES, ...rejection }),
     maxTokens.maxTokensPlugin({ n: config.GRAPHQL_MAX_TOKENS }),
   ];
-  if (config.NODE_ENV === 'production') plugins.push(blockFieldSuggestions.blockFieldSuggestionsPlugin());
-  return plugins;
 }
 
-function createGraphqlServer(app: App) {
+function createGraphqlServer(app: App, maskError: MaskErrorFunction, corsHeaders: ReturnType<typeof createCorsPolicy>) {
   const { config } = app;
   return createYoga<{ connectionParams?: Record<string, unknown> }, Context>({
     schema,
+    maskedErrors: { maskError, isDev: config.GRAPHQL_EXPOSE_ERRORS === '1' },
+    cors: false,
     graphqlEndpoint: GRAPHQL_PATH,
     healthCheckEndpoint: '/health',
     landingPage: false,
@@ -64,9 +69,21 @@ function createGraphqlServer(app: App) {
       warn: (...args) => app.log.warn(args.join(' ')),
       error: (...args) => app.log.error(args.map(String).join(' ')),
     },
-    context: ({ request, connectionParams }) =>
-      buildContext(app, request?.headers.get('authorization') ?? connectionParams?.authorization),
-    plugins: [...armorPlugins(config), useInputErrorCodes(), useMutationRateLimit(app), useReadiness(app)],
+    context: (initial) => buildContext(app, authorizationOf(initial)),
+    plugins: [
+      ...hygienePlugins(config, corsHeaders),
+      ...armorPlugins(config),
+      useInputErrorCodes(),
+      // Cheap refusals first: a refused request takes nothing from a rate limit and reaches no resolver.
+      useInputCharacters(),
+      useOperationCost(config.GRAPHQL_MAX_COST),
+      useRateLimits(app),
+      // After the limits: a refused token counts as anonymous, so spraying bad tokens is limited by address.
+      useCredentialRefusal(),
+      useSubscriptionLimits(config.SUBSCRIPTIONS_PER_USER, config.SUBSCRIPTIONS_PER_SOCKET),
+      useReadiness(app),
+      useGraphqlSse(),
+    ],
   });
 }
 
@@ -75,12 +92,14 @@ type EnvelopedRoot = { execute: (args: ExecutionArgs) => unknown; subscribe: (ar
 /** HTTP (POST, GET, SSE) and graphql-ws on one port and one path. */
 export async function startServer(config: Config, log: Logger): Promise<RunningServer> {
   const app = await createApp(config, log);
-  const yoga = createGraphqlServer(app);
-  const fastLane = config.GRAPHQL_FAST_LANE === '1' ? createFastLane(yoga, GRAPHQL_PATH, log) : undefined;
+  const maskError = createErrorMasking(config.GRAPHQL_EXPOSE_ERRORS === '1');
+  const corsHeaders = createCorsPolicy(config);
+  const yoga = createGraphqlServer(app, maskError, corsHeaders);
+  const fastLane = config.GRAPHQL_FAST_LANE === '1' ? createFastLane({ yoga, graphqlPath: GRAPHQL_PATH, log, maskError, corsHeaders }) : undefined;
   const httpServer: Server = createServer((req, res) => {
     if (!fastLane?.(req, res)) void yoga(req, res);
   });
-  const wsServer = new WebSocketServer({ server: httpServer, path: GRAPHQL_PATH });
+  const wsServer = new WebSocketServer({ server: httpServer, path: GRAPHQL_PATH, verifyClient: wsConnectionLimit(app) });
 
   useServer<Record<string, unknown>>(
     {
@@ -94,15 +113,26 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
           params,
           connectionParams: ctx.connectionParams ?? {},
         });
-        const document = parse(params.query);
-        const errors = validate(enveloped, document);
-        if (errors.length > 0) return errors;
+        // A bad operation (a syntax error, say) is answered on its own: anything thrown here
+        // would close the socket with 4500, and every other subscription on it.
+        let document: DocumentNode;
+        let contextValue: Context;
+        try {
+          document = parse(params.query);
+          const errors = validate(enveloped, document);
+          if (errors.length > 0) return errors;
+          contextValue = (await contextFactory()) as Context;
+        } catch (error) {
+          const answer = maskError(error, 'Unexpected error.') as GraphQLError;
+          if (answer !== error) app.log.error({ err: error }, 'unexpected error while starting a graphql-ws operation');
+          return [answer];
+        }
         return {
           schema: enveloped,
           operationName: params.operationName,
           document,
           variableValues: params.variables,
-          contextValue: await contextFactory(),
+          contextValue,
           rootValue: { execute, subscribe },
         };
       },

@@ -9,7 +9,7 @@ import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
 
 // Both servers are instances of one deployment (same schema and key prefix); only the lane differs.
-const env = testEnv('fast_lane', { RATE_LIMIT_MUTATIONS: '4', RATE_LIMIT_WINDOW_MS: '60000' });
+const env = testEnv('fast_lane', { RATE_LIMIT_MUTATIONS: '4', RATE_LIMIT_WINDOW_MS: '60000', CORS_ORIGINS: 'https://shop.example' });
 let fastLane: ServerProcess;
 let yogaOnly: ServerProcess;
 let stores: Stores;
@@ -26,15 +26,19 @@ afterAll(async () => {
 });
 
 interface RawRequest {
+  method?: string;
+  /** Appended to the GraphQL endpoint's URL. */
+  search?: string;
   headers?: Record<string, string>;
-  body: string;
+  body?: string;
 }
 
 /** What a client can see of a response; header names are case-insensitive and Date/Keep-Alive vary. */
 async function answer(server: ServerProcess, request: RawRequest) {
-  const response = await fetch(server.url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...request.headers },
+  const method = request.method ?? 'POST';
+  const response = await fetch(`${server.url}${request.search ?? ''}`, {
+    method,
+    headers: method === 'POST' ? { 'content-type': 'application/json', ...request.headers } : request.headers,
     body: request.body,
   });
   const headers = Object.fromEntries(
@@ -81,9 +85,24 @@ describe('the fast lane answers exactly as Yoga does', () => {
     await expectSameAnswer({ headers: { 'content-type': contentType }, body: typename });
   });
 
-  it('with CORS headers for a browser origin', async () => {
+  it('with CORS headers for an origin in CORS_ORIGINS', async () => {
     const { headers } = await expectSameAnswer({ headers: { origin: 'https://shop.example' }, body: typename });
     expect(headers['access-control-allow-origin']).toBe('https://shop.example');
+    expect(headers['access-control-allow-credentials']).toBe('true');
+    expect(headers['access-control-expose-headers']).toBe('Retry-After');
+    expect(headers.vary).toBe('Origin');
+  });
+
+  it.each(['https://evil.example', 'http://localhost:5173', 'null'])('without CORS headers for an origin not listed: %s', async (origin) => {
+    const { headers } = await expectSameAnswer({ headers: { origin }, body: typename });
+    expect(Object.keys(headers).filter((name) => name.startsWith('access-control-'))).toEqual([]);
+  });
+
+  it.each(['https://shop.example', 'https://evil.example'])('to a CORS preflight from %s', async (origin) => {
+    const preflight = { method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type' } };
+    const { status, headers } = await expectSameAnswer(preflight);
+    expect(status).toBe(204);
+    expect(headers['access-control-allow-origin'] ?? null).toBe(origin === 'https://shop.example' ? origin : null);
   });
 
   it.each([
@@ -124,14 +143,51 @@ describe('the fast lane answers exactly as Yoga does', () => {
     const granted = await expectSameAnswer({ headers: { authorization: `Bearer ${await tokenFor('fast-lane-grabber')}` }, body: unknownGrab });
     expect(JSON.parse(granted.body).data.grabRedPacket.__typename).toBe('NotFound');
     const invalid = await expectSameAnswer({ headers: { authorization: 'Bearer not.a.token' }, body: unknownGrab });
-    expect(JSON.parse(invalid.body).errors[0].extensions.code).toBe('UNAUTHENTICATED');
+    expect(JSON.parse(invalid.body).errors[0].extensions).toEqual({ code: 'UNAUTHENTICATED', reason: 'MALFORMED' });
+    // A refused token refuses a public query too, whatever media type is asked for.
+    for (const accept of ['application/json', 'application/graphql-response+json']) {
+      const refused = await expectSameAnswer({ headers: { accept, authorization: 'Basic Zm9vOmJhcg==' }, body: typename });
+      expect(JSON.parse(refused.body).errors[0].extensions).toEqual({ code: 'UNAUTHENTICATED', reason: 'MALFORMED' });
+    }
+  });
+
+  it.each([
+    ['a form', { 'content-type': 'application/x-www-form-urlencoded' }, 'query=%7B__typename%7D'],
+    ['a form with the CSRF header', { 'content-type': 'application/x-www-form-urlencoded', 'x-graphql-yoga-csrf': '1' }, 'query=%7B__typename%7D'],
+    ['a multipart body', { 'content-type': 'multipart/form-data; boundary=x' }, '--x\r\nContent-Disposition: form-data; name="operations"\r\n\r\n{"query":"{ __typename }"}\r\n--x--\r\n'],
+  ])('by refusing %s with 415', async (_name, headers, body) => {
+    const { status, body: text } = await expectSameAnswer({ headers, body });
+    expect(status).toBe(415);
+    expect(JSON.parse(text).errors[0].message).toMatch(/application\/json/);
+  });
+
+  it('by refusing a text/plain POST without the CSRF header (CSRF prevention)', async () => {
+    const { status, body } = await expectSameAnswer({ headers: { 'content-type': 'text/plain' }, body: typename });
+    expect(status).toBe(403);
+    expect(body).toMatch(/CSRF/);
+    expect((await expectSameAnswer({ headers: { 'content-type': 'text/plain', 'x-graphql-yoga-csrf': '1' }, body: typename })).status).not.toBe(403);
+  });
+
+  it('to GETs: refused without the CSRF header, served with it, and to EventSource (Accept: text/event-stream) without it', async () => {
+    const search = `?query=${encodeURIComponent('{ __typename }')}`;
+    expect((await expectSameAnswer({ method: 'GET', search })).status).toBe(403);
+    const withHeader = await expectSameAnswer({ method: 'GET', search, headers: { 'x-graphql-yoga-csrf': '1' } });
+    expect(JSON.parse(withHeader.body)).toEqual({ data: { __typename: 'Query' } });
+    const eventSource = await expectSameAnswer({ method: 'GET', search, headers: { accept: 'text/event-stream', origin: 'https://shop.example' } });
+    expect(eventSource.status).toBe(200);
+    expect(eventSource.body).toContain('"__typename":"Query"');
+    // The GraphiQL page itself is a plain browser GET.
+    expect((await expectSameAnswer({ method: 'GET', headers: { accept: 'text/html' } })).status).toBe(200);
   });
 
   it('for a rate-limited caller, whichever instance counted the earlier requests', async () => {
     const authorization = `Bearer ${await tokenFor('fast-lane-hasty')}`;
     for (let i = 0; i < 4; i++) await answer(i % 2 ? yogaOnly : fastLane, { headers: { authorization }, body: unknownGrab });
     // Only the time left in the window may differ between the two answers.
-    const withoutRetryAfter = (reply: Awaited<ReturnType<typeof answer>>) => ({ ...reply, body: reply.body.replace(/"retryAfterMs":\d+/, '') });
+    const withoutRetryAfter = ({ headers: { 'retry-after': retryAfter, ...headers }, ...reply }: Awaited<ReturnType<typeof answer>>) => {
+      expect(Number(retryAfter)).toBeGreaterThan(0);
+      return { ...reply, headers, body: reply.body.replace(/"retryAfterMs":\d+/, '') };
+    };
     const [fast, yoga] = [await answer(fastLane, { headers: { authorization }, body: unknownGrab }), await answer(yogaOnly, { headers: { authorization }, body: unknownGrab })];
     expect(withoutRetryAfter(fast)).toEqual(withoutRetryAfter(yoga));
     expect(JSON.parse(fast.body).errors[0].extensions.code).toBe('RATE_LIMITED');

@@ -1,37 +1,25 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { CreateRedPacketDocument, GrabRedPacketDocument, RedPacketDocument } from './gql/generated.ts';
 import { gql, gqlData, tokenFor } from './support/client.ts';
 import { testEnv } from './support/env.ts';
+import { startedServer } from './support/lifecycle.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
-import { type ServerProcess, startServerProcess } from './support/server.ts';
-import { type Stores, openStores } from './support/stores.ts';
 
 const env = testEnv('rp_storm');
-let server: ServerProcess;
-let stores: Stores;
-
-beforeAll(async () => {
-  server = await startServerProcess(env.vars);
-  stores = openStores(env);
-});
-
-afterAll(async () => {
-  await server?.stop();
-  await stores?.cleanup();
-});
+const started = startedServer(env);
 
 describe('a storm of grabs', () => {
   it('hands out exactly 500 shares to 1,000 users firing 2,000 grabs at once', async () => {
     const TOTAL = 88_888;
     const sender = await tokenFor('sender');
-    const { createRedPacket: packet } = await gqlData(server.url, CreateRedPacketDocument, { input: { totalAmount: TOTAL, count: 500, mode: 'RANDOM' } }, sender);
+    const { createRedPacket: packet } = await gqlData(started.server.url, CreateRedPacketDocument, { input: { totalAmount: TOTAL, count: 500, mode: 'RANDOM' } }, sender);
 
     const users = Array.from({ length: 1000 }, (_, i) => `storm-user-${i}`);
     const tokens = new Map(await Promise.all(users.map(async (user) => [user, await tokenFor(user)] as const)));
     const attempts = [...users, ...users].sort(() => Math.random() - 0.5);
 
     const results = await Promise.all(
-      attempts.map(async (user) => ({ user, response: await gql(server.url, GrabRedPacketDocument, { packetId: packet.id }, tokens.get(user)) })),
+      attempts.map(async (user) => ({ user, response: await gql(started.server.url, GrabRedPacketDocument, { packetId: packet.id }, tokens.get(user)) })),
     );
 
     const byType = new Map<string, number>();
@@ -57,11 +45,11 @@ describe('a storm of grabs', () => {
     }
 
     // Every acknowledged grab is already in PostgreSQL, and Redis agrees.
-    const grabs = await expectRedPacketInvariants(stores, packet.id);
+    const grabs = await expectRedPacketInvariants(started.stores, packet.id);
     expect(grabs).toHaveLength(500);
     expect(new Map(grabs.map((grab) => [grab.user_id, grab.amount]))).toEqual(wonBy);
 
-    const { redPacket } = await gqlData(server.url, RedPacketDocument, { id: packet.id }, sender);
+    const { redPacket } = await gqlData(started.server.url, RedPacketDocument, { id: packet.id }, sender);
     expect(redPacket?.status).toBe('EMPTY');
     expect(redPacket?.remainingAmount).toBe(0);
     expect(redPacket?.shares).toHaveLength(500);

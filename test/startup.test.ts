@@ -1,4 +1,3 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { fetch } from 'undici';
@@ -9,6 +8,7 @@ import { testEnv } from './support/env.ts';
 import { stopAll, stopWithin, withTimeout } from './support/lifecycle.ts';
 import { waitFor } from './support/poll.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
+import { startThrowawayRedis, stopChild } from './support/redisServer.ts';
 import { type ServerProcess, freePort, runUntilExit, startServerProcess } from './support/server.ts';
 import { type Stores, deleteKeys, loseKeysAtOnce, openStores } from './support/stores.ts';
 
@@ -295,43 +295,3 @@ describe('SIGTERM', () => {
     }
   });
 });
-
-/** A private redis-server on `port`, for checks that need a differently configured Redis. */
-async function startThrowawayRedis(port: number, extraArgs: string[]): Promise<ChildProcess> {
-  const child = spawn(
-    'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no', ...extraArgs],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  let output = '';
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`redis-server did not start:\n${output}`)), 10_000);
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      if (output.includes('Ready to accept connections')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    child.once('error', (error) => {
-      clearTimeout(timer);
-      reject(error);
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`redis-server exited with ${code}:\n${output}`));
-    });
-  });
-  return child;
-}
-
-async function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
-  await exited;
-  clearTimeout(timer);
-}

@@ -1,43 +1,25 @@
 import { randomUUID } from 'node:crypto';
 import type { ExecutionResult } from 'graphql';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { type App, createApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
 import { teamJournalHandler } from '../src/domain/teams/persistence.ts';
 import { activityKeys, activityOfJournal } from '../src/domain/teams/store.ts';
 import { createLogger } from '../src/infra/logger.ts';
 import { TeamStatusDocument, type TeamStatusSubscription } from './gql/generated.ts';
-import { type Subscription, subscribeSse, subscribeWs } from './support/client.ts';
+import { subscribeSse, subscribeWs } from './support/client.ts';
 import { TEST_JWT_SECRET, testEnv } from './support/env.ts';
 import { holdCalls } from './support/hold.ts';
-import { stopAll } from './support/lifecycle.ts';
+import { twoInstances } from './support/lifecycle.ts';
 import { sleep } from './support/poll.ts';
-import { type ServerProcess, startServerProcess } from './support/server.ts';
-import { type Stores, openStores } from './support/stores.ts';
 import { expectTeamInvariants, readRedisTeams, redisViolations } from './support/teamInvariants.ts';
 import { teamsAt, tokenOf } from './support/teams.ts';
 
 const env = testEnv('tm_instances');
-let watched: ServerProcess;
-let acting: ServerProcess;
-let stores: Stores;
-const open: Subscription<unknown>[] = [];
-
-beforeAll(async () => {
-  // Two processes of one deployment on different ports: same Redis, same database.
-  [watched, acting] = await Promise.all([startServerProcess(env.vars), startServerProcess(env.vars)]);
-  stores = openStores(env);
-});
-
-afterAll(async () => {
-  for (const subscription of open) subscription.close();
-  try {
-    await (await inProcess)?.close();
-    await stopAll(watched, acting);
-  } finally {
-    await stores?.cleanup();
-  }
-});
+// Two processes of one deployment on different ports: same Redis, same database. Subscribers
+// watch instances.server; the changes are made through instances.other.
+const instances = twoInstances(env, { together: true, beforeStop: async () => (await inProcess)?.close() });
+const { track } = instances;
 
 let inProcess: Promise<App> | undefined;
 /** A third instance of the deployment, in this process and without background rounds: for flows a test holds or feeds by hand. */
@@ -60,13 +42,14 @@ const transports = [
 
 describe.each(transports)('a %s subscriber on one instance', (_name, subscribe) => {
   it('sees locks, moves, releases, expiries, confirmations and completion made through the other', async () => {
-    expect(watched.port).not.toBe(acting.port);
+    expect(instances.server.port).not.toBe(instances.other.port);
     const activityId = `inst-${randomUUID().slice(0, 8)}`;
-    const far = teamsAt(acting.url);
+    const far = teamsAt(instances.other.url);
     const team = await far.open('inst-leader', { activityId, capacity: 3, lockSeconds: 2 });
     const other = await far.open('inst-other', { activityId });
-    const subscription = subscribe(watched.url, TeamStatusDocument, { teamId: team.id }, await tokenOf('inst-leader'));
-    open.push(subscription as Subscription<unknown>);
+    // An operator, who sees user ids in full.
+    const subscription = subscribe(instances.server.url, TeamStatusDocument, { teamId: team.id }, await tokenOf('inst-ops', { admin: true }));
+    track(subscription);
     const [first] = await subscription.until((events) => events.length >= 1);
     expect(first!.errors).toBeUndefined();
     expect(lastState([first!])).toMatchObject({ id: team.id, freeSeats: 2, locks: [] });
@@ -102,24 +85,24 @@ describe.each(transports)('a %s subscriber on one instance', (_name, subscribe) 
     expect(new Set(versions).size).toBe(versions.length);
     expect(versions).toEqual([...versions].sort((a, b) => a - b));
     subscription.close();
-    await expectTeamInvariants(stores, activityId, [team.id, other.id]);
+    await expectTeamInvariants(instances.stores, activityId, [team.id, other.id]);
   });
 });
 
 describe('one user racing their own lock requests across both instances', () => {
   it('ends with exactly one live lock and no request failing', async () => {
     const activityId = `inst-race-${randomUUID().slice(0, 8)}`;
-    const near = teamsAt(watched.url);
-    const far = teamsAt(acting.url);
+    const near = teamsAt(instances.server.url);
+    const far = teamsAt(instances.other.url);
     const ids = await Promise.all(Array.from({ length: 4 }, async (_, i) => (await near.open(`race-leader-${i}`, { activityId })).id));
     for (let round = 0; round < 5; round++) {
       const results = await Promise.all(Array.from({ length: 12 }, (_, i) => (i % 2 ? near : far).lock('inst-racer', ids[(i + round) % ids.length]!)));
       for (const result of results) expect(result.__typename).toBe('SeatLocked');
-      const snapshot = await readRedisTeams(stores.redis, activityId, ids);
+      const snapshot = await readRedisTeams(instances.stores.redis, activityId, ids);
       expect(redisViolations(snapshot)).toEqual([]);
       expect(ids.filter((id) => snapshot.teams.get(id)!.locks.some(([user]) => user === 'inst-racer'))).toHaveLength(1);
     }
-    await expectTeamInvariants(stores, activityId, ids);
+    await expectTeamInvariants(instances.stores, activityId, ids);
   });
 });
 
@@ -139,16 +122,16 @@ describe('a team just opened', () => {
     const opening = app.teams.open('fresh-leader', { activityId, capacity: 3, lockSeconds: 300, formationSeconds: 3600 });
     await reached;
     // Meanwhile a user finds the team in PostgreSQL (as the activity's list shows it) and locks a seat through a server.
-    const { rows } = await stores.sql.query<{ id: string }>('SELECT id FROM team WHERE activity_id = $1', [activityId]);
-    const locking = teamsAt(acting.url).lock('fresh-locker', rows[0]!.id);
+    const { rows } = await instances.stores.sql.query<{ id: string }>('SELECT id FROM team WHERE activity_id = $1', [activityId]);
+    const locking = teamsAt(instances.other.url).lock('fresh-locker', rows[0]!.id);
     // The lock is taken in the meantime, or waits for the opening instance: let go either way.
     await Promise.race([locking, sleep(1_000)]);
     letGo();
     const [locked, team] = await Promise.all([locking, opening]);
 
     expect(locked.__typename).toBe('SeatLocked');
-    expect((await teamsAt(watched.url).team('fresh-watcher', team.id))?.locks).toHaveLength(1);
-    await expectTeamInvariants(stores, activityId, [team.id]);
+    expect((await teamsAt(instances.server.url).team('fresh-watcher', team.id))?.locks).toHaveLength(1);
+    await expectTeamInvariants(instances.stores, activityId, [team.id]);
   });
 });
 
@@ -161,7 +144,7 @@ describe('a refused confirmation that dropped expired locks', () => {
     // What confirmTeamSeat journals when it refuses with NoSeatLock after dropping a lock that ran out.
     const fields = { kind: 'team', op: 'confirm', event: randomUUID(), team: team.id, at: String(at), events: JSON.stringify([{ kind: 'EXPIRED', team: team.id, user: 'refused-locker', at }]) };
     expect(await teamJournalHandler.persist(app.prisma, [{ stream: activityKeys(activityId).journal, id: `${at}-0`, fields }])).toEqual([]);
-    const { rows } = await stores.sql.query<{ kind: string }>('SELECT kind FROM team_seat_event WHERE team_id = $1', [team.id]);
+    const { rows } = await instances.stores.sql.query<{ kind: string }>('SELECT kind FROM team_seat_event WHERE team_id = $1', [team.id]);
     expect(rows.map((row) => row.kind)).toEqual(['EXPIRED']);
   });
 });
@@ -180,7 +163,7 @@ describe('a failure committed with a confirmation of its team', () => {
     const confirm = (team: string, user: string, seat: number, n: number) => entry(team, 'confirm', { user, paymentRef: `${user}-pay`, seat: String(seat) }, n);
     const fail = (team: string, leader: string, n: number) => entry(team, 'fail', { members: JSON.stringify([{ user: leader, seat: 1, joinedAt: at }]) }, n);
     const refunds = async (team: string) =>
-      (await stores.sql.query<{ user_id: string }>('SELECT user_id FROM team_refund WHERE team_id = $1 ORDER BY user_id', [team])).rows.map((row) => row.user_id);
+      (await instances.stores.sql.query<{ user_id: string }>('SELECT user_id FROM team_refund WHERE team_id = $1 ORDER BY user_id', [team])).rows.map((row) => row.user_id);
 
     // A Redis rebuilt without the member failed the team while the member's confirmation was on its way.
     const failing = await app.teams.open('owed-leader', { activityId, capacity: 3, lockSeconds: 60, formationSeconds: 3600 });
@@ -191,7 +174,7 @@ describe('a failure committed with a confirmation of its team', () => {
     const complete = await app.teams.open('done-leader', { activityId, capacity: 2, lockSeconds: 60, formationSeconds: 3600 });
     await teamJournalHandler.persist(app.prisma, [confirm(complete.id, 'done-member', 2, 2)]);
     await teamJournalHandler.persist(app.prisma, [fail(complete.id, 'done-leader', 3)]);
-    const { rows } = await stores.sql.query<{ status: string }>('SELECT status FROM team WHERE id = $1', [complete.id]);
+    const { rows } = await instances.stores.sql.query<{ status: string }>('SELECT status FROM team WHERE id = $1', [complete.id]);
     expect(rows[0]!.status).toBe('COMPLETE');
     expect(await refunds(complete.id)).toEqual([]);
   });

@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { ExecutionResult } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HIDDEN_USER_ID } from '../src/schema/teams.ts';
+import { aliasScope } from '../src/domain/privacy.ts';
 import { ConfirmTeamSeatDocument, type TeamStateFragment, TeamStatusDocument, type TeamStatusSubscription } from './gql/generated.ts';
 import { type Subscription, errorCodes, subscribeWs } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { waitFor } from './support/poll.ts';
+import { aliasOf } from './support/privacy.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, loseKeysAtOnce, openStores } from './support/stores.ts';
 import { expectTeamInvariants, readRedisTeams, redisViolations } from './support/teamInvariants.ts';
@@ -31,6 +32,8 @@ afterAll(async () => {
 
 const newActivity = () => `act-${randomUUID().slice(0, 8)}`;
 const ms = (iso: string | null | undefined) => (iso ? Date.parse(iso) : Number.NaN);
+/** What users other than `userId` (operators aside) see of them in the activity. */
+const alias = (activityId: string, userId: string) => aliasOf(aliasScope.teamActivity(activityId), userId);
 
 type Event = ExecutionResult<TeamStatusSubscription>;
 const states = (events: Event[]) => events.filter((event) => event.data).map((event) => event.data!.teamStatus);
@@ -82,15 +85,15 @@ describe('seat locks on one team', () => {
     // A release gives the seat back at once.
     const released = await teams.release('b', team.id);
     expect(released).toMatchObject({ freeSeats: 1, nextUnlockAt: null });
-    expect(released.locks.map((lock) => lock.userId)).toEqual([HIDDEN_USER_ID]);
+    expect(released.locks.map((lock) => lock.userId)).toEqual([alias(activityId, 'a')]);
     expect((await teams.release('b', team.id)).version).toBe(released.version);
     expect((await teams.lock('c', team.id)).__typename).toBe('SeatLocked');
 
     // Confirming turns the lock into membership; the same paymentRef again is the same answer.
     const confirmed = await teams.confirm('a', team.id, 'pay-a');
     if (confirmed.__typename !== 'Team') throw new Error(`a confirm got ${confirmed.__typename}`);
-    expect(confirmed.members.map((member) => member.userId)).toEqual(['leader', 'a']);
-    expect(confirmed.locks.map((lock) => lock.userId)).toEqual(['c']);
+    expect(confirmed.members.map((member) => member.userId)).toEqual([alias(activityId, 'leader'), 'a']);
+    expect(confirmed.locks.map((lock) => lock.userId)).toEqual([alias(activityId, 'c')]);
     const again = await teams.confirm('a', team.id, 'pay-a');
     expect(again).toMatchObject({ __typename: 'Team', members: confirmed.members });
     expect(await teams.confirm('a', team.id, 'pay-a-second')).toMatchObject({ __typename: 'Team', members: confirmed.members });
@@ -136,7 +139,7 @@ describe('moving a lock', () => {
     const z = await teams.open('leader-z', { activityId, capacity: 2 });
     expect((await teams.lock('other', z.id)).__typename).toBe('SeatLocked');
     expect((await teams.lock('mover', z.id)).__typename).toBe('TeamFull');
-    expect((await teams.team('watcher', y.id))?.locks.map((lock) => lock.userId)).toEqual([HIDDEN_USER_ID]);
+    expect((await teams.team('watcher', y.id))?.locks.map((lock) => lock.userId)).toEqual([alias(activityId, 'mover')]);
     expect((await teams.team('watcher', y.id, { admin: true }))?.locks.map((lock) => lock.userId)).toEqual(['mover']);
 
     // Back to the first team; a team of another activity is another matter.
@@ -177,7 +180,7 @@ describe('a payment after the lock expired', () => {
 
     const confirmed = await teams.confirm('late', team.id, 'late-pay');
     expect(confirmed).toMatchObject({ __typename: 'Team', status: 'OPEN', freeSeats: 1 });
-    if (confirmed.__typename === 'Team') expect(confirmed.members.map((member) => member.userId)).toEqual(['late-leader', 'late']);
+    if (confirmed.__typename === 'Team') expect(confirmed.members.map((member) => member.userId)).toEqual([alias(activityId, 'late-leader'), 'late']);
     await expectTeamInvariants(stores, activityId, [team.id]);
     expect(await seatEvents(team.id)).toEqual(['late:LOCKED', 'late:EXPIRED', 'late:CONFIRMED']);
   });
@@ -199,15 +202,16 @@ describe('a payment after the lock expired', () => {
 });
 
 describe('who sees lock holders', () => {
-  it('shows lock holders to the team\'s members and admins; others see only the times', async () => {
-    const team = await teams.open('mask-leader', { activityId: newActivity(), capacity: 4 });
+  it('shows a lock holder\'s id to the holder and to operators; anyone else, members included, sees the activity\'s alias', async () => {
+    const activityId = newActivity();
+    const team = await teams.open('mask-leader', { activityId, capacity: 4 });
     const locked = await teams.lock('holder', team.id);
     if (locked.__typename !== 'SeatLocked') throw new Error(`got ${locked.__typename}`);
     const { lockedAt, expiresAt } = locked.lock;
 
-    expect((await teams.team('stranger', team.id))?.locks).toEqual([{ userId: HIDDEN_USER_ID, lockedAt, expiresAt }]);
+    expect((await teams.team('stranger', team.id))?.locks).toEqual([{ userId: alias(activityId, 'holder'), lockedAt, expiresAt }]);
     expect((await teams.team('holder', team.id))?.locks).toEqual([{ userId: 'holder', lockedAt, expiresAt }]);
-    expect((await teams.team('mask-leader', team.id))?.locks).toEqual([{ userId: 'holder', lockedAt, expiresAt }]);
+    expect((await teams.team('mask-leader', team.id))?.locks).toEqual([{ userId: alias(activityId, 'holder'), lockedAt, expiresAt }]);
     expect((await teams.team('ops', team.id, { admin: true }))?.locks).toEqual([{ userId: 'holder', lockedAt, expiresAt }]);
 
     // The same on the live stream, per viewer.
@@ -215,9 +219,9 @@ describe('who sees lock holders', () => {
     const leader = await watch(team.id, 'mask-leader');
     expect((await teams.lock('second', team.id)).__typename).toBe('SeatLocked');
     const seen = lastState(await stranger.until((events) => lastState(events)?.locks.length === 2))!;
-    expect(seen.locks.map((lock) => lock.userId)).toEqual([HIDDEN_USER_ID, HIDDEN_USER_ID]);
+    expect(seen.locks.map((lock) => lock.userId)).toEqual([alias(activityId, 'holder'), alias(activityId, 'second')]);
     const known = lastState(await leader.until((events) => lastState(events)?.locks.length === 2))!;
-    expect(known.locks.map((lock) => lock.userId)).toEqual(['holder', 'second']);
+    expect(known.locks).toEqual(seen.locks);
   });
 });
 
@@ -261,7 +265,7 @@ describe('recovery', () => {
     expect(await loseKeysAtOnce(stores.redis, env.keyPrefix)).toBeGreaterThan(0);
     const rebuilt = await teams.team('rec-leader', team.id);
     expect(rebuilt).toMatchObject({ status: 'OPEN', freeSeats: 1, locks: [] });
-    expect(rebuilt!.members.map((member) => member.userId)).toEqual(['rec-leader', 'rec-member']);
+    expect(rebuilt!.members.map((member) => member.userId)).toEqual(['rec-leader', alias(activityId, 'rec-member')]);
     expect(rebuilt!.version).toBeGreaterThan(locked.team.version);
 
     // The paid seat is honoured (the lock was lost, the seat is free); the repeat is idempotent.

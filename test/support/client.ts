@@ -51,18 +51,27 @@ export interface Subscription<T> {
   events: ExecutionResult<T>[];
   /** Resolves once `predicate` holds for the events received so far. */
   until(predicate: (events: ExecutionResult<T>[]) => boolean, timeoutMs?: number): Promise<ExecutionResult<T>[]>;
+  /** True once the server completed the stream (graphql-ws `complete`, or the SSE response ended). */
+  completed(): boolean;
   close(): void;
 }
 
-function collector<T>(): { events: ExecutionResult<T>[]; push(event: ExecutionResult<T>): void; until: Subscription<T>['until'] } {
+/** Events of one subscription, with a way to wait for them and for its completion. */
+export function collector<T>(): Pick<Subscription<T>, 'events' | 'until' | 'completed'> & { push(event: ExecutionResult<T>): void; complete(): void } {
   const events: ExecutionResult<T>[] = [];
   const waiters = new Set<() => void>();
+  let completed = false;
   return {
     events,
     push(event) {
       events.push(event);
       for (const wake of waiters) wake();
     },
+    complete() {
+      completed = true;
+      for (const wake of waiters) wake();
+    },
+    completed: () => completed,
     until(predicate, timeoutMs = 10_000) {
       return new Promise((resolve, reject) => {
         const check = () => {
@@ -85,7 +94,7 @@ function collector<T>(): { events: ExecutionResult<T>[]; push(event: ExecutionRe
 
 /** Subscribes over Server-Sent Events, Yoga's default transport for the web. */
 export function subscribeSse<T, V>(url: string, document: TypedDocumentNode<T, V>, variables: V, token?: string): Subscription<T> {
-  const { events, push, until } = collector<T>();
+  const { events, push, until, complete, completed } = collector<T>();
   const abort = new AbortController();
   void (async () => {
     const response = await fetch(url, {
@@ -106,34 +115,53 @@ export function subscribeSse<T, V>(url: string, document: TypedDocumentNode<T, V
         if (data) push(JSON.parse(data) as ExecutionResult<T>);
       }
     }
+    complete();
   })().catch(() => undefined);
-  return { events, until, close: () => abort.abort() };
+  return { events, until, completed, close: () => abort.abort() };
 }
 
-/** Subscribes over graphql-ws, the transport mini-programs use. */
-export function subscribeWs<T, V>(url: string, document: TypedDocumentNode<T, V>, variables: V, token?: string): Subscription<T> {
-  const { events, push, until } = collector<T>();
+/** A graphql-ws socket (opened by the first operation) carrying any number of operations. */
+export interface WsConnection {
+  subscribe<T>(payload: { query: string; variables?: Record<string, unknown>; extensions?: Record<string, unknown> }): Subscription<T>;
+  /** Close codes of the socket so far. */
+  closeCodes: number[];
+  dispose(): void;
+}
+
+export function openWs(url: string, connectionParams: Record<string, unknown> = {}): WsConnection {
+  const closeCodes: number[] = [];
   const client = createClient({
     url: url.replace(/^http/, 'ws'),
     webSocketImpl: WebSocket,
-    connectionParams: token ? { authorization: `Bearer ${token}` } : {},
+    connectionParams,
     retryAttempts: 0,
     lazy: true,
+    on: { closed: (event) => void closeCodes.push((event as { code: number }).code) },
   });
-  const dispose = client.subscribe<T>(
-    { query: print(document), variables: variables as Record<string, unknown> },
-    {
-      next: (event) => push(event as ExecutionResult<T>),
-      error: (error) => push({ errors: Array.isArray(error) ? error : [{ message: String((error as Error).message ?? error) }] } as ExecutionResult<T>),
-      complete: () => undefined,
-    },
-  );
   return {
-    events,
-    until,
+    closeCodes,
+    subscribe<T>(payload: { query: string; variables?: Record<string, unknown>; extensions?: Record<string, unknown> }) {
+      const { events, push, until, complete, completed } = collector<T>();
+      const dispose = client.subscribe<T>(payload, {
+        next: (event) => push(event as ExecutionResult<T>),
+        error: (error) => push({ errors: Array.isArray(error) ? error : [{ message: String((error as Error).message ?? error) }] } as ExecutionResult<T>),
+        complete,
+      });
+      return { events, until, completed, close: dispose };
+    },
+    dispose: () => void client.dispose(),
+  };
+}
+
+/** Subscribes over graphql-ws, the transport mini-programs use, on a socket of its own. */
+export function subscribeWs<T, V>(url: string, document: TypedDocumentNode<T, V>, variables: V, token?: string): Subscription<T> {
+  const connection = openWs(url, token ? { authorization: `Bearer ${token}` } : {});
+  const subscription = connection.subscribe<T>({ query: print(document), variables: variables as Record<string, unknown> });
+  return {
+    ...subscription,
     close: () => {
-      dispose();
-      void client.dispose();
+      subscription.close();
+      connection.dispose();
     },
   };
 }

@@ -30,7 +30,12 @@ export function testEnv(name: string, overrides: Record<string, string> = {}): T
       REDIS_URL: TEST_REDIS_URL,
       REDIS_KEY_PREFIX: keyPrefix,
       JWT_SECRET: TEST_JWT_SECRET,
+      // Storms come from 127.0.0.1, some with hundreds of subscriptions: the limits are tested with their own settings.
       RATE_LIMIT_MUTATIONS: '0',
+      RATE_LIMIT_ANONYMOUS: '0',
+      RATE_LIMIT_WS_CONNECTIONS: '0',
+      SUBSCRIPTIONS_PER_USER: '0',
+      SUBSCRIPTIONS_PER_SOCKET: '0',
       ...overrides,
     },
   };

@@ -1,4 +1,8 @@
-import type { ServerProcess } from './server.ts';
+import { afterAll, beforeAll } from 'vitest';
+import type { Subscription } from './client.ts';
+import type { TestEnv } from './env.ts';
+import { type ServerProcess, startServerProcess } from './server.ts';
+import { type Stores, openStores } from './stores.ts';
 
 /** Rejects with `what` if `promise` has not settled within `ms`. */
 export async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
@@ -31,4 +35,71 @@ export async function stopAll(...servers: (ServerProcess | undefined)[]): Promis
   const results = await Promise.allSettled(servers.filter((server) => server !== undefined).map((server) => stopWithin(server)));
   const failed = results.find((result): result is PromiseRejectedResult => result.status === 'rejected');
   if (failed) throw failed.reason;
+}
+
+/** One server for the test file and direct connections to its stores; set before the file's tests run. */
+export interface StartedServer {
+  readonly server: ServerProcess;
+  readonly stores: Stores;
+}
+
+/**
+ * Starts one server on the file's env and opens its stores before the file's tests;
+ * stops the server and drops the stores after them.
+ */
+export function startedServer(env: TestEnv): StartedServer {
+  const context = {} as { server: ServerProcess; stores: Stores };
+  beforeAll(async () => {
+    context.server = await startServerProcess(env.vars);
+    context.stores = openStores(env);
+  });
+  afterAll(async () => {
+    await context.server?.stop();
+    await context.stores?.cleanup();
+  });
+  return context;
+}
+
+/** Two server instances of one deployment (same schema, same key prefix) and direct connections to their stores. */
+export interface TwoInstances {
+  readonly server: ServerProcess;
+  readonly other: ServerProcess;
+  readonly stores: Stores;
+  /** Keeps `subscription` to be closed after the file's tests, before the servers stop. */
+  track<T>(subscription: Subscription<T>): Subscription<T>;
+}
+
+/**
+ * Starts two instances of one deployment on the file's env (one after the other, or both
+ * at once with `together`) and opens the stores before the file's tests. After them: closes
+ * every tracked subscription, runs `beforeStop`, stops both servers (bounded) and drops the
+ * stores even when a server failed to stop.
+ */
+export function twoInstances(env: TestEnv, options: { together?: boolean; beforeStop?: () => Promise<unknown> } = {}): TwoInstances {
+  const open: Subscription<unknown>[] = [];
+  const context = {
+    track<T>(subscription: Subscription<T>): Subscription<T> {
+      open.push(subscription as Subscription<unknown>);
+      return subscription;
+    },
+  } as { server: ServerProcess; other: ServerProcess; stores: Stores } & Pick<TwoInstances, 'track'>;
+  beforeAll(async () => {
+    if (options.together) {
+      [context.server, context.other] = await Promise.all([startServerProcess(env.vars), startServerProcess(env.vars)]);
+    } else {
+      context.server = await startServerProcess(env.vars);
+      context.other = await startServerProcess(env.vars);
+    }
+    context.stores = openStores(env);
+  });
+  afterAll(async () => {
+    for (const subscription of open) subscription.close();
+    try {
+      await options.beforeStop?.();
+      await stopAll(context.server, context.other);
+    } finally {
+      await context.stores?.cleanup();
+    }
+  });
+  return context;
 }

@@ -12,7 +12,8 @@ export interface Stores {
 
 export function openStores(env: TestEnv): Stores {
   const sql = new pg.Pool({ connectionString: TEST_DATABASE_URL, max: 4, options: `-c search_path="${env.schema}"` });
-  const redis = new Redis(TEST_REDIS_URL, { keyPrefix: env.keyPrefix });
+  // The file's servers' Redis: the shared one, or a private one the test may kill.
+  const redis = new Redis(env.vars.REDIS_URL ?? TEST_REDIS_URL, { keyPrefix: env.keyPrefix });
   return {
     sql,
     redis,
@@ -58,4 +59,34 @@ export async function deleteKeys(redis: Redis, keyPrefix: string, pattern = '*')
   const keys = await scanKeys(redis, keyPrefix, pattern);
   for (let i = 0; i < keys.length; i += 1000) deleted += await redis.del(...keys.slice(i, i + 1000));
   return deleted;
+}
+
+/**
+ * Everything the test file's stores hold: every row of every table of its schema and
+ * the content of every state key under its prefix, to check that a refused request
+ * changed nothing at all.
+ */
+export async function snapshotStores(stores: Stores, env: TestEnv): Promise<{ tables: Record<string, string[]>; keys: Record<string, unknown> }> {
+  const { rows: tableRows } = await stores.sql.query<{ table_name: string }>(
+    'SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name',
+    [env.schema],
+  );
+  const tables: Record<string, string[]> = {};
+  for (const { table_name: table } of tableRows) {
+    const { rows } = await stores.sql.query<{ row: string }>(`SELECT t::text AS row FROM "${table}" t ORDER BY 1`);
+    tables[table] = rows.map((row) => row.row);
+  }
+  const keys: Record<string, unknown> = {};
+  for (const key of await stateKeys(stores.redis, env.keyPrefix)) {
+    const type = await stores.redis.type(key);
+    keys[key] =
+      type === 'string' ? await stores.redis.get(key)
+      : type === 'hash' ? await stores.redis.hgetall(key)
+      : type === 'set' ? (await stores.redis.smembers(key)).sort()
+      : type === 'zset' ? await stores.redis.zrange(key, 0, -1, 'WITHSCORES')
+      : type === 'list' ? await stores.redis.lrange(key, 0, -1)
+      : type === 'stream' ? await stores.redis.xrange(key, '-', '+')
+      : type;
+  }
+  return { tables, keys };
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { ServiceUnavailableError } from '../../errors.ts';
 import type { Prisma, Redemption, RedemptionStatus } from '../../generated/prisma/client.ts';
-import { type JournalEntry, forgettingConflicts } from '../../infra/journal/journal.ts';
+import type { JournalEntry } from '../../infra/journal/journal.ts';
 import { hydrate, withHydrationLock, withRebuild } from '../../infra/redis/hydration.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
 import type { CampaignDeps } from '../deps.ts';
@@ -36,8 +36,8 @@ export class PointsService {
     this.delivery = new VoucherDeliveryWorker(deps.prisma, deps.notifier, deps.delivery, deps.log);
     // A redemption or refusal PostgreSQL turned down spent points, stock and a code in Redis.
     const forget = ({ fields }: JournalEntry) => this.store.forget(fields.user!, fields.goods!, fields.request!);
-    deps.journal.register(forgettingConflicts(redemptionJournalHandler(this.delivery), forget, deps.log));
-    deps.journal.register(forgettingConflicts(refusalJournalHandler, forget, deps.log));
+    deps.journal.register(redemptionJournalHandler(this.delivery), forget);
+    deps.journal.register(refusalJournalHandler, forget);
   }
 
   /**

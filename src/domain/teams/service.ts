@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { ErrorCode, ServiceUnavailableError, graphqlError } from '../../errors.ts';
 import { groupBy } from '../../infra/collections.ts';
-import { type JournalEntry, forgettingConflicts } from '../../infra/journal/journal.ts';
+import type { JournalEntry } from '../../infra/journal/journal.ts';
 import { hydrate, withHydrationLock, withRebuild } from '../../infra/redis/hydration.ts';
 import { retainUntil } from '../../infra/redis/keys.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
@@ -53,7 +53,7 @@ export class TeamService {
     this.store = new TeamStore(deps.redis, deps.scripts);
     // A confirmation PostgreSQL turned down took a seat (and maybe moved a lock) in Redis.
     const forget = (entry: JournalEntry) => Promise.all(teamsChangedBy(entry).map((teamId) => this.store.invalidate(activityOfJournal(entry.stream), teamId)));
-    deps.journal.register(forgettingConflicts(teamJournalHandler, forget, deps.log));
+    deps.journal.register(teamJournalHandler, forget);
   }
 
   /** The caller becomes the leader and the first member. */
@@ -199,8 +199,17 @@ export class TeamService {
     return states.sort((a, b) => Number(b.freeSeats > 0) - Number(a.freeSeats > 0));
   }
 
-  watch(teamId: string): AsyncGenerator<TeamState> {
-    return this.deps.events.currentThenChanges(topic(teamId), () => this.get(teamId), (state) => state.version);
+  /**
+   * The team now, then after every change, until it is COMPLETE or FAILED. A state is
+   * read from Redis in one transaction (members, locks and version together), and is
+   * published only after the change's commit, so the last event is the durable state.
+   */
+  watch(teamId: string): AsyncIterableIterator<TeamState> {
+    return this.deps.events.currentThenChanges(topic(teamId), {
+      load: () => this.get(teamId),
+      versionOf: (state) => state.version,
+      isFinal: (state) => state.status !== 'OPEN',
+    });
   }
 
   /**
