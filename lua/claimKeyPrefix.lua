@@ -9,7 +9,7 @@
   ARGV[2] '1' when this database may take over a prefix an embedded database owns
           (it was created by this start: the old one was deleted with its folder)
 
-  Returns {'claimed'} ({'claimed', 'anew'} when no owner was set: a first start, or a
+  Returns {'claimed'} ({'claimedAnew'} when no owner was set: a first start, or a
   Redis that lost its data), {'clear'} (delete the prefix's other keys, then set the
   owner), or {'refused', owner}.
 ]]
@@ -19,7 +19,7 @@ if owner == ARGV[1] then
 end
 if not owner then
   redis.call('SET', KEYS[1], ARGV[1])
-  return {'claimed', 'anew'}
+  return {'claimedAnew'}
 end
 if owner == 'clearing:' .. ARGV[1] then
   return {'clear'}

@@ -10,36 +10,36 @@
   ARGV[3] packet id
 
   Returns
-    {0}                                               meta missing: rebuild from PostgreSQL, then retry
-    {1, shareIndex, amount, remainingCount, grabbedAtMs, entryId, entryFields}   granted
-    {2, shareIndex, amount, grabbedAtMs}              the user already holds a share
-    {3}                                               no share left
-    {4}                                               the packet has expired
+    {'missing'}                                       meta missing: rebuild from PostgreSQL, then retry
+    {'granted', shareIndex, amount, remainingCount, grabbedAtMs, entryId, entryFields}
+    {'already', shareIndex, amount, grabbedAtMs}      the user already holds a share
+    {'empty'}                                         no share left
+    {'expired'}                                       the packet has expired
 ]]
 -- @include "now.lua"
 
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  return {0}
+  return {'missing'}
 end
 
 local previous = redis.call('HGET', KEYS[3], ARGV[1])
 if previous then
   local index, amount, at = string.match(previous, '^(%d+):(%d+):(%d+)$')
-  return {2, tonumber(index), tonumber(amount), tonumber(at)}
+  return {'already', tonumber(index), tonumber(amount), tonumber(at)}
 end
 
 if redis.call('LLEN', KEYS[2]) == 0 then
   if tonumber(redis.call('HGET', KEYS[1], 'remainingCount')) > 0 then
     -- The share list was lost while meta survived: drop meta so the caller rebuilds from PostgreSQL.
     redis.call('DEL', KEYS[1])
-    return {0}
+    return {'missing'}
   end
-  return {3}
+  return {'empty'}
 end
 
 local now = now_ms()
 if now >= tonumber(redis.call('HGET', KEYS[1], 'expiresAtMs')) then
-  return {4}
+  return {'expired'}
 end
 
 local index, amount = string.match(redis.call('LPOP', KEYS[2]), '^(%d+):(%d+)$')
@@ -52,4 +52,4 @@ local fields = {
   'index', index, 'amount', amount, 'at', tostring(now),
 }
 local entryId = redis.call('XADD', KEYS[4], '*', unpack(fields))
-return {1, tonumber(index), tonumber(amount), remaining, now, entryId, fields}
+return {'granted', tonumber(index), tonumber(amount), remaining, now, entryId, fields}

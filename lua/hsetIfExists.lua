@@ -5,10 +5,10 @@
   KEYS[1] the hash
   ARGV[1] field, ARGV[2] value
 
-  Returns 1 if set, 0 if the hash is missing.
+  Returns {'set'}, or {'missing'} when the hash is missing.
 ]]
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  return 0
+  return {'missing'}
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-return 1
+return {'set'}

@@ -5,9 +5,10 @@
   KEYS[1] the lock
   ARGV[1] the holder's token
 
-  Returns 1 if released, 0 if the lock was not ours (or gone).
+  Returns {'released'}, or {'notHeld'} when the lock was not ours (or gone).
 ]]
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
+  redis.call('DEL', KEYS[1])
+  return {'released'}
 end
-return 0
+return {'notHeld'}

@@ -109,7 +109,7 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
       if (reason) halt.abort(reason);
     }, log),
     every(config.SWEEP_INTERVAL_MS, 'journal sweep', () => journal.sweep(), log),
-    every(config.SWEEP_INTERVAL_MS, 'red packet settlement', () => redPackets.settleExpired(), log),
+    every(config.SWEEP_INTERVAL_MS, 'red packet refunds', () => redPackets.refundExpired(), log),
     every(config.SWEEP_INTERVAL_MS, 'voucher delivery', (stopping) => points.deliverDue(stopping), log),
     every(config.TEAM_SWEEP_INTERVAL_MS, 'team seat expiry', () => teams.expireDueLocks(), log),
     every(config.SWEEP_INTERVAL_MS, 'team deadlines', () => teams.failOverdue(), log),

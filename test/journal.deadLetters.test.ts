@@ -3,7 +3,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type App, createApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
-import { redPacketKeys } from '../src/domain/redPackets/store.ts';
+import { RedPacketStore, redPacketKeys } from '../src/domain/redPackets/store.ts';
 import { type JournalEntry, journalEntry } from '../src/infra/journal/journal.ts';
 import { GoodsDocument, JournalDeadLettersDocument, MeDocument, RedeemPointsDocument } from './gql/generated.ts';
 import { errorCodes, gql, gqlData, tokenFor } from './support/client.ts';
@@ -52,9 +52,9 @@ async function packetWith(app: App, count: number) {
 /** Runs the real grab script, as a caller would before committing; returns the entry it journaled. */
 async function grabInRedis(app: App, packetId: string, user: string): Promise<JournalEntry> {
   const keys = redPacketKeys(packetId);
-  const reply = (await app.scripts.run('grabRedPacket', [keys.meta, keys.shares, keys.grabs, keys.journal], [user, randomUUID(), packetId])) as unknown[];
-  expect(reply[0]).toBe(1);
-  return journalEntry(keys.journal, reply[5] as string, reply[6] as string[]);
+  const reply = await new RedPacketStore(app.redis, app.scripts).grab(packetId, user, randomUUID());
+  expect(reply.kind).toBe('granted');
+  return reply.kind === 'granted' ? reply.entry : journalEntry(keys.journal, '', []);
 }
 
 async function deadLetters(stream: string) {

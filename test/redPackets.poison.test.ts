@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { redPacketKeys } from '../src/domain/redPackets/store.ts';
+import { RedPacketStore, redPacketKeys } from '../src/domain/redPackets/store.ts';
 import { Scripts } from '../src/infra/redis/scripts.ts';
 import { CreateRedPacketDocument, GrabRedPacketDocument, type GrabRedPacketMutation, RedPacketDocument } from './gql/generated.ts';
 import { type GraphqlResponse, gql, gqlData, tokenFor } from './support/client.ts';
@@ -71,11 +71,11 @@ describe('a journal entry poisoned by hand during a storm of grabs', () => {
       const user = `poison\u0000${randomUUID()}`;
       // After a dead letter the packet's keys are dropped until a grab of the storm rebuilds them.
       const reply = await waitFor('the packet to be in Redis', async () => {
-        const answer = (await scripts.run('grabRedPacket', [keys.meta, keys.shares, keys.grabs, keys.journal], [user, randomUUID(), packet.id])) as unknown[];
-        return answer[0] !== 0 && answer;
+        const answer = await new RedPacketStore(started.stores.redis, scripts).grab(packet.id, user, randomUUID());
+        return answer.kind !== 'missing' && answer;
       }, { intervalMs: 10 });
-      expect(reply[0]).toBe(1);
-      poisoned.set(reply[5] as string, user);
+      expect(reply.kind).toBe('granted');
+      poisoned.set(reply.kind === 'granted' ? reply.entry.id : '', user);
       await sleep(120);
     }
 

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type App, createApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
 import { RedPacketExpired } from '../src/domain/redPackets/problems.ts';
-import { redPacketKeys } from '../src/domain/redPackets/store.ts';
+import { RedPacketStore, redPacketKeys } from '../src/domain/redPackets/store.ts';
 import { journalEntry } from '../src/infra/journal/journal.ts';
 import { createLogger } from '../src/infra/logger.ts';
 import { CreateRedPacketDocument, GrabRedPacketDocument, type GrabRedPacketMutation, RedPacketDocument } from './gql/generated.ts';
@@ -256,9 +256,9 @@ describe('the journal sweeper', () => {
     for (let i = 0; i < 25; i++) {
       const user = `orphan-${i}`;
       const grant = randomUUID();
-      const reply = (await a.scripts.run('grabRedPacket', [keys.meta, keys.shares, keys.grabs, keys.journal], [user, grant, created.id])) as unknown[];
-      expect(reply[0]).toBe(1);
-      orphaned.set(user, { grant, amount: reply[2] as number });
+      const reply = await new RedPacketStore(a.redis, a.scripts).grab(created.id, user, grant);
+      expect(reply.kind).toBe('granted');
+      orphaned.set(user, { grant, amount: reply.kind === 'granted' ? reply.amount : 0 });
     }
     expect(await a.redis.xlen(keys.journal)).toBe(25);
     const { rows: before } = await stores.sql.query('SELECT 1 FROM red_packet_grab WHERE packet_id = $1', [created.id]);
@@ -267,7 +267,7 @@ describe('the journal sweeper', () => {
     // An entry younger than JOURNAL_SWEEP_AFTER_MS is left alone: it may belong to a live process that is committing it.
     await sleep(150);
     const youngest = randomUUID();
-    await a.scripts.run('grabRedPacket', [keys.meta, keys.shares, keys.grabs, keys.journal], ['youngest-user', youngest, created.id]);
+    await new RedPacketStore(a.redis, a.scripts).grab(created.id, 'youngest-user', youngest);
 
     // Two instances sweep at once, one of them twice.
     const handled = await Promise.all([a.journal.sweep(), b.journal.sweep(), a.journal.sweep()]);
@@ -321,7 +321,7 @@ describe('the journal sweeper', () => {
     const [a, b] = await Promise.all([instance(keyPrefix), instance(keyPrefix)]);
     const created = await a.redPackets.create('clash-sender', { totalAmount: 300, count: 3, mode: 'EQUAL', minAmount: 1, expiresInSeconds: 3600 });
     const keys = redPacketKeys(created.id);
-    const grabScript = (user: string) => a.scripts.run('grabRedPacket', [keys.meta, keys.shares, keys.grabs, keys.journal], [user, randomUUID(), created.id]);
+    const grabScript = (user: string) => new RedPacketStore(a.redis, a.scripts).grab(created.id, user, randomUUID());
 
     // U's grab is on its way to PostgreSQL when Redis loses the packet, journal included,
     // and a read rebuilds it without U; then U's grab lands.

@@ -1,4 +1,9 @@
-import type { Scripts } from './redis/scripts.ts';
+import { type Scripts, defineScript } from './redis/scripts.ts';
+
+const rateLimit = defineScript('rateLimit', ['budget'], {
+  allowed: (values) => ({ retryAfterMs: values.num(0) }),
+  refused: (values) => ({ retryAfterMs: values.num(0) }),
+});
 
 export interface RateDecision {
   allowed: boolean;
@@ -20,7 +25,7 @@ export class RateLimiter {
 
   /** Takes `cost` units from the caller's budget, or nothing when they do not fit. */
   async consume(scope: string, caller: string, cost = 1): Promise<RateDecision> {
-    const [allowed, ttl] = (await this.scripts.run('rateLimit', [`ratelimit:${scope}:${caller}`], [this.limit, this.windowMs, cost])) as [number, number];
-    return { allowed: allowed === 1, retryAfterMs: Math.max(0, ttl) };
+    const reply = await this.scripts.call(rateLimit, { budget: `ratelimit:${scope}:${caller}` }, [this.limit, this.windowMs, cost]);
+    return { allowed: reply.kind === 'allowed', retryAfterMs: Math.max(0, reply.retryAfterMs) };
   }
 }

@@ -38,9 +38,9 @@ async function scanKeys(redis: Redis, keyPrefix: string, pattern: string): Promi
   return [...keys].sort();
 }
 
-/** The keys that hold state; rebuild markers (`…:hydrating`) are short-lived locks and left out. */
+/** The keys that hold state; rebuild markers (`…:rebuilding`) are short-lived locks and left out. */
 export async function stateKeys(redis: Redis, keyPrefix: string, pattern = '*'): Promise<string[]> {
-  return (await scanKeys(redis, keyPrefix, pattern)).filter((key) => !key.endsWith(':hydrating'));
+  return (await scanKeys(redis, keyPrefix, pattern)).filter((key) => !key.endsWith(':rebuilding'));
 }
 
 /**

@@ -1,6 +1,19 @@
-import { type JournalEntry, type JournalHandler, conflictingEntries } from '../../infra/journal/journal.ts';
-import type { PrismaClient } from '../../generated/prisma/client.ts';
+import { z } from 'zod';
+import { Prisma, type PrismaClient } from '../../generated/prisma/client.ts';
+import { unnest } from '../../infra/db/unnest.ts';
+import { entryKind } from '../../infra/journal/entryKind.ts';
+import { conflictingEntries } from '../../infra/journal/journal.ts';
 import type { CommittedRedPacket, RedPacketSnapshot } from './store.ts';
+
+/** What lua/grabRedPacket.lua journals for one grant. */
+const grabFields = z.object({
+  grant: z.string(),
+  packet: z.string(),
+  user: z.string(),
+  index: z.coerce.number().int(),
+  amount: z.coerce.number().int(),
+  at: z.coerce.number().int(),
+});
 
 /**
  * Persists journaled grabs in one statement per batch. The packet rows are share-locked
@@ -9,34 +22,34 @@ import type { CommittedRedPacket, RedPacketSnapshot } from './store.ts';
  * (packet, share) make replays no-ops; a grab that clashes with a different durable
  * grab is reported as a conflict.
  */
-export const grabJournalHandler: JournalHandler = {
+export const grabJournalKind = entryKind({
   kind: 'redPacket.grab',
-  async persist(db: PrismaClient, entries: JournalEntry[]): Promise<JournalEntry[]> {
-    const rows = entries.map(({ fields }) => fields);
-    const grantIds = rows.map((row) => row.grant!);
-    const inserted = await db.$queryRawUnsafe<{ id: string }[]>(
-      `WITH open_packets AS (
-         SELECT id FROM red_packet WHERE id = ANY($2::text[]) AND refunded_at IS NULL FOR SHARE
-       )
-       INSERT INTO red_packet_grab (id, packet_id, user_id, share_index, amount, grabbed_at)
-       SELECT g.id, g.packet_id, g.user_id, g.share_index, g.amount, to_timestamp(g.at_ms / 1000.0)
-       FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[], $6::bigint[])
-            AS g(id, packet_id, user_id, share_index, amount, at_ms)
-       WHERE g.packet_id IN (SELECT id FROM open_packets)
-       ON CONFLICT DO NOTHING
-       RETURNING id`,
-      grantIds,
-      rows.map((row) => row.packet!),
-      rows.map((row) => row.user!),
-      rows.map((row) => Number(row.index)),
-      rows.map((row) => Number(row.amount)),
-      rows.map((row) => Number(row.at)),
-    );
-    return conflictingEntries(entries, ({ fields }) => fields.grant!, inserted.map((row) => row.id), async (ids) =>
+  fields: grabFields,
+  async persist(db, entries) {
+    const grabs = entries.map(({ fields }) => fields);
+    const inserted = await db.$queryRaw<{ id: string }[]>(Prisma.sql`
+      WITH open_packets AS (
+        SELECT id FROM red_packet WHERE id = ANY(${grabs.map((grab) => grab.packet)}::text[]) AND refunded_at IS NULL FOR SHARE
+      )
+      INSERT INTO red_packet_grab (id, packet_id, user_id, share_index, amount, grabbed_at)
+      SELECT g.id, g.packet_id, g.user_id, g.share_index, g.amount, to_timestamp(g.at_ms / 1000.0)
+      FROM ${unnest('g', grabs, {
+        id: ['text', (grab) => grab.grant],
+        packet_id: ['text', (grab) => grab.packet],
+        user_id: ['text', (grab) => grab.user],
+        share_index: ['int', (grab) => grab.index],
+        amount: ['int', (grab) => grab.amount],
+        at_ms: ['bigint', (grab) => grab.at],
+      })}
+      WHERE g.packet_id IN (SELECT id FROM open_packets)
+      ON CONFLICT DO NOTHING
+      RETURNING id`);
+    const conflicts = await conflictingEntries(entries, ({ fields }) => fields.grant, inserted.map((row) => row.id), async (ids) =>
       (await db.redPacketGrab.findMany({ where: { id: { in: ids } }, select: { id: true } })).map((row) => row.id),
     );
+    return conflicts.map(({ entry }) => entry);
   },
-};
+});
 
 /** A refund counts once settlement set refunded_at; before that the amount column means nothing. */
 function refundOf(packet: { refundedAt: Date | null; refundedAmount: number }): number | null {
@@ -58,7 +71,7 @@ export async function recordedRefund(prisma: PrismaClient, packetId: string): Pr
   return packet ? refundOf(packet) : null;
 }
 
-export async function packetsDueForSettlement(prisma: PrismaClient, limit: number): Promise<string[]> {
+export async function packetsDueForRefund(prisma: PrismaClient, limit: number): Promise<string[]> {
   const rows = await prisma.redPacket.findMany({
     where: { refundedAt: null, expiresAt: { lte: new Date() } },
     select: { id: true },
@@ -71,21 +84,19 @@ export async function packetsDueForSettlement(prisma: PrismaClient, limit: numbe
 /**
  * Records the refund of an expired packet: whatever no grab took. The row lock waits
  * for grab commits holding a share lock, and the sum runs in a later statement, so it
- * sees them. Returns the refunded amount, or null if the packet was already settled.
+ * sees them. Returns the refunded amount, or null if the packet was refunded already.
  */
-export async function settleRefund(prisma: PrismaClient, packetId: string): Promise<number | null> {
-  const [, settled] = await prisma.$transaction([
-    prisma.$queryRawUnsafe(`SELECT id FROM red_packet WHERE id = $1 AND refunded_at IS NULL FOR UPDATE`, packetId),
-    prisma.$queryRawUnsafe<{ refunded_amount: number }[]>(
-      `UPDATE red_packet p
-       SET refunded_at = now(),
-           refunded_amount = p.total_amount - COALESCE((SELECT SUM(g.amount) FROM red_packet_grab g WHERE g.packet_id = p.id), 0)
-       WHERE p.id = $1 AND p.refunded_at IS NULL
-       RETURNING p.refunded_amount`,
-      packetId,
-    ),
+export async function refundRemainder(prisma: PrismaClient, packetId: string): Promise<number | null> {
+  const [, refunded] = await prisma.$transaction([
+    prisma.$queryRaw`SELECT id FROM red_packet WHERE id = ${packetId} AND refunded_at IS NULL FOR UPDATE`,
+    prisma.$queryRaw<{ refunded_amount: number }[]>`
+      UPDATE red_packet p
+      SET refunded_at = now(),
+          refunded_amount = p.total_amount - COALESCE((SELECT SUM(g.amount) FROM red_packet_grab g WHERE g.packet_id = p.id), 0)
+      WHERE p.id = ${packetId} AND p.refunded_at IS NULL
+      RETURNING p.refunded_amount`,
   ]);
-  return settled[0]?.refunded_amount ?? null;
+  return refunded[0]?.refunded_amount ?? null;
 }
 
 /**
@@ -93,16 +104,14 @@ export async function settleRefund(prisma: PrismaClient, packetId: string): Prom
  * grabs and its refund can never disagree, as a grab in flight would make them.
  */
 export async function loadCommitted(prisma: PrismaClient, packetId: string): Promise<CommittedRedPacket | null> {
-  const rows = await prisma.$queryRawUnsafe<(CommittedRedPacket & { refunded: boolean })[]>(
-    `SELECT p.sender_id AS "senderId", p.total_amount AS "totalAmount", p.count, p.mode::text AS mode, p.greeting,
+  const rows = await prisma.$queryRaw<(CommittedRedPacket & { refunded: boolean })[]>`
+    SELECT p.sender_id AS "senderId", p.total_amount AS "totalAmount", p.count, p.mode::text AS mode, p.greeting,
             p.expires_at AS "expiresAt", p.refunded_at IS NOT NULL AS refunded, p.refunded_amount AS "refundedAmount",
             COALESCE(json_agg(json_build_object('packetId', g.packet_id, 'userId', g.user_id, 'amount', g.amount, 'grabbedAt', g.grabbed_at)
                               ORDER BY g.grabbed_at, g.share_index) FILTER (WHERE g.id IS NOT NULL), '[]') AS shares
      FROM red_packet p LEFT JOIN red_packet_grab g ON g.packet_id = p.id
-     WHERE p.id = $1
-     GROUP BY p.id`,
-    packetId,
-  );
+     WHERE p.id = ${packetId}
+     GROUP BY p.id`;
   const row = rows[0];
   if (!row) return null;
   const { refunded, ...packet } = row;

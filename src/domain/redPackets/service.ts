@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { ServiceUnavailableError } from '../../errors.ts';
-import { hydrate, withHydrationLock, withRebuild } from '../../infra/redis/hydration.ts';
+import { Campaign } from '../../infra/campaign/campaign.ts';
 import { retainUntil } from '../../infra/redis/keys.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
 import type { CampaignDeps } from '../deps.ts';
 import { NotFound } from '../problems.ts';
 import { cryptoRandom } from '../random.ts';
 import type { CreateRedPacketInput } from './input.ts';
-import { grabJournalHandler, loadCommitted, loadSnapshot, packetsDueForSettlement, recordedRefund, settleRefund } from './persistence.ts';
+import { grabJournalKind, loadCommitted, loadSnapshot, packetsDueForRefund, recordedRefund, refundRemainder } from './persistence.ts';
 import { AlreadyGrabbed, RedPacketEmpty, RedPacketExpired } from './problems.ts';
 import { splitAmount, widestMaxAmount } from './split.ts';
 import { type RedPacketSnapshot, type RedPacketState, RedPacketStore, redPacketKeys } from './store.ts';
@@ -23,87 +23,92 @@ export class GrabNotConfirmedError extends ServiceUnavailableError {}
 
 export type RedPacketDeps = CampaignDeps;
 
-/** How many times a grab that clashed with a durable grab rebuilds the packet and tries again. */
-const GRAB_ATTEMPTS = 3;
-const SETTLE_BATCH = 100;
-
-const topic = (packetId: string) => `redPacket:${packetId}`;
+const REFUND_BATCH = 100;
 
 export class RedPacketService {
   private readonly store: RedPacketStore;
+  private readonly packets: Campaign<string, RedPacketSnapshot, RedPacketState>;
 
   constructor(private readonly deps: RedPacketDeps) {
     this.store = new RedPacketStore(deps.redis, deps.scripts);
-    // A grab PostgreSQL turned down (a share it gave to someone else, or a refused row) took a share in Redis.
-    deps.journal.register(grabJournalHandler, ({ fields }) => this.store.invalidate(fields.packet!));
+    this.packets = new Campaign(deps, {
+      name: 'red packet',
+      keys: redPacketKeys,
+      load: (packetId) => loadSnapshot(deps.prisma, packetId),
+      write: (snapshot) => this.store.write(snapshot),
+      retainUntilMs: (snapshot) => retainUntil(snapshot.expiresAt.getTime()),
+      live: {
+        topic: (packetId) => `redPacket:${packetId}`,
+        state: (packetId) => this.committedState(packetId),
+        versionOf: (state) => state.version,
+        isFinal: (state) => state.remainingCount === 0 || state.refundedAmount !== null,
+        // Nothing is published at expiry (the refund comes up to a sweep later): every
+        // instance with watchers reloads at the instant, judged by Redis time.
+        changesIn: (state) => (state.asOfMs! < Date.parse(state.expiresAt) ? Date.parse(state.expiresAt) - state.asOfMs! : null),
+      },
+    });
+    this.packets.persistsWith(grabJournalKind, (entry) => [grabJournalKind.decode(entry).packet]);
   }
 
   async create(senderId: string, input: CreateRedPacketInput): Promise<RedPacketState> {
     const maxAmount = input.maxAmount ?? widestMaxAmount(input.totalAmount, input.count, input.minAmount);
     const shareAmounts = splitAmount({ ...input, maxAmount }, this.deps.random ?? cryptoRandom);
     const expiresAt = new Date((await redisTimeMs(this.deps.redis)) + input.expiresInSeconds * 1000);
-    const packet = await this.deps.prisma.redPacket.create({
-      data: {
-        id: randomUUID(),
-        senderId,
-        totalAmount: input.totalAmount,
-        count: input.count,
-        mode: input.mode,
-        minAmount: input.minAmount,
-        maxAmount,
-        greeting: input.greeting ?? null,
-        shareAmounts,
-        expiresAt,
-      },
+    const id = randomUUID();
+    await this.packets.create(id, async () => {
+      const packet = await this.deps.prisma.redPacket.create({
+        data: {
+          id,
+          senderId,
+          totalAmount: input.totalAmount,
+          count: input.count,
+          mode: input.mode,
+          minAmount: input.minAmount,
+          maxAmount,
+          greeting: input.greeting ?? null,
+          shareAmounts,
+          expiresAt,
+        },
+      });
+      return { ...packet, refundedAmount: null, grabs: [] };
     });
-    await this.writeToRedis({ ...packet, refundedAmount: null, grabs: [] });
-    return (await this.store.readState(packet.id))!;
+    return (await this.store.readState(id))!;
   }
 
   /** Takes one share for the user. Resolves only once the grab is committed in PostgreSQL. */
   async grab(userId: string, packetId: string): Promise<GrabbedShare> {
-    for (let attempt = 1; attempt <= GRAB_ATTEMPTS; attempt++) {
-      const reply = await withRebuild(() => this.store.grab(packetId, userId, randomUUID()), () => this.rebuild(packetId));
-      if (!reply) throw new NotFound('red packet', packetId);
-      switch (reply.kind) {
-        case 'already':
-          throw new AlreadyGrabbed({ packetId, userId, amount: reply.amount, grabbedAt: new Date(reply.grabbedAtMs) });
-        case 'empty':
-          throw new RedPacketEmpty();
-        case 'expired':
-          throw new RedPacketExpired(await this.expiresAt(packetId));
-        case 'granted': {
-          const outcome = await this.deps.journal.commit(reply.entry);
-          if (outcome === 'conflict') {
-            // Redis handed out a share PostgreSQL had already given away (Redis lost
-            // data and was rebuilt while grabs were in flight). The commit dropped the
-            // packet's keys; rebuild and retry.
-            this.deps.log.warn({ packetId, userId }, 'grab conflicted with a durable grab; rebuilding the packet');
-            continue;
-          }
-          this.deps.events.publishLatest(topic(packetId), () => this.committedState(packetId));
-          return { packetId, amount: reply.amount, remainingCount: reply.remainingCount, grabbedAt: new Date(reply.grabbedAtMs) };
-        }
-      }
+    const reply = await this.packets.journaled(packetId, {
+      call: () => this.store.grab(packetId, userId, randomUUID()),
+      entryOf: (grab) => (grab.kind === 'granted' ? grab.entry : null),
+      unavailable: () => new GrabNotConfirmedError('the red packet is being rebuilt; try again'),
+    });
+    if (!reply) throw new NotFound('red packet', packetId);
+    switch (reply.kind) {
+      case 'already':
+        throw new AlreadyGrabbed({ packetId, userId, amount: reply.amount, grabbedAt: new Date(reply.grabbedAtMs) });
+      case 'empty':
+        throw new RedPacketEmpty();
+      case 'expired':
+        throw new RedPacketExpired(await this.expiresAt(packetId));
+      case 'granted':
+        this.packets.publish(packetId);
+        return { packetId, amount: reply.amount, remainingCount: reply.remainingCount, grabbedAt: new Date(reply.grabbedAtMs) };
     }
-    throw new GrabNotConfirmedError('the red packet is being rebuilt; try again');
   }
 
   /**
-   * Ends a packet now (an operator stopping a campaign early). The settlement worker
-   * then refunds what is left, as for any expired packet.
+   * Ends a packet now (an operator stopping a campaign early). The refund worker then
+   * returns what is left, as for any expired packet.
    */
   async close(packetId: string): Promise<RedPacketState> {
     const now = new Date(await redisTimeMs(this.deps.redis));
-    // PostgreSQL first: it is what a rebuild reads, so a crash in between cannot reopen
-    // the packet. Both under the rebuild lock: a rebuild that read the old expiry just
-    // before could otherwise write it back after, and the packet would stay open.
-    await withHydrationLock(this.deps, redPacketKeys(packetId).hydrating, async () => {
+    // PostgreSQL first: it is what a rebuild reads, so a crash in between cannot reopen the packet.
+    await this.packets.changeDurably(packetId, async () => {
       const { count } = await this.deps.prisma.redPacket.updateMany({ where: { id: packetId, expiresAt: { gt: now } }, data: { expiresAt: now } });
       if (count > 0) await this.store.expireNow(packetId, now.getTime());
     });
-    // Watchers wait for the old expiry; EXPIRED goes out now, the refund with the settlement.
-    this.deps.events.publishLatest(topic(packetId), () => this.committedState(packetId));
+    // Watchers wait for the old expiry; EXPIRED goes out now, the refund when it is made.
+    this.packets.publish(packetId);
     const state = await this.get(packetId);
     if (!state) throw new NotFound('red packet', packetId);
     return state;
@@ -116,12 +121,12 @@ export class RedPacketService {
   }
 
   /** The packet's state from Redis, rebuilt from PostgreSQL if its keys are gone. */
-  private async loaded(packetId: string): Promise<RedPacketState | null> {
-    return (await this.store.readState(packetId)) ?? ((await this.rebuild(packetId)) ? this.store.readState(packetId) : null);
+  private loaded(packetId: string): Promise<RedPacketState | null> {
+    return this.packets.read(packetId, () => this.store.readState(packetId));
   }
 
   /**
-   * Settlement records a refund in PostgreSQL, then in Redis. A crash in between must
+   * A refund is recorded in PostgreSQL, then in Redis. A crash in between must
    * not hide the refund, so an expired packet without one in Redis checks PostgreSQL.
    */
   private async withDurableRefund(state: RedPacketState): Promise<RedPacketState> {
@@ -133,24 +138,17 @@ export class RedPacketService {
 
   /**
    * The packet now, then after grabs (a burst merged into one event), at the expiry
-   * instant, and at the refund; it completes once EMPTY, or EXPIRED and settled.
+   * instant, and at the refund; it completes once EMPTY, or EXPIRED and refunded.
    */
   watch(packetId: string): AsyncIterableIterator<RedPacketState> {
-    return this.deps.events.currentThenChanges(topic(packetId), {
-      load: () => this.committedState(packetId),
-      versionOf: (state) => state.version,
-      isFinal: (state) => state.remainingCount === 0 || state.refundedAmount !== null,
-      // Nothing is published at expiry (the settlement comes up to a sweep later): every
-      // instance with watchers reloads at the instant, judged by Redis time.
-      changesIn: (state) => (state.asOfMs! < Date.parse(state.expiresAt) ? Date.parse(state.expiresAt) - state.asOfMs! : null),
-    });
+    return this.packets.watch(packetId);
   }
 
   /**
    * What subscribers see: only committed grabs, with counts and amounts derived from the
    * same snapshot, since Redis counts a grab before its commit. Every state is published
    * after the commits it shows, so a post-commit state is always newer than anything a
-   * subscriber saw. The version counts grabs and the settlement (twice,
+   * subscriber saw. The version counts grabs and the refund (twice,
    * so a snapshot with one more grab outranks one read a moment later across the expiry
    * instant) plus one once expired.
    */
@@ -186,51 +184,31 @@ export class RedPacketService {
 
   /**
    * Refunds what expired packets have left, whether or not anyone asks about them.
-   * A packet is settled only once its journal is empty: after expiry no grab can be
+   * A packet is refunded only once its journal is empty: after expiry no grab can be
    * added, so an empty journal means every grab is in PostgreSQL.
    */
-  async settleExpired(): Promise<number> {
-    let settled = 0;
-    for (const packetId of await packetsDueForSettlement(this.deps.prisma, SETTLE_BATCH)) {
-      // PostgreSQL just listed it as unsettled, so there is no recorded refund to pick up.
+  async refundExpired(): Promise<number> {
+    let refunded = 0;
+    for (const packetId of await packetsDueForRefund(this.deps.prisma, REFUND_BATCH)) {
+      // PostgreSQL just listed it as not refunded, so there is no recorded refund to pick up.
       const state = await this.loaded(packetId);
       if (!state || Date.parse(state.expiresAt) > (await redisTimeMs(this.deps.redis))) continue;
       if ((await this.store.journalLength(packetId)) > 0) continue;
-      const refundedAmount = await settleRefund(this.deps.prisma, packetId);
+      const refundedAmount = await refundRemainder(this.deps.prisma, packetId);
       if (refundedAmount === null) continue;
       if (refundedAmount !== state.remainingAmount) {
         this.deps.log.error({ packetId, refundedAmount, redisRemaining: state.remainingAmount }, 'refund differs from the amount Redis holds');
       }
       await this.store.recordRefund(packetId, refundedAmount);
       this.deps.log.info({ packetId, senderId: state.senderId, refundedAmount }, 'refunded an expired red packet');
-      this.deps.events.publishLatest(topic(packetId), () => this.committedState(packetId));
-      settled++;
+      this.packets.publish(packetId);
+      refunded++;
     }
-    return settled;
+    return refunded;
   }
 
   private async expiresAt(packetId: string): Promise<Date> {
     const state = await this.store.readState(packetId);
     return state ? new Date(state.expiresAt) : new Date();
-  }
-
-  /** Rebuilds the packet's keys from PostgreSQL; false if it does not exist. */
-  private rebuild(packetId: string): Promise<boolean> {
-    const keys = redPacketKeys(packetId);
-    return hydrate(this.deps, keys, async () => {
-      // Entries still in the stream are grabs Redis made before it lost the packet's
-      // other keys; persist them first so the rebuild counts them.
-      await this.deps.journal.commitStream(keys.journal);
-      const snapshot = await loadSnapshot(this.deps.prisma, packetId);
-      if (!snapshot) return false;
-      await this.writeToRedis(snapshot);
-      return true;
-    });
-  }
-
-  private async writeToRedis(snapshot: RedPacketSnapshot): Promise<void> {
-    const keys = redPacketKeys(snapshot.id);
-    await this.deps.journal.trackStream(keys.journal, retainUntil(snapshot.expiresAt.getTime()));
-    await this.store.write(snapshot);
   }
 }

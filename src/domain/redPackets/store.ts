@@ -1,12 +1,12 @@
 import type { Redis } from 'ioredis';
-import { type JournalEntry, journalEntry } from '../../infra/journal/journal.ts';
+import type { Missing } from '../../infra/campaign/campaign.ts';
 import { campaignKeys, keysExpireAt, retainUntil } from '../../infra/redis/keys.ts';
-import type { Scripts } from '../../infra/redis/scripts.ts';
+import { type ReplyOf, type Scripts, defineScript } from '../../infra/redis/scripts.ts';
+import { hsetIfExists } from '../../infra/redis/sharedScripts.ts';
 import type { SplitMode } from './split.ts';
 
-
 export function redPacketKeys(packetId: string) {
-  return campaignKeys('rp', packetId, ['meta', 'shares', 'grabs', 'journal', 'hydrating']);
+  return campaignKeys('rp', packetId, ['meta', 'shares', 'grabs', 'journal', 'rebuilding']);
 }
 
 /** What a packet is: fixed at creation, but for the refund recorded at settlement. */
@@ -59,38 +59,28 @@ export interface RedPacketSnapshot extends RedPacketTerms {
   grabs: { userId: string; shareIndex: number; amount: number; grabbedAt: Date }[];
 }
 
-export type GrabReply =
-  | { kind: 'missing' }
-  | { kind: 'granted'; shareIndex: number; amount: number; remainingCount: number; grabbedAtMs: number; entry: JournalEntry }
-  | { kind: 'already'; shareIndex: number; amount: number; grabbedAtMs: number }
-  | { kind: 'empty' }
-  | { kind: 'expired' };
+const grabRedPacket = defineScript('grabRedPacket', ['meta', 'shares', 'grabs', 'journal'], {
+  missing: () => ({}),
+  granted: (values, keys) => ({
+    shareIndex: values.num(0),
+    amount: values.num(1),
+    remainingCount: values.num(2),
+    grabbedAtMs: values.num(3),
+    entry: values.entry(4, keys.journal)!,
+  }),
+  already: (values) => ({ shareIndex: values.num(0), amount: values.num(1), grabbedAtMs: values.num(2) }),
+  empty: () => ({}),
+  expired: () => ({}),
+});
+
+export type GrabReply = Exclude<ReplyOf<typeof grabRedPacket.replies>, Missing>;
 
 /** The red packet's Redis side: the grab script's binding, state reads, and rebuilds. */
 export class RedPacketStore {
   constructor(private readonly redis: Redis, private readonly scripts: Scripts) {}
 
-  async grab(packetId: string, userId: string, grantId: string): Promise<GrabReply> {
-    const keys = redPacketKeys(packetId);
-    const reply = (await this.scripts.run('grabRedPacket', [keys.meta, keys.shares, keys.grabs, keys.journal], [userId, grantId, packetId])) as unknown[];
-    switch (reply[0]) {
-      case 0:
-        return { kind: 'missing' };
-      case 1: {
-        const [, shareIndex, amount, remainingCount, grabbedAtMs, entryId, fields] = reply as [number, number, number, number, number, string, string[]];
-        return { kind: 'granted', shareIndex, amount, remainingCount, grabbedAtMs, entry: journalEntry(keys.journal, entryId, fields) };
-      }
-      case 2: {
-        const [, shareIndex, amount, grabbedAtMs] = reply as number[];
-        return { kind: 'already', shareIndex: shareIndex!, amount: amount!, grabbedAtMs: grabbedAtMs! };
-      }
-      case 3:
-        return { kind: 'empty' };
-      case 4:
-        return { kind: 'expired' };
-      default:
-        throw new Error(`grabRedPacket returned an unknown reply: ${JSON.stringify(reply)}`);
-    }
+  grab(packetId: string, userId: string, grantId: string) {
+    return this.scripts.call(grabRedPacket, redPacketKeys(packetId), [userId, grantId, packetId]);
   }
 
   async readState(packetId: string): Promise<RedPacketState | null> {
@@ -143,16 +133,11 @@ export class RedPacketStore {
   }
 
   async expireNow(packetId: string, nowMs: number): Promise<void> {
-    await this.scripts.run('hsetIfExists', [redPacketKeys(packetId).meta], ['expiresAtMs', nowMs]);
+    await this.scripts.call(hsetIfExists, { hash: redPacketKeys(packetId).meta }, ['expiresAtMs', nowMs]);
   }
 
   async recordRefund(packetId: string, refundedAmount: number): Promise<void> {
-    await this.scripts.run('hsetIfExists', [redPacketKeys(packetId).meta], ['refundedAmount', refundedAmount]);
-  }
-
-  /** Drops the meta key so the next access rebuilds the packet from PostgreSQL. */
-  async invalidate(packetId: string): Promise<void> {
-    await this.redis.del(redPacketKeys(packetId).meta);
+    await this.scripts.call(hsetIfExists, { hash: redPacketKeys(packetId).meta }, ['refundedAmount', refundedAmount]);
   }
 
   async journalLength(packetId: string): Promise<number> {

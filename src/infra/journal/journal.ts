@@ -59,12 +59,12 @@ const SWEEP_BATCH = 1000;
  * What a handler reports after its insert: the entries whose grant id is neither among
  * `inserted` nor already durable (written by an earlier commit, e.g. a sweeper replay).
  */
-export async function conflictingEntries(
-  entries: JournalEntry[],
-  grantOf: (entry: JournalEntry) => string,
+export async function conflictingEntries<Entry>(
+  entries: Entry[],
+  grantOf: (entry: Entry) => string,
   inserted: Iterable<string>,
   durableAmong: (grantIds: string[]) => Promise<string[]>,
-): Promise<JournalEntry[]> {
+): Promise<Entry[]> {
   const durable = new Set(inserted);
   const missing = entries.map(grantOf).filter((id) => !durable.has(id));
   if (missing.length > 0) for (const id of await durableAmong(missing)) durable.add(id);

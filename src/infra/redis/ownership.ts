@@ -2,7 +2,7 @@ import type { Redis } from 'ioredis';
 import type { PrismaClient } from '../../generated/prisma/client.ts';
 import type { Logger } from '../logger.ts';
 import { StartupError } from '../startupError.ts';
-import type { Scripts } from './scripts.ts';
+import { type Scripts, defineScript } from './scripts.ts';
 
 /** Under the key prefix: the database the prefix's live state belongs to (see lua/claimKeyPrefix.lua). */
 const OWNER_KEY = 'database';
@@ -27,7 +27,12 @@ export interface PrefixClaim {
   log: Logger;
 }
 
-type ClaimReply = ['claimed', 'anew'?] | ['clear'] | ['refused', string];
+const claimKeyPrefixScript = defineScript('claimKeyPrefix', ['owner'], {
+  claimed: () => ({}),
+  claimedAnew: () => ({}),
+  clear: () => ({}),
+  refused: (values) => ({ owner: values.str(0) }),
+});
 
 function refusal({ keyPrefix, databaseId }: PrefixClaim, owner: string): string {
   return (
@@ -50,9 +55,9 @@ function refusal({ keyPrefix, databaseId }: PrefixClaim, owner: string): string 
  */
 export async function claimKeyPrefix(claim: PrefixClaim & { mayTakeOver: boolean }): Promise<void> {
   const { redis, scripts, keyPrefix, databaseId, mayTakeOver, log } = claim;
-  const [verdict, owner] = (await scripts.run('claimKeyPrefix', [OWNER_KEY], [databaseId, mayTakeOver && keyPrefix !== '' ? '1' : '0'])) as ClaimReply;
-  if (verdict === 'refused') throw new StartupError(refusal(claim, owner));
-  if (verdict === 'clear') {
+  const verdict = await scripts.call(claimKeyPrefixScript, { owner: OWNER_KEY }, [databaseId, mayTakeOver && keyPrefix !== '' ? '1' : '0']);
+  if (verdict.kind === 'refused') throw new StartupError(refusal(claim, verdict.owner));
+  if (verdict.kind === 'clear') {
     const deleted = await deleteKeysUnder(redis, keyPrefix);
     await redis.set(OWNER_KEY, databaseId);
     log.warn({ keyPrefix, deleted }, 'a new embedded database: deleted the Redis keys another embedded database left under the prefix');
@@ -72,14 +77,14 @@ export async function claimKeyPrefix(claim: PrefixClaim & { mayTakeOver: boolean
  * gives (deleting the keys would delete the other deployment's live state).
  */
 export async function recheckKeyPrefix(claim: PrefixClaim): Promise<string | null> {
-  const [verdict, detail] = (await claim.scripts.run('claimKeyPrefix', [OWNER_KEY], [claim.databaseId, '0'])) as ClaimReply;
-  if (verdict === 'refused') {
+  const verdict = await claim.scripts.call(claimKeyPrefixScript, { owner: OWNER_KEY }, [claim.databaseId, '0']);
+  if (verdict.kind === 'refused') {
     return (
-      `another database (${detail}) claimed the Redis keys under REDIS_KEY_PREFIX="${claim.keyPrefix}" after Redis lost the claim of this one (${claim.databaseId}). ` +
+      `another database (${verdict.owner}) claimed the Redis keys under REDIS_KEY_PREFIX="${claim.keyPrefix}" after Redis lost the claim of this one (${claim.databaseId}). ` +
       'Two databases must not share one prefix: give one of the two deployments another REDIS_KEY_PREFIX'
     );
   }
-  if (detail === 'anew') claim.log.warn({ keyPrefix: claim.keyPrefix }, "the Redis key naming the prefix's database was gone (Redis lost its data?); claimed the prefix again");
+  if (verdict.kind === 'claimedAnew') claim.log.warn({ keyPrefix: claim.keyPrefix }, "the Redis key naming the prefix's database was gone (Redis lost its data?); claimed the prefix again");
   return null;
 }
 

@@ -1,42 +1,125 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Redis } from 'ioredis';
+import { type JournalEntry, journalEntry } from '../journal/journal.ts';
 
 const LUA_DIR = fileURLToPath(new URL('../../../lua/', import.meta.url));
 const INCLUDE = /^--\s*@include\s+"([\w.-]+)"\s*$/gm;
+/** A header line `KEYS[n] …`: the script's documented keys, which a binding must pass in that number. */
+const KEY_LINE = /^\s*KEYS\[(\d+)\]/gm;
 
 /** Reads lua/<name>.lua and splices in `-- @include "file.lua"` lines from lua/includes/. */
-function readScript(name: string, dir = LUA_DIR): string {
-  return readFileSync(`${dir}${name}.lua`, 'utf8').replace(INCLUDE, (_, file: string) =>
-    readFileSync(`${dir}includes/${file}`, 'utf8'),
-  );
+function readScript(name: string, dir: string): string {
+  return readFileSync(`${dir}${name}.lua`, 'utf8').replace(INCLUDE, (_, file: string) => readFileSync(`${dir}includes/${file}`, 'utf8'));
 }
 
-function listScripts(dir = LUA_DIR): string[] {
-  return readdirSync(dir)
-    .filter((file) => file.endsWith('.lua'))
-    .map((file) => file.slice(0, -'.lua'.length))
-    .sort();
+/** How many keys the script's header documents (its `--[[ … ]]` comment). */
+function headerKeyCount(source: string): number {
+  const header = /^--\[\[([\s\S]*?)\]\]/.exec(source)?.[1] ?? '';
+  return Math.max(0, ...[...header.matchAll(KEY_LINE)].map((match) => Number(match[1])));
+}
+
+/** The values after a reply's tag, read by position with the type the script documents. */
+export class ReplyValues {
+  constructor(
+    private readonly values: unknown[],
+    private readonly script: string,
+  ) {}
+
+  num(index: number): number {
+    const value = this.values[index];
+    if (typeof value === 'number') return value;
+    if (typeof value === 'string' && value !== '' && Number.isFinite(Number(value))) return Number(value);
+    throw new Error(`${this.script}: reply value ${index} is not a number: ${JSON.stringify(value)}`);
+  }
+
+  str(index: number): string {
+    const value = this.values[index];
+    if (typeof value === 'string') return value;
+    if (typeof value === 'number') return String(value);
+    throw new Error(`${this.script}: reply value ${index} is not a string: ${JSON.stringify(value)}`);
+  }
+
+  /** A journal entry the script appended: its id at `index`, its flat fields after it; null when the id is ''. */
+  entry(index: number, stream: string): JournalEntry | null {
+    const id = this.str(index);
+    return id === '' ? null : journalEntry(stream, id, this.values[index + 1] as string[]);
+  }
+
+  strings(index: number): string[] {
+    const value = this.values[index];
+    if (Array.isArray(value)) return value.map(String);
+    throw new Error(`${this.script}: reply value ${index} is not a list: ${JSON.stringify(value)}`);
+  }
+}
+
+type Decoders<Key extends string> = Record<string, (values: ReplyValues, keys: Record<Key, string>) => object>;
+
+/** A decoded reply: `{ kind: <tag>, …what its decoder read }`. */
+export type ReplyOf<D> = { [Tag in keyof D & string]: { kind: Tag } & (D[Tag] extends (...args: never[]) => infer R ? R : never) }[keyof D & string];
+
+/**
+ * One script's typed binding: the keys it takes, in the order its header lists them, and
+ * one decoder per reply tag. Every script replies `{'<tag>', …}`.
+ */
+export interface ScriptBinding<Key extends string, D extends Decoders<Key>> {
+  name: string;
+  keys: readonly Key[];
+  replies: D;
+}
+
+export function defineScript<const Key extends string, const D extends Decoders<Key>>(name: string, keys: readonly Key[], replies: D): ScriptBinding<Key, D> {
+  return { name, keys, replies };
 }
 
 type ScriptCommand = (numberOfKeys: number, ...keysAndArgs: (string | number)[]) => Promise<unknown>;
 
 /**
  * Every script in lua/, defined once on a connection with ioredis `defineCommand`
- * (EVALSHA, falling back to EVAL on NOSCRIPT). Domain bindings call `run` and
- * turn the reply tuple into typed results.
+ * (EVALSHA, falling back to EVAL on NOSCRIPT). Callers go through typed bindings: a
+ * binding whose keys disagree with its script's header is refused the first time it is
+ * used, and a reply with an unknown tag is an error, in this one place.
  */
 export class Scripts {
-  private readonly names: Set<string>;
+  private readonly keyCounts = new Map<string, number>();
+  private readonly checked = new WeakSet<object>();
 
-  constructor(private readonly redis: Redis, dir = LUA_DIR) {
-    this.names = new Set(listScripts(dir));
-    for (const name of this.names) redis.defineCommand(name, { lua: readScript(name, dir) });
+  constructor(
+    private readonly redis: Redis,
+    dir = LUA_DIR,
+  ) {
+    for (const file of readdirSync(dir).filter((name) => name.endsWith('.lua'))) {
+      const name = file.slice(0, -'.lua'.length);
+      const source = readScript(name, dir);
+      this.keyCounts.set(name, headerKeyCount(source));
+      redis.defineCommand(name, { lua: source });
+    }
   }
 
+  /** Throws unless the binding names a script here and passes the keys its header documents. */
+  check(binding: ScriptBinding<string, Decoders<string>>): void {
+    if (this.checked.has(binding)) return;
+    const documented = this.keyCounts.get(binding.name);
+    if (documented === undefined) throw new Error(`no script lua/${binding.name}.lua`);
+    if (documented !== binding.keys.length) {
+      throw new Error(`lua/${binding.name}.lua documents ${documented} keys; its binding passes ${binding.keys.length} (${binding.keys.join(', ')})`);
+    }
+    this.checked.add(binding);
+  }
+
+  /** TEMPORARY: the untyped call the flows not yet on bindings use; deleted with the last of them. */
   run(name: string, keys: string[], args: (string | number)[] = []): Promise<unknown> {
-    if (!this.names.has(name)) throw new Error(`no script lua/${name}.lua`);
     const command = (this.redis as unknown as Record<string, ScriptCommand>)[name]!;
     return command.call(this.redis, keys.length, ...keys, ...args);
+  }
+
+  async call<Key extends string, D extends Decoders<Key>>(binding: ScriptBinding<Key, D>, keys: Record<Key, string>, args: (string | number)[] = []): Promise<ReplyOf<D>> {
+    this.check(binding as unknown as ScriptBinding<string, Decoders<string>>);
+    const command = (this.redis as unknown as Record<string, ScriptCommand>)[binding.name]!;
+    const reply = await command.call(this.redis, binding.keys.length, ...binding.keys.map((key) => keys[key]), ...args);
+    const [tag, ...values] = Array.isArray(reply) ? reply : [];
+    const decode = typeof tag === 'string' ? binding.replies[tag] : undefined;
+    if (!decode) throw new Error(`${binding.name} returned an unknown reply: ${JSON.stringify(reply)}`);
+    return { kind: tag, ...decode(new ReplyValues(values, binding.name), keys) } as ReplyOf<D>;
   }
 }

@@ -1,12 +1,12 @@
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { hydrate } from '../src/infra/redis/hydration.ts';
+import { rebuildOnce } from '../src/infra/campaign/rebuild.ts';
 import { Scripts } from '../src/infra/redis/scripts.ts';
 import { TEST_REDIS_URL, testEnv } from './support/env.ts';
 import { sleep } from './support/poll.ts';
 import { deleteKeys } from './support/stores.ts';
 
-const env = testEnv('hydration');
+const env = testEnv('rebuild');
 // Two instances' connections: their commands interleave as two processes' would.
 const instances = [0, 1].map(() => {
   const redis = new Redis(TEST_REDIS_URL, { keyPrefix: env.keyPrefix });
@@ -20,7 +20,7 @@ afterAll(async () => {
 
 describe('a rebuild of missing keys', () => {
   it('runs once per loss, however many callers of two instances find the keys missing at once', async () => {
-    const keys = { meta: 'campaign:meta', hydrating: 'campaign:hydrating' };
+    const keys = { meta: 'campaign:meta', rebuilding: 'campaign:rebuilding' };
     const [{ redis }] = instances as [(typeof instances)[0]];
     const rebuildsPerRound: number[] = [];
     for (let round = 0; round < 20; round++) {
@@ -37,7 +37,7 @@ describe('a rebuild of missing keys', () => {
       const found = await Promise.all(
         Array.from({ length: 60 }, async (_, i) => {
           await sleep(i % 10);
-          return hydrate(instances[i % 2]!, keys, rebuild);
+          return rebuildOnce(instances[i % 2]!, keys, rebuild);
         }),
       );
       expect(found.every(Boolean)).toBe(true);

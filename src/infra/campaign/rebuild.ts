@@ -1,0 +1,87 @@
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { ServiceUnavailableError } from '../../errors.ts';
+import { defineScript, type Scripts } from '../redis/scripts.ts';
+
+const LOCK_TTL_MS = 10_000;
+const WAIT_STEP_MS = 20;
+const WAIT_LIMIT_MS = 5_000;
+/** How long "not in PostgreSQL either" is remembered, so a crowd asking for an unknown id waits on no lock. */
+const ABSENT_TTL_MS = 1_000;
+const ABSENT = 'absent';
+
+const releaseLock = defineScript('releaseLock', ['lock'], { released: () => ({}), notHeld: () => ({}) });
+
+/** Retryable: the client is told SERVICE_UNAVAILABLE, not an unexpected error. */
+export class RebuildTimeoutError extends ServiceUnavailableError {}
+
+/** The connection and the loaded scripts; every campaign has both. */
+export interface LockDeps {
+  redis: Redis;
+  scripts: Scripts;
+}
+
+/** The two keys a rebuild needs: the one whose absence calls for it, and its lock. */
+export interface RebuildKeys {
+  meta: string;
+  rebuilding: string;
+}
+
+/**
+ * Rebuilds a campaign's Redis keys from PostgreSQL when its `meta` key is missing.
+ * One instance takes a short `SET NX PX` lock and runs `rebuild`; the others wait
+ * for `meta` to appear. `rebuild` must write every key in one MULTI/EXEC with
+ * `meta` included, so scripts never see a half-built campaign.
+ *
+ * Returns false when the campaign does not exist in PostgreSQL either; that answer is
+ * kept for a second, so a storm of requests for an unknown id costs one lookup.
+ */
+export function rebuildOnce(deps: LockDeps, keys: RebuildKeys, rebuild: () => Promise<boolean>): Promise<boolean> {
+  const { redis } = deps;
+  return underLock(
+    deps,
+    keys.rebuilding,
+    async () => {
+      const found = await rebuild();
+      if (!found) await redis.set(keys.rebuilding, ABSENT, 'PX', ABSENT_TTL_MS);
+      return found;
+    },
+    async () => {
+      if ((await redis.exists(keys.meta)) === 1) return true;
+      return (await redis.get(keys.rebuilding)) === ABSENT ? false : undefined;
+    },
+  );
+}
+
+/**
+ * Runs `task` holding the lock a rebuild takes, so no rebuild runs meanwhile. For a
+ * change made in PostgreSQL first and in Redis second, with both writes inside `task`:
+ * a rebuild that read PostgreSQL just before the change could otherwise write its older
+ * copy over it, and one that read just after could have the change applied twice.
+ */
+export function underRebuildLock<T>(deps: LockDeps, lockKey: string, task: () => Promise<T>): Promise<T> {
+  return underLock(deps, lockKey, task, async () => undefined);
+}
+
+/** Waits for the lock and runs `task` under it, unless `answered` has an answer first. */
+async function underLock<T>({ redis, scripts }: LockDeps, lockKey: string, task: () => Promise<T>, answered: () => Promise<T | undefined>): Promise<T> {
+  const token = randomUUID();
+  const deadline = Date.now() + WAIT_LIMIT_MS;
+  while (Date.now() < deadline) {
+    const answer = await answered();
+    if (answer !== undefined) return answer;
+    if ((await redis.set(lockKey, token, 'PX', LOCK_TTL_MS, 'NX')) === 'OK') {
+      try {
+        // The holder before may have finished between the check above and the SET: a
+        // rebuild run again then would overwrite keys that scripts are already changing.
+        const answeredMeanwhile = await answered();
+        if (answeredMeanwhile !== undefined) return answeredMeanwhile;
+        return await task();
+      } finally {
+        await scripts.call(releaseLock, { lock: lockKey }, [token]);
+      }
+    }
+    await new Promise((resolve) => setTimeout(resolve, WAIT_STEP_MS));
+  }
+  throw new RebuildTimeoutError(`timed out waiting for ${lockKey}`);
+}

@@ -1,0 +1,32 @@
+import type { z } from 'zod';
+import type { PrismaClient } from '../../generated/prisma/client.ts';
+import type { JournalEntry, JournalHandler } from './journal.ts';
+
+/** An entry with its fields decoded by its kind's schema. */
+export interface DecodedEntry<Fields> {
+  entry: JournalEntry;
+  fields: Fields;
+}
+
+export interface EntryKind<Fields> {
+  /** Matches the entry's `kind` field: `<flow>.<change>`, e.g. `redPacket.grab`. */
+  kind: string;
+  /** The fields its script writes, as strings; the schema coerces them. */
+  fields: z.ZodType<Fields>;
+  /** As JournalHandler.persist, with the fields decoded; returns the entries that conflict. */
+  persist(db: PrismaClient, entries: DecodedEntry<Fields>[]): Promise<JournalEntry[]>;
+}
+
+/**
+ * A journal handler whose entries are decoded before it sees them. An entry its schema
+ * refuses makes the batch fail, so the journal splits it down to that entry and
+ * dead-letters it: nothing a handler reads is unchecked.
+ */
+export function entryKind<Fields>(spec: EntryKind<Fields>): JournalHandler & { decode(entry: JournalEntry): Fields } {
+  const decode = (entry: JournalEntry) => spec.fields.parse(entry.fields);
+  return {
+    kind: spec.kind,
+    decode,
+    persist: (db, entries) => spec.persist(db, entries.map((entry) => ({ entry, fields: decode(entry) }))),
+  };
+}
