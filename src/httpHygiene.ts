@@ -109,7 +109,7 @@ function useCsrfPrevention(): Plugin {
   };
 }
 
-const SUGGESTION = /\s*Did you mean [^]*$/;
+const SUGGESTION = /\s*Did you mean [\s\S]*$/;
 
 function withoutSuggestion(error: GraphQLError): GraphQLError {
   if (!SUGGESTION.test(error.message)) return error;

@@ -399,7 +399,7 @@ async function fanOut(url: string, subscribers: number, teamCount: number, viola
   const finalDeadline = performance.now() + 10_000;
   for (;;) {
     const states = await Promise.all(teamIds.map((id) => post(watcher, 'query ($t: ID!) { team(id: $t) { version } }', { t: id })));
-    states.forEach((body, team) => finals.set(team, (body.data!.team as { version: number }).version));
+    for (const [team, body] of states.entries()) finals.set(team, (body.data!.team as { version: number }).version);
     const behind = receipts.filter((mine, s) => (mine.at(-1)?.version ?? 0) < finals.get(s % teamIds.length)!).length;
     if (behind === 0 || performance.now() > finalDeadline) {
       if (behind > 0) violations.push(`fan-out: ${behind} subscribers never received their team's final state`);

@@ -22,13 +22,19 @@ function findBadValue(value: unknown, depth: number): BadValue | undefined {
   if (Array.isArray(value)) {
     for (let index = 0; index < value.length; index++) {
       const bad = findBadValue(value[index], depth + 1);
-      if (bad) return bad.path.unshift(index), bad;
+      if (bad) {
+        bad.path.unshift(index);
+        return bad;
+      }
     }
     return undefined;
   }
   for (const key in value) {
     const bad = findBadValue((value as Record<string, unknown>)[key], depth + 1);
-    if (bad) return bad.path.unshift(key), bad;
+    if (bad) {
+      bad.path.unshift(key);
+      return bad;
+    }
   }
   return undefined;
 }

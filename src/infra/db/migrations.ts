@@ -54,8 +54,7 @@ export async function applyMigrations(db: Database, log: Logger, dir = MIGRATION
     const failed = before.find((row) => row.finished_at === null);
     if (failed) {
       throw new StartupError(
-        `migration ${failed.migration_name} failed earlier and is marked unfinished in _prisma_migrations; ` +
-          'fix the database by hand, then delete that row',
+        `migration ${failed.migration_name} failed earlier and is marked unfinished in _prisma_migrations; fix the database by hand, then delete that row`,
       );
     }
     const appliedByName = new Map(before.map((row) => [row.migration_name, row]));
