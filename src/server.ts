@@ -96,7 +96,10 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
   const corsHeaders = createCorsPolicy(config);
   const yoga = createGraphqlServer(app, maskError, corsHeaders);
   const fastLane = config.GRAPHQL_FAST_LANE === '1' ? createFastLane({ yoga, graphqlPath: GRAPHQL_PATH, log, maskError, corsHeaders }) : undefined;
-  const httpServer: Server = createServer((req, res) => {
+  // Idle keep-alive sockets live longer than a client's or a proxy's own idle timeout (60 s
+  // behind most load balancers), so the client, not the server, closes them: a server
+  // closing one as a request arrives on it fails that request.
+  const httpServer: Server = createServer({ keepAliveTimeout: 65_000, headersTimeout: 66_000 }, (req, res) => {
     if (!fastLane?.(req, res)) void yoga(req, res);
   });
   const wsServer = new WebSocketServer({ server: httpServer, path: GRAPHQL_PATH, verifyClient: wsConnectionLimit(app) });

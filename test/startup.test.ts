@@ -49,7 +49,7 @@ describe('refusing to start', () => {
     const secondStores = openStores(second);
     try {
       await stopWithin(await startServerProcess(first.vars));
-      const line = expectOneLineRefusal(await runUntilExit(second.vars, 20_000), 'REDIS_KEY_PREFIX');
+      const line = expectOneLineRefusal(await runUntilExit(second.vars, 60_000), 'REDIS_KEY_PREFIX');
       expect(line).toContain('another database');
       // The way out the message names: that database is gone, so its keys go too.
       await deleteKeys(firstStores.redis, first.keyPrefix);
@@ -89,7 +89,7 @@ describe('the key prefix, while the server runs', () => {
       await waitFor('the owner key written again', async () => (await firstStores.redis.get('database')) === owner, { timeoutMs: 5_000, intervalMs: 50 });
       await waitFor('the warning logged', () => server.output().includes('claimed the prefix again'), { timeoutMs: 5_000, intervalMs: 50 });
 
-      const line = expectOneLineRefusal(await runUntilExit(second.vars, 20_000), 'REDIS_KEY_PREFIX');
+      const line = expectOneLineRefusal(await runUntilExit(second.vars, 60_000), 'REDIS_KEY_PREFIX');
       expect(line).toContain('another database');
       expect((await fetch(`${new URL(server.url).origin}/ready`)).status).toBe(200);
     } finally {
