@@ -3,7 +3,7 @@ import { viewerOf } from '../context.ts';
 import { aliasScope, userIdRule } from '../domain/privacy.ts';
 import { NotFound } from '../domain/problems.ts';
 import { createRedPacketInput } from '../domain/redPackets/input.ts';
-import { AlreadyGrabbed, type GrabbedShareView, RedPacketEmpty, RedPacketExpired } from '../domain/redPackets/problems.ts';
+import { AlreadyGrabbed, RedPacketEmpty, RedPacketExpired } from '../domain/redPackets/problems.ts';
 import type { GrabbedShare } from '../domain/redPackets/service.ts';
 import { type RedPacketShareView, type RedPacketState, redPacketStatus } from '../domain/redPackets/store.ts';
 import { ErrorCode, graphqlError } from '../errors.ts';
@@ -18,7 +18,7 @@ const SplitMode = builder.enumType('SplitMode', {
 
 const RedPacketStatus = builder.enumType('RedPacketStatus', { values: ['ACTIVE', 'EMPTY', 'EXPIRED'] as const });
 
-const RedPacketShare = builder.objectRef<GrabbedShareView | RedPacketShareView>('RedPacketShare').implement({
+const RedPacketShare = builder.objectRef<RedPacketShareView>('RedPacketShare').implement({
   fields: (t) => ({
     userId: t.id({
       description: `Who grabbed the share. ${USER_IDS}`,

@@ -1,14 +1,8 @@
 import { Problem } from '../problems.ts';
-
-export interface GrabbedShareView {
-  packetId: string;
-  userId: string;
-  amount: number;
-  grabbedAt: Date;
-}
+import type { RedPacketShareView } from './store.ts';
 
 export class AlreadyGrabbed extends Problem {
-  constructor(readonly share: GrabbedShareView) {
+  constructor(readonly share: RedPacketShareView) {
     super('you already grabbed a share of this red packet');
   }
 }

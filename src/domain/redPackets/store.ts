@@ -34,12 +34,14 @@ export interface RedPacketState extends RedPacketTerms {
   asOfMs?: number;
 }
 
+/** One grabbed share, as the API shows it. */
 export interface RedPacketShareView {
   /** The campaign whose alias rule shows `userId` to others. */
   packetId: string;
   userId: string;
   amount: number;
-  grabbedAt: string;
+  /** A Date, or its ISO text in a state read from JSON. */
+  grabbedAt: Date | string;
 }
 
 /** A packet as PostgreSQL has committed it: `loadCommitted` in persistence.ts. */
