@@ -43,7 +43,10 @@ if now >= tonumber(redis.call('HGET', KEYS[1], 'expiresAtMs')) then
 end
 
 local index, amount = string.match(redis.call('LPOP', KEYS[2]), '^(%d+):(%d+)$')
-redis.call('HSET', KEYS[3], ARGV[1], index .. ':' .. amount .. ':' .. now)
+if redis.call('HSET', KEYS[3], ARGV[1], index .. ':' .. amount .. ':' .. now) == 1 and redis.call('HLEN', KEYS[3]) == 1 then
+  -- The first grab creates the hash: it goes when meta goes (PEXPIRETIME: Redis 7).
+  redis.call('PEXPIREAT', KEYS[3], redis.call('PEXPIRETIME', KEYS[1]))
+end
 local remaining = redis.call('HINCRBY', KEYS[1], 'remainingCount', -1)
 redis.call('HINCRBY', KEYS[1], 'remainingAmount', -tonumber(amount))
 

@@ -120,6 +120,21 @@ describe('a journal entry PostgreSQL refuses', () => {
     expect(logged.filter((line) => line.entryId === poisonedId)).toHaveLength(1);
   });
 
+  it('is dead-lettered when its fields are not what its kind writes', async () => {
+    const app = await instance();
+    const { packet, keys } = await packetWith(app, 3);
+    await grabInRedis(app, packet.id, 'unread-healthy');
+    // A grab without its share index and amount.
+    const unreadableId = await app.redis.xadd(keys.journal, '*', 'kind', 'redPacket.grab', 'grant', randomUUID(), 'packet', packet.id, 'user', 'unread-user', 'at', String(Date.now()));
+    await sleep(150);
+    await app.journal.sweep();
+
+    expect(await app.redis.xlen(keys.journal)).toBe(0);
+    expect((await deadLetters(keys.journal)).map((row) => row.entry_id)).toEqual([unreadableId]);
+    const { rows } = await stores.sql.query<{ user_id: string }>('SELECT user_id FROM red_packet_grab WHERE packet_id = $1', [packet.id]);
+    expect(rows.map((row) => row.user_id)).toEqual(['unread-healthy']);
+  });
+
   it('does not block the rebuild of a campaign whose journal holds it', async () => {
     const app = await instance();
     const { packet, keys } = await packetWith(app, 4);

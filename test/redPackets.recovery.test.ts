@@ -316,6 +316,17 @@ describe('the journal sweeper', () => {
     expect(grabs).toHaveLength(26);
   });
 
+  it('gives every key of a packet the expiry of its meta, the hash the first grab creates included', async () => {
+    const keyPrefix = `${env.keyPrefix}inproc4:`;
+    const app = await instance(keyPrefix);
+    const created = await app.redPackets.create('ttl-sender', { totalAmount: 300, count: 3, mode: 'EQUAL', minAmount: 1, expiresInSeconds: 3600 });
+    await app.redPackets.grab('ttl-user', created.id);
+    const keys = redPacketKeys(created.id);
+    const expiry = await app.redis.pexpiretime(keys.meta);
+    expect(expiry).toBeGreaterThan(Date.now());
+    expect(await Promise.all([keys.shares, keys.grabs].map((key) => app.redis.pexpiretime(key)))).toEqual([expiry, expiry]);
+  });
+
   it('drops the packet from Redis when a grab it commits for a dead process clashes with a durable grab', async () => {
     const keyPrefix = `${env.keyPrefix}inproc3:`;
     const [a, b] = await Promise.all([instance(keyPrefix), instance(keyPrefix)]);

@@ -47,7 +47,8 @@ export class RedPacketService {
         changesIn: (state) => (state.asOfMs! < Date.parse(state.expiresAt) ? Date.parse(state.expiresAt) - state.asOfMs! : null),
       },
     });
-    this.packets.persistsWith(grabJournalKind, (entry) => [grabJournalKind.decode(entry).packet]);
+    // Of an entry too broken to decode, whatever packet it names.
+    this.packets.persistsWith(grabJournalKind, ({ fields }) => (fields.packet ? [fields.packet] : []));
   }
 
   async create(senderId: string, input: CreateRedPacketInput): Promise<RedPacketState> {

@@ -72,7 +72,7 @@ export class Campaign<Id, Snapshot, State = never> {
    * keys of the campaigns it names are dropped, and the next call rebuilds them.
    */
   persistsWith(handler: JournalHandler, campaignsOf: (entry: JournalEntry) => Id[]): void {
-    this.deps.journal.register(handler, (entry) => this.forget(campaignsOf(entry)));
+    this.deps.journal.register(handler, async (entry) => this.forget(campaignsOf(entry)));
   }
 
   /** Drops the campaigns' keys; the next call rebuilds them from PostgreSQL. */

@@ -1,4 +1,4 @@
-import type { z } from 'zod';
+import { z } from 'zod';
 import type { PrismaClient } from '../../generated/prisma/client.ts';
 import type { JournalEntry, JournalHandler } from './journal.ts';
 
@@ -23,7 +23,12 @@ export interface EntryKind<Fields> {
  * dead-letters it: nothing a handler reads is unchecked.
  */
 export function entryKind<Fields>(spec: EntryKind<Fields>): JournalHandler & { decode(entry: JournalEntry): Fields } {
-  const decode = (entry: JournalEntry) => spec.fields.parse(entry.fields);
+  const decode = (entry: JournalEntry) => {
+    const decoded = spec.fields.safeParse(entry.fields);
+    // A TypeError, as for any entry a handler cannot read: the journal dead-letters it.
+    if (!decoded.success) throw new TypeError(`journal entry ${entry.id} (${spec.kind}) is unreadable: ${z.prettifyError(decoded.error)}`);
+    return decoded.data;
+  };
   return {
     kind: spec.kind,
     decode,

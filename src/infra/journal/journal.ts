@@ -203,7 +203,14 @@ export class Journal {
 
   private startBatches(): void {
     while (this.queue.length > 0 && this.inFlight.size < this.options.maxInFlight) {
-      const batch = this.commitBatch(this.queue.splice(0, this.options.batchMax)).finally(() => {
+      const waiting = this.queue.splice(0, this.options.batchMax);
+      const batch = this.commitBatch(waiting)
+        .catch((error: unknown) => {
+          // A bug here must not leave callers waiting for good; the entries stay in their streams.
+          this.log.error({ err: error, entries: waiting.length }, 'group commit failed unexpectedly');
+          for (const waiter of waiting) waiter.reject(error instanceof Error ? error : new Error(String(error)));
+        })
+        .finally(() => {
         this.inFlight.delete(batch);
         // Whatever queued meanwhile has waited long enough.
         this.startBatches();
