@@ -1,6 +1,6 @@
 import { GraphQLError, type GraphQLErrorOptions } from 'graphql';
 
-/** The error codes of the public contract (API.md). */
+/** The error codes of the public contract (docs/api.md). */
 export const ErrorCode = {
   badUserInput: 'BAD_USER_INPUT',
   unauthenticated: 'UNAUTHENTICATED',

@@ -8,7 +8,7 @@ describe('schema.graphql', () => {
     expect(committed).toBe(printSchemaSdl());
   });
 
-  it('keeps the public contract names of API.md', () => {
+  it('keeps the public contract names (docs/api.md)', () => {
     const sdl = printSchemaSdl();
     for (const name of [
       'enum SplitMode',

@@ -51,7 +51,7 @@ export async function loadDraws(stores: Stores, activityId: string): Promise<Dra
 }
 
 /**
- * Every lottery invariant of DESIGN.md, checked in PostgreSQL and Redis: no unit of a
+ * Every lottery invariant of docs/architecture.md, checked in PostgreSQL and Redis: no unit of a
  * prize granted twice or beyond its stock (total and daily), no user beyond the daily
  * limits of the settings their draw ran under, every draw consistent with the settings
  * of its version (snapshot and, for WEIGHTED, a replay of its random input), TIMED

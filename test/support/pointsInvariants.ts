@@ -23,7 +23,7 @@ interface GoodsRow {
 }
 
 /**
- * Every points invariant of DESIGN.md, over the whole schema, in PostgreSQL and Redis:
+ * Every points invariant of docs/architecture.md, over the whole schema, in PostgreSQL and Redis:
  * balances are the ledger's sum and never negative, every redemption is paid for exactly
  * once, no goods item is oversold, no code is handed out twice or outside its pool,
  * per-user limits hold, a requestId is redeemed or refused but not both, and Redis agrees

@@ -16,7 +16,7 @@ const keysOf = (packetId: string) => ({
 });
 
 /**
- * Every red-packet invariant of DESIGN.md, checked in PostgreSQL and Redis:
+ * Every red-packet invariant of docs/architecture.md, checked in PostgreSQL and Redis:
  * no oversell, one share per user, amounts as split, and Redis agreeing with
  * PostgreSQL once the journal is drained. Returns the durable grabs.
  */

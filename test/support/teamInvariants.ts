@@ -100,7 +100,7 @@ export async function postgresViolations(stores: Stores, teamIds: string[]): Pro
 }
 
 /**
- * Every team invariant of DESIGN.md in Redis and in PostgreSQL, and the two agreeing (status,
+ * Every team invariant of docs/architecture.md in Redis and in PostgreSQL, and the two agreeing (status,
  * members, lock history) once the activity's journal is empty. Returns PostgreSQL's members.
  */
 export async function expectTeamInvariants(
