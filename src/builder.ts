@@ -3,8 +3,9 @@ import ErrorsPlugin from '@pothos/plugin-errors';
 import PrismaPlugin from '@pothos/plugin-prisma';
 import ScopeAuthPlugin from '@pothos/plugin-scope-auth';
 import ValidationPlugin from '@pothos/plugin-validation';
-import { ErrorCode, graphqlError } from './errors.ts';
 import { type Context, unauthenticated } from './context.ts';
+import { BadInputError } from './domain/errors.ts';
+import { ErrorCode, graphqlError } from './errors.ts';
 import type PrismaTypes from './generated/pothos-prisma-types.ts';
 import { getDatamodel } from './generated/pothos-prisma-types.ts';
 import { ADMIN_ROLE, AuthFailure } from './infra/auth/tokens.ts';
@@ -35,12 +36,12 @@ export const builder = new SchemaBuilder<{
   errors: { defaultTypes: [] },
   validation: {
     validationError: (failure) =>
-      graphqlError(ErrorCode.badUserInput, failure.issues.map((issue) => issue.message).join('; '), {
-        issues: failure.issues.map((issue) => ({
-          path: issue.path?.map((part) => (typeof part === 'object' ? part.key : part)),
+      BadInputError.of(
+        failure.issues.map((issue) => ({
+          path: issue.path?.map((part) => (typeof part === 'object' ? part.key : part) as string | number),
           message: issue.message,
         })),
-      }),
+      ),
   },
   prisma: {
     client: (context) => context.app.prisma,

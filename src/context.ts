@@ -1,6 +1,6 @@
 import type { App } from './app.ts';
 import type { GraphQLError } from 'graphql';
-import { ErrorCode, ServiceUnavailableError, graphqlError } from './errors.ts';
+import { ErrorCode, graphqlError, unavailableError } from './errors.ts';
 import { AuthFailure, TokenRefusedError, type Viewer, bearerToken } from './infra/auth/tokens.ts';
 
 export interface Context {
@@ -58,7 +58,7 @@ export async function buildContext(app: App, authorization: string | undefined):
   } catch (error) {
     if (error instanceof TokenRefusedError) return refused(app, unauthenticated(error.reason, error.message));
     app.log.warn({ err: error }, 'cannot verify a token');
-    return refused(app, new ServiceUnavailableError('cannot verify tokens right now; retry shortly'));
+    return refused(app, unavailableError('cannot verify tokens right now; retry shortly'));
   }
 }
 

@@ -1,21 +1,10 @@
 import { builder } from '../builder.ts';
 import { viewerOf } from '../context.ts';
 import { awardPointsArgs, createGoodsInput, listLimit, listOffset, redeemPointsArgs } from '../domain/points/input.ts';
-import { InputRefused } from '../domain/points/persistence.ts';
 import { InsufficientPoints, OutOfStock, PerUserLimitReached } from '../domain/points/problems.ts';
 import { NotFound } from '../domain/problems.ts';
-import { ErrorCode, graphqlError } from '../errors.ts';
 import { RedemptionStatus } from '../generated/prisma/enums.ts';
 import { asProblem } from './common.ts';
-
-/** Refusals the contract has no problem type for (awardPoints answers Int!, createGoods Goods!) are malformed input. */
-async function refusedAsBadInput<T>(run: () => Promise<T>): Promise<T> {
-  try {
-    return await run();
-  } catch (error) {
-    throw error instanceof InputRefused ? graphqlError(ErrorCode.badUserInput, error.message) : error;
-  }
-}
 
 const RedemptionStatusEnum = builder.enumType(RedemptionStatus, {
   name: 'RedemptionStatus',
@@ -133,7 +122,7 @@ builder.mutationField('awardPoints', (t) =>
       requestId: t.arg.string({ required: true }),
     },
     validate: awardPointsArgs,
-    resolve: (_root, args, { app }) => refusedAsBadInput(() => app.points.award(awardPointsArgs.parse(args))),
+    resolve: (_root, args, { app }) => app.points.award(awardPointsArgs.parse(args)),
   }),
 );
 
@@ -143,8 +132,7 @@ builder.mutationField('createGoods', (t) =>
     description: 'Operators: a goods item of the points shop.',
     authScopes: { admin: true },
     args: { input: t.arg({ type: CreateGoodsInput, required: true }) },
-    resolve: (_root, { input }, context) =>
-      refusedAsBadInput(() => context.app.points.createGoods(viewerOf(context).userId, createGoodsInput.parse(input))),
+    resolve: (_root, { input }, context) => context.app.points.createGoods(viewerOf(context).userId, createGoodsInput.parse(input)),
   }),
 );
 

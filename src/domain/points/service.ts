@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { ServiceUnavailableError } from '../../errors.ts';
+import { ServiceUnavailableError } from '../errors.ts';
 import type { Prisma, Redemption, RedemptionStatus } from '../../generated/prisma/client.ts';
 import type { JournalEntry } from '../../infra/journal/journal.ts';
 import { hydrate, withHydrationLock, withRebuild } from '../../infra/redis/hydration.ts';

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { ServiceUnavailableError } from '../../errors.ts';
+import { ServiceUnavailableError } from '../errors.ts';
 import { Campaign } from '../../infra/campaign/campaign.ts';
 import { retainUntil } from '../../infra/redis/keys.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';

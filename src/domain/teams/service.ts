@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { ErrorCode, ServiceUnavailableError, graphqlError } from '../../errors.ts';
+import { BadInputError, ServiceUnavailableError } from '../errors.ts';
 import { groupBy } from '../../infra/collections.ts';
 import type { JournalEntry } from '../../infra/journal/journal.ts';
 import { hydrate, withHydrationLock, withRebuild } from '../../infra/redis/hydration.ts';
@@ -158,7 +158,7 @@ export class TeamService {
       if (!reply) throw new NotFound('team', teamId);
       switch (reply.kind) {
         case 'paymentRefTaken':
-          throw graphqlError(ErrorCode.badUserInput, 'this paymentRef already confirmed another member of the team');
+          throw new BadInputError('this paymentRef already confirmed another member of the team');
         case 'noSeatLock':
           await this.settle(activityId, reply.entry);
           throw new NoSeatLock(reply.nextUnlockAtMs === null ? null : new Date(reply.nextUnlockAtMs));
