@@ -8,7 +8,7 @@ import { BadInputError } from './domain/errors.ts';
 import { ErrorCode, graphqlError } from './errors.ts';
 import type PrismaTypes from './generated/pothos-prisma-types.ts';
 import { getDatamodel } from './generated/pothos-prisma-types.ts';
-import { ADMIN_ROLE, AuthFailure } from './infra/auth/tokens.ts';
+import { AuthFailure, isOperator } from './infra/auth/tokens.ts';
 
 export const builder = new SchemaBuilder<{
   Context: Context;
@@ -25,7 +25,7 @@ export const builder = new SchemaBuilder<{
     authorizeOnSubscribe: true,
     authScopes: (context) => ({
       signedIn: context.viewer !== null,
-      admin: context.viewer?.roles.includes(ADMIN_ROLE) ?? false,
+      admin: isOperator(context.viewer),
     }),
     unauthorizedError: (_parent, context) =>
       context.viewer
