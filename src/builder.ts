@@ -3,7 +3,7 @@ import ErrorsPlugin from '@pothos/plugin-errors';
 import PrismaPlugin from '@pothos/plugin-prisma';
 import ScopeAuthPlugin from '@pothos/plugin-scope-auth';
 import ValidationPlugin from '@pothos/plugin-validation';
-import { type Context, unauthenticated } from './context.ts';
+import { type Context, type SignedInContext, unauthenticated } from './context.ts';
 import { BadInputError } from './domain/errors.ts';
 import { ErrorCode, graphqlError } from './errors.ts';
 import type PrismaTypes from './generated/pothos-prisma-types.ts';
@@ -14,6 +14,8 @@ export const builder = new SchemaBuilder<{
   Context: Context;
   PrismaTypes: PrismaTypes;
   AuthScopes: { signedIn: boolean; admin: boolean };
+  // Fields built with t.withAuth({ signedIn: true }) or ({ admin: true }) get the viewer non-null.
+  AuthContexts: { signedIn: SignedInContext; admin: SignedInContext };
   Scalars: { DateTime: { Input: Date; Output: Date | string } };
   DefaultFieldNullability: false;
 }>({

@@ -11,6 +11,9 @@ export interface Context {
   credentialError: GraphQLError | null;
 }
 
+/** The context of a field built with `t.withAuth({ signedIn: true })` (or `admin`): scope auth has checked the viewer. */
+export type SignedInContext = Context & { viewer: Viewer };
+
 /** What Yoga's context factory is given: an HTTP request, or a graphql-ws operation. */
 export interface TransportContext {
   request?: { headers: { get(name: string): string | null } };
@@ -69,10 +72,4 @@ function refused(app: App, credentialError: GraphQLError): Context {
 /** UNAUTHENTICATED with its reason in `extensions.reason`. */
 export function unauthenticated(reason: AuthFailure, message: string) {
   return graphqlError(ErrorCode.unauthenticated, message, { reason });
-}
-
-/** The caller of a field that requires `signedIn`; scope auth has already checked it. */
-export function viewerOf(context: Context): Viewer {
-  if (!context.viewer) throw new Error('viewerOf called on a field without the signedIn scope');
-  return context.viewer;
 }

@@ -1,5 +1,4 @@
 import { builder } from '../builder.ts';
-import { viewerOf } from '../context.ts';
 import { awardPointsArgs, createGoodsInput, listLimit, listOffset, redeemPointsArgs } from '../domain/points/input.ts';
 import { InsufficientPoints, OutOfStock, PerUserLimitReached } from '../domain/points/problems.ts';
 import { NotFound } from '../domain/problems.ts';
@@ -78,28 +77,25 @@ const CreateGoodsInput = builder.inputType('CreateGoodsInput', {
 });
 
 builder.queryField('me', (t) =>
-  t.field({
+  t.withAuth({ signedIn: true }).field({
     type: Me,
-    authScopes: { signedIn: true },
-    resolve: (_root, _args, context) => ({ userId: viewerOf(context).userId }),
+    resolve: (_root, _args, { viewer }) => ({ userId: viewer.userId }),
   }),
 );
 
 builder.queryField('goods', (t) =>
-  t.prismaField({
+  t.withAuth({ signedIn: true }).prismaField({
     type: 'Goods',
     nullable: true,
-    authScopes: { signedIn: true },
     args: { id: t.arg.id({ required: true }) },
     resolve: (query, _root, { id }, { app }) => app.points.findGoods(query, String(id)),
   }),
 );
 
 builder.queryField('goodsRedemptions', (t) =>
-  t.prismaField({
+  t.withAuth({ admin: true }).prismaField({
     type: [Redemption],
     description: "Operators: a goods item's redemptions, oldest first.",
-    authScopes: { admin: true },
     args: {
       goodsId: t.arg.id({ required: true }),
       status: t.arg({ type: RedemptionStatusEnum }),
@@ -112,9 +108,8 @@ builder.queryField('goodsRedemptions', (t) =>
 );
 
 builder.mutationField('awardPoints', (t) =>
-  t.int({
+  t.withAuth({ admin: true }).int({
     description: 'Operators: adds points (negative: takes them back, never below zero). Idempotent per requestId. The new balance.',
-    authScopes: { admin: true },
     args: {
       userId: t.arg.id({ required: true }),
       amount: t.arg.int({ required: true }),
@@ -127,20 +122,18 @@ builder.mutationField('awardPoints', (t) =>
 );
 
 builder.mutationField('createGoods', (t) =>
-  t.field({
+  t.withAuth({ admin: true }).field({
     type: Goods,
     description: 'Operators: a goods item of the points shop.',
-    authScopes: { admin: true },
     args: { input: t.arg({ type: CreateGoodsInput, required: true }) },
-    resolve: (_root, { input }, context) => context.app.points.createGoods(viewerOf(context).userId, createGoodsInput.parse(input)),
+    resolve: (_root, { input }, { app, viewer }) => app.points.createGoods(viewer.userId, createGoodsInput.parse(input)),
   }),
 );
 
 builder.mutationField('redeemPoints', (t) =>
-  t.field({
+  t.withAuth({ signedIn: true }).field({
     type: Redemption,
     description: 'Spends points on one unit; a success is already committed in PostgreSQL. The same requestId gets the same answer.',
-    authScopes: { signedIn: true },
     errors: {
       types: [InsufficientPoints, OutOfStock, PerUserLimitReached, NotFound],
       directResult: true,
@@ -148,9 +141,9 @@ builder.mutationField('redeemPoints', (t) =>
     },
     args: { goodsId: t.arg.id({ required: true }), requestId: t.arg.string({ required: true }) },
     validate: redeemPointsArgs,
-    resolve: (_root, args, context) => {
+    resolve: (_root, args, { app, viewer }) => {
       const { goodsId, requestId } = redeemPointsArgs.parse({ ...args, goodsId: String(args.goodsId) });
-      return context.app.points.redeem(viewerOf(context).userId, goodsId, requestId);
+      return app.points.redeem(viewer.userId, goodsId, requestId);
     },
   }),
 );
