@@ -152,8 +152,7 @@ const CreateLotteryInput = builder.inputType('CreateLotteryInput', {
     timezone: t.string({ defaultValue: 'Asia/Shanghai' }),
     prizes: t.field({ type: [PrizeInput], required: true }),
   }),
-  validate: createLotteryInput,
-});
+}).validate(createLotteryInput);
 
 const PrizeUpdateInput = builder.inputType('PrizeUpdateInput', {
   fields: (t) => ({
@@ -175,8 +174,7 @@ const UpdateLotteryInput = builder.inputType('UpdateLotteryInput', {
     dailyWinLimit: t.int(),
     prizes: t.field({ type: [PrizeUpdateInput] }),
   }),
-  validate: updateLotteryInput,
-});
+}).validate(updateLotteryInput);
 
 builder.queryField('lotteryActivity', (t) =>
   t.withAuth({ signedIn: true }).field({
@@ -202,7 +200,7 @@ builder.mutationField('createLotteryActivity', (t) =>
     type: LotteryActivity,
     description: 'Operators only.',
     args: { input: t.arg({ type: CreateLotteryInput, required: true }) },
-    resolve: (_root, { input }, { app, viewer }) => app.lottery.create(viewer.userId, createLotteryInput.parse(input)),
+    resolve: (_root, { input }, { app, viewer }) => app.lottery.create(viewer.userId, input),
   }),
 );
 
@@ -229,7 +227,7 @@ builder.mutationField('updateLotteryActivity', (t) =>
       input: t.arg({ type: UpdateLotteryInput, required: true }),
     },
     resolve: (_root, { activityId, input }, { app, viewer }) =>
-      app.lottery.update(viewer.userId, String(activityId), updateLotteryInput.parse(input)),
+      app.lottery.update(viewer.userId, String(activityId), input),
   }),
 );
 

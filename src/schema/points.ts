@@ -73,8 +73,7 @@ const CreateGoodsInput = builder.inputType('CreateGoodsInput', {
     perUserLimit: t.int({ defaultValue: 0, description: '0 = unlimited.' }),
     voucherCodes: t.stringList({ description: 'A pool of codes (at most 10,000), each handed out at most once.' }),
   }),
-  validate: createGoodsInput,
-});
+}).validate(createGoodsInput);
 
 builder.queryField('me', (t) =>
   t.withAuth({ signedIn: true }).field({
@@ -110,14 +109,16 @@ builder.queryField('goodsRedemptions', (t) =>
 builder.mutationField('awardPoints', (t) =>
   t.withAuth({ admin: true }).int({
     description: 'Operators: adds points (negative: takes them back, never below zero). Idempotent per requestId. The new balance.',
-    args: {
-      userId: t.arg.id({ required: true }),
-      amount: t.arg.int({ required: true }),
-      reason: t.arg.string({ required: true }),
-      requestId: t.arg.string({ required: true }),
-    },
-    validate: awardPointsArgs,
-    resolve: (_root, args, { app }) => app.points.award(awardPointsArgs.parse(args)),
+    args: t.validate(
+      {
+        userId: t.arg.id({ required: true }),
+        amount: t.arg.int({ required: true }),
+        reason: t.arg.string({ required: true }),
+        requestId: t.arg.string({ required: true }),
+      },
+      awardPointsArgs,
+    ),
+    resolve: (_root, award, { app }) => app.points.award(award),
   }),
 );
 
@@ -126,7 +127,7 @@ builder.mutationField('createGoods', (t) =>
     type: Goods,
     description: 'Operators: a goods item of the points shop.',
     args: { input: t.arg({ type: CreateGoodsInput, required: true }) },
-    resolve: (_root, { input }, { app, viewer }) => app.points.createGoods(viewer.userId, createGoodsInput.parse(input)),
+    resolve: (_root, { input }, { app, viewer }) => app.points.createGoods(viewer.userId, input),
   }),
 );
 
@@ -139,11 +140,7 @@ builder.mutationField('redeemPoints', (t) =>
       directResult: true,
       union: { name: 'RedeemPointsResult' },
     },
-    args: { goodsId: t.arg.id({ required: true }), requestId: t.arg.string({ required: true }) },
-    validate: redeemPointsArgs,
-    resolve: (_root, args, { app, viewer }) => {
-      const { goodsId, requestId } = redeemPointsArgs.parse({ ...args, goodsId: String(args.goodsId) });
-      return app.points.redeem(viewer.userId, goodsId, requestId);
-    },
+    args: t.validate({ goodsId: t.arg.id({ required: true }), requestId: t.arg.string({ required: true }) }, redeemPointsArgs),
+    resolve: (_root, { goodsId, requestId }, { app, viewer }) => app.points.redeem(viewer.userId, goodsId, requestId),
   }),
 );

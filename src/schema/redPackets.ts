@@ -98,9 +98,7 @@ const CreateRedPacketInput = builder.inputType('CreateRedPacketInput', {
     expiresInSeconds: t.int({ defaultValue: 86_400 }),
     greeting: t.string(),
   }),
-  validate: createRedPacketInput,
-});
-
+}).validate(createRedPacketInput);
 
 builder.queryField('redPacket', (t) =>
   t.withAuth({ signedIn: true }).field({
@@ -116,7 +114,7 @@ builder.mutationField('createRedPacket', (t) =>
     type: RedPacket,
     description: 'Splits the amount now; the caller is the sender.',
     args: { input: t.arg({ type: CreateRedPacketInput, required: true }) },
-    resolve: (_root, { input }, { app, viewer }) => app.redPackets.create(viewer.userId, createRedPacketInput.parse(input)),
+    resolve: (_root, { input }, { app, viewer }) => app.redPackets.create(viewer.userId, input),
   }),
 );
 

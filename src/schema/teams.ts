@@ -104,8 +104,7 @@ const OpenTeamInput = builder.inputType('OpenTeamInput', {
     lockSeconds: t.int({ defaultValue: 300, description: 'How long a seat lock lasts: 1 to 3,600.' }),
     formationSeconds: t.int({ defaultValue: 86_400, description: 'Time to fill the team: 1 to 604,800.' }),
   }),
-  validate: openTeamInput,
-});
+}).validate(openTeamInput);
 
 const teamNotFound = (teamId: string) => graphqlError(ErrorCode.notFound, `team ${teamId} does not exist`);
 
@@ -136,7 +135,7 @@ builder.mutationField('openTeam', (t) =>
     type: Team,
     description: 'The caller becomes the leader and the first member.',
     args: { input: t.arg({ type: OpenTeamInput, required: true }) },
-    resolve: (_root, { input }, { app, viewer }) => app.teams.open(viewer.userId, openTeamInput.parse(input)),
+    resolve: (_root, { input }, { app, viewer }) => app.teams.open(viewer.userId, input),
   }),
 );
 
