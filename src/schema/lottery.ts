@@ -7,8 +7,7 @@ import type { DrawAudit, LotteryActivityView, LotteryLoseView, LotteryWinView, P
 import { LOTTERY_LIMITS } from '../domain/lottery/settings.ts';
 import { aliasScope, userIdRule } from '../domain/privacy.ts';
 import { NotFound } from '../domain/problems.ts';
-import { ErrorCode, graphqlError } from '../errors.ts';
-import { asProblem, shownUserId } from './common.ts';
+import { asProblem, shownUserId, watchExisting } from './common.ts';
 
 const USER_IDS = userIdRule('this lottery activity');
 
@@ -240,9 +239,9 @@ builder.subscriptionField('lotteryWinners', (t) =>
       activityId: t.arg.id({ required: true }),
       recent: t.arg.int({ defaultValue: 0, validate: z.number().int().min(0).max(LOTTERY_LIMITS.maxRecentWins) }),
     },
-    subscribe: async (_root, { activityId, recent }, { app }) => {
-      if (!(await app.lottery.get(String(activityId)))) throw graphqlError(ErrorCode.notFound, `lottery activity ${activityId} does not exist`);
-      return app.lottery.winners(String(activityId), recent ?? 0);
+    subscribe: (_root, { activityId, recent }, { app }) => {
+      const id = String(activityId);
+      return watchExisting(`lottery activity ${id}`, app.lottery.get(id), () => app.lottery.winners(id, recent ?? 0));
     },
     resolve: (win) => win,
   }),

@@ -5,8 +5,7 @@ import { createRedPacketInput } from '../domain/redPackets/input.ts';
 import { AlreadyGrabbed, RedPacketEmpty, RedPacketExpired } from '../domain/redPackets/problems.ts';
 import type { GrabbedShare } from '../domain/redPackets/service.ts';
 import { type RedPacketShareView, type RedPacketState, redPacketStatus } from '../domain/redPackets/store.ts';
-import { ErrorCode, graphqlError } from '../errors.ts';
-import { asProblem, shownUserId } from './common.ts';
+import { asProblem, shownUserId, watchExisting } from './common.ts';
 
 const USER_IDS = userIdRule('this red packet');
 
@@ -148,9 +147,9 @@ builder.subscriptionField('redPacketUpdated', (t) =>
     description:
       'The current state first, then newer states: after grabs, at the expiry instant, and with the refund. Only committed grabs count, and each event is one consistent snapshot (shares, counts and amounts agree). Grabs close together are merged into one event carrying the newest state, so intermediate states may be skipped. The stream completes after a final state: EMPTY, or EXPIRED with the refund settled.',
     args: { packetId: t.arg.id({ required: true }) },
-    subscribe: async (_root, { packetId }, { app }) => {
-      if (!(await app.redPackets.get(String(packetId)))) throw graphqlError(ErrorCode.notFound, `red packet ${packetId} does not exist`);
-      return app.redPackets.watch(String(packetId));
+    subscribe: (_root, { packetId }, { app }) => {
+      const id = String(packetId);
+      return watchExisting(`red packet ${id}`, app.redPackets.get(id), () => app.redPackets.watch(id));
     },
     resolve: (state) => state,
   }),

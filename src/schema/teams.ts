@@ -6,8 +6,7 @@ import { activityId as activityIdSchema, openTeamInput, paymentRef as paymentRef
 import { AlreadyMember, NoSeatLock, TeamClosed, TeamFull } from '../domain/teams/problems.ts';
 import type { SeatLocked } from '../domain/teams/service.ts';
 import type { SeatLockView, TeamMemberView, TeamState } from '../domain/teams/store.ts';
-import { ErrorCode, graphqlError } from '../errors.ts';
-import { asProblem, shownUserId } from './common.ts';
+import { asProblem, notFoundError, shownUserId, watchExisting } from './common.ts';
 
 const USER_IDS = userIdRule('this group-buy activity (all its teams)');
 
@@ -106,8 +105,6 @@ const OpenTeamInput = builder.inputType('OpenTeamInput', {
   }),
 }).validate(openTeamInput);
 
-const teamNotFound = (teamId: string) => graphqlError(ErrorCode.notFound, `team ${teamId} does not exist`);
-
 builder.queryField('team', (t) =>
   t.withAuth({ signedIn: true }).field({
     type: Team,
@@ -160,7 +157,7 @@ builder.mutationField('releaseTeamSeat', (t) =>
     args: { teamId: t.arg.id({ required: true }) },
     resolve: async (_root, { teamId }, { app, viewer }) => {
       const team = await app.teams.release(viewer.userId, String(teamId));
-      if (!team) throw teamNotFound(String(teamId));
+      if (!team) throw notFoundError(`team ${teamId}`);
       return team;
     },
   }),
@@ -189,9 +186,9 @@ builder.subscriptionField('teamStatus', (t) =>
     description:
       'The current state first, then newer states after changes: lock, release, lock expiry, confirm, completion, failure. Changes close together are merged into one event carrying the newest state (version grows), so intermediate states may be skipped. The stream completes after the team is COMPLETE or FAILED.',
     args: { teamId: t.arg.id({ required: true }) },
-    subscribe: async (_root, { teamId }, { app }) => {
-      if (!(await app.teams.get(String(teamId)))) throw teamNotFound(String(teamId));
-      return app.teams.watch(String(teamId));
+    subscribe: (_root, { teamId }, { app }) => {
+      const id = String(teamId);
+      return watchExisting(`team ${id}`, app.teams.get(id), () => app.teams.watch(id));
     },
     resolve: (state) => state,
   }),
