@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { BadInputError, ServiceUnavailableError } from '../errors.ts';
 import type { JournalEntry } from '../../infra/journal/journal.ts';
 import { hydrate, withRebuild } from '../../infra/redis/hydration.ts';
 import type { ScriptClock } from '../../infra/redis/testClock.ts';
 import type { CampaignDeps } from '../deps.ts';
+import { BadInputError, ServiceUnavailableError } from '../errors.ts';
 import { NotFound } from '../problems.ts';
 import { type RandomSource, cryptoRandom } from '../random.ts';
 import { changeSettings } from './change.ts';
