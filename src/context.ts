@@ -1,5 +1,5 @@
-import type { App } from './app.ts';
 import type { GraphQLError } from 'graphql';
+import type { App } from './app.ts';
 import { ErrorCode, graphqlError, unavailableError } from './errors.ts';
 import { AuthFailure, TokenRefusedError, type Viewer, bearerToken } from './infra/auth/tokens.ts';
 
@@ -38,11 +38,7 @@ function authorizationIn(record: unknown): string | undefined {
  */
 export function authorizationOf({ request, connectionParams, params }: TransportContext): string | undefined {
   if (request) return request.headers.get('authorization') ?? undefined;
-  return (
-    authorizationIn(params?.extensions?.headers) ??
-    authorizationIn(connectionParams) ??
-    authorizationIn(connectionParams?.headers)
-  );
+  return authorizationIn(params?.extensions?.headers) ?? authorizationIn(connectionParams) ?? authorizationIn(connectionParams?.headers);
 }
 
 /**

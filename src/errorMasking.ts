@@ -4,6 +4,7 @@ import { DomainError, ServiceUnavailableError } from './domain/errors.ts';
 import { answeredError } from './errors.ts';
 
 // Socket errors of ioredis, pg and Prisma's pg adapter when a store is down or restarting.
+// biome-ignore format: one line per source reads better than one code per line
 const OUTAGE_CODES = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN',
   // Prisma: can't reach, timed out, connection closed, pool timeout, too many connections.

@@ -1,5 +1,5 @@
 import { GraphQLError } from 'graphql';
-import { type DomainError, ErrorCode, ServiceUnavailableError } from './domain/errors.ts';
+import { type DomainError, type ErrorCode, ServiceUnavailableError } from './domain/errors.ts';
 
 export { ErrorCode } from './domain/errors.ts';
 

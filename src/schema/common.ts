@@ -2,7 +2,7 @@ import { GraphQLError, Kind } from 'graphql';
 import { builder } from '../builder.ts';
 import type { Context } from '../context.ts';
 import type { AliasScope } from '../domain/privacy.ts';
-import { NotFound, Problem } from '../domain/problems.ts';
+import { NotFound, type Problem } from '../domain/problems.ts';
 import { ErrorCode, graphqlError } from '../errors.ts';
 
 function parseDateTime(value: unknown): Date {

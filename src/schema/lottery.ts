@@ -139,19 +139,21 @@ const PrizeInput = builder.inputType('PrizeInput', {
   }),
 });
 
-const CreateLotteryInput = builder.inputType('CreateLotteryInput', {
-  fields: (t) => ({
-    title: t.string({ required: true }),
-    startsAt: t.field({ type: 'DateTime', required: true }),
-    endsAt: t.field({ type: 'DateTime', required: true }),
-    strategy: t.field({ type: LotteryStrategy, defaultValue: 'WEIGHTED' }),
-    noPrizeWeight: t.int({ defaultValue: 0 }),
-    dailyDrawLimit: t.int({ defaultValue: 0, description: '0 = unlimited.' }),
-    dailyWinLimit: t.int({ defaultValue: 0, description: '0 = unlimited.' }),
-    timezone: t.string({ defaultValue: 'Asia/Shanghai' }),
-    prizes: t.field({ type: [PrizeInput], required: true }),
-  }),
-}).validate(createLotteryInput);
+const CreateLotteryInput = builder
+  .inputType('CreateLotteryInput', {
+    fields: (t) => ({
+      title: t.string({ required: true }),
+      startsAt: t.field({ type: 'DateTime', required: true }),
+      endsAt: t.field({ type: 'DateTime', required: true }),
+      strategy: t.field({ type: LotteryStrategy, defaultValue: 'WEIGHTED' }),
+      noPrizeWeight: t.int({ defaultValue: 0 }),
+      dailyDrawLimit: t.int({ defaultValue: 0, description: '0 = unlimited.' }),
+      dailyWinLimit: t.int({ defaultValue: 0, description: '0 = unlimited.' }),
+      timezone: t.string({ defaultValue: 'Asia/Shanghai' }),
+      prizes: t.field({ type: [PrizeInput], required: true }),
+    }),
+  })
+  .validate(createLotteryInput);
 
 const PrizeUpdateInput = builder.inputType('PrizeUpdateInput', {
   fields: (t) => ({
@@ -163,17 +165,19 @@ const PrizeUpdateInput = builder.inputType('PrizeUpdateInput', {
   }),
 });
 
-const UpdateLotteryInput = builder.inputType('UpdateLotteryInput', {
-  description: 'Omitted fields stay as they are.',
-  fields: (t) => ({
-    endsAt: t.field({ type: 'DateTime' }),
-    paused: t.boolean(),
-    noPrizeWeight: t.int(),
-    dailyDrawLimit: t.int(),
-    dailyWinLimit: t.int(),
-    prizes: t.field({ type: [PrizeUpdateInput] }),
-  }),
-}).validate(updateLotteryInput);
+const UpdateLotteryInput = builder
+  .inputType('UpdateLotteryInput', {
+    description: 'Omitted fields stay as they are.',
+    fields: (t) => ({
+      endsAt: t.field({ type: 'DateTime' }),
+      paused: t.boolean(),
+      noPrizeWeight: t.int(),
+      dailyDrawLimit: t.int(),
+      dailyWinLimit: t.int(),
+      prizes: t.field({ type: [PrizeUpdateInput] }),
+    }),
+  })
+  .validate(updateLotteryInput);
 
 builder.queryField('lotteryActivity', (t) =>
   t.withAuth({ signedIn: true }).field({
@@ -225,8 +229,7 @@ builder.mutationField('updateLotteryActivity', (t) =>
       activityId: t.arg.id({ required: true }),
       input: t.arg({ type: UpdateLotteryInput, required: true }),
     },
-    resolve: (_root, { activityId, input }, { app, viewer }) =>
-      app.lottery.update(viewer.userId, String(activityId), input),
+    resolve: (_root, { activityId, input }, { app, viewer }) => app.lottery.update(viewer.userId, String(activityId), input),
   }),
 );
 

@@ -65,15 +65,17 @@ builder.objectType(PerUserLimitReached, {
   fields: (t) => ({ perUserLimit: t.exposeInt('perUserLimit') }),
 });
 
-const CreateGoodsInput = builder.inputType('CreateGoodsInput', {
-  fields: (t) => ({
-    title: t.string({ required: true }),
-    pointsCost: t.int({ required: true }),
-    stock: t.int({ required: true, description: 'With voucherCodes, the number of codes.' }),
-    perUserLimit: t.int({ defaultValue: 0, description: '0 = unlimited.' }),
-    voucherCodes: t.stringList({ description: 'A pool of codes (at most 10,000), each handed out at most once.' }),
-  }),
-}).validate(createGoodsInput);
+const CreateGoodsInput = builder
+  .inputType('CreateGoodsInput', {
+    fields: (t) => ({
+      title: t.string({ required: true }),
+      pointsCost: t.int({ required: true }),
+      stock: t.int({ required: true, description: 'With voucherCodes, the number of codes.' }),
+      perUserLimit: t.int({ defaultValue: 0, description: '0 = unlimited.' }),
+      voucherCodes: t.stringList({ description: 'A pool of codes (at most 10,000), each handed out at most once.' }),
+    }),
+  })
+  .validate(createGoodsInput);
 
 builder.queryField('me', (t) =>
   t.withAuth({ signedIn: true }).field({
@@ -101,8 +103,7 @@ builder.queryField('goodsRedemptions', (t) =>
       limit: t.arg.int({ defaultValue: 100, validate: listLimit }),
       offset: t.arg.int({ defaultValue: 0, validate: listOffset }),
     },
-    resolve: (query, _root, { goodsId, status, limit, offset }, { app }) =>
-      app.points.redemptionsOfGoods(query, String(goodsId), { status, limit: limit ?? 100, offset: offset ?? 0 }),
+    resolve: (query, _root, { goodsId, status, limit, offset }, { app }) => app.points.redemptionsOfGoods(query, String(goodsId), { status, limit: limit ?? 100, offset: offset ?? 0 }),
   }),
 );
 

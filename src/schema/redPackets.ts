@@ -87,17 +87,19 @@ builder.objectType(RedPacketExpired, {
   fields: (t) => ({ expiresAt: t.expose('expiresAt', { type: 'DateTime' }) }),
 });
 
-const CreateRedPacketInput = builder.inputType('CreateRedPacketInput', {
-  fields: (t) => ({
-    totalAmount: t.int({ required: true, description: 'In cents (fen), at most 100,000,000.' }),
-    count: t.int({ required: true, description: 'How many shares, at most 10,000.' }),
-    mode: t.field({ type: SplitMode, defaultValue: 'RANDOM' }),
-    minAmount: t.int({ defaultValue: 1 }),
-    maxAmount: t.int({ description: 'Defaults to the largest share the other bounds allow.' }),
-    expiresInSeconds: t.int({ defaultValue: 86_400 }),
-    greeting: t.string(),
-  }),
-}).validate(createRedPacketInput);
+const CreateRedPacketInput = builder
+  .inputType('CreateRedPacketInput', {
+    fields: (t) => ({
+      totalAmount: t.int({ required: true, description: 'In cents (fen), at most 100,000,000.' }),
+      count: t.int({ required: true, description: 'How many shares, at most 10,000.' }),
+      mode: t.field({ type: SplitMode, defaultValue: 'RANDOM' }),
+      minAmount: t.int({ defaultValue: 1 }),
+      maxAmount: t.int({ description: 'Defaults to the largest share the other bounds allow.' }),
+      expiresInSeconds: t.int({ defaultValue: 86_400 }),
+      greeting: t.string(),
+    }),
+  })
+  .validate(createRedPacketInput);
 
 builder.queryField('redPacket', (t) =>
   t.withAuth({ signedIn: true }).field({

@@ -96,14 +96,16 @@ builder.objectType(NoSeatLock, {
   fields: (t) => ({ nextUnlockAt: t.expose('nextUnlockAt', { type: 'DateTime', nullable: true }) }),
 });
 
-const OpenTeamInput = builder.inputType('OpenTeamInput', {
-  fields: (t) => ({
-    activityId: t.id({ required: true, description: '1 to 64 letters, digits, "_", "-" or ".".' }),
-    capacity: t.int({ defaultValue: 3, description: 'Seats, the leader included: 2 to 50.' }),
-    lockSeconds: t.int({ defaultValue: 300, description: 'How long a seat lock lasts: 1 to 3,600.' }),
-    formationSeconds: t.int({ defaultValue: 86_400, description: 'Time to fill the team: 1 to 604,800.' }),
-  }),
-}).validate(openTeamInput);
+const OpenTeamInput = builder
+  .inputType('OpenTeamInput', {
+    fields: (t) => ({
+      activityId: t.id({ required: true, description: '1 to 64 letters, digits, "_", "-" or ".".' }),
+      capacity: t.int({ defaultValue: 3, description: 'Seats, the leader included: 2 to 50.' }),
+      lockSeconds: t.int({ defaultValue: 300, description: 'How long a seat lock lasts: 1 to 3,600.' }),
+      formationSeconds: t.int({ defaultValue: 86_400, description: 'Time to fill the team: 1 to 604,800.' }),
+    }),
+  })
+  .validate(openTeamInput);
 
 builder.queryField('team', (t) =>
   t.withAuth({ signedIn: true }).field({
