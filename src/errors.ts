@@ -20,9 +20,9 @@ export function graphqlError(code: ErrorCode, message: string, extensions: Recor
 }
 
 /**
- * A domain error as the client is answered: its message and extensions, at the place in
- * the operation `located` names (if any). It stays the original error, so masking it
- * again changes nothing.
+ * A domain error as the client is answered: its message and extensions (graphql-js copies
+ * them from the original error), at the place in the operation `located` names, if any.
+ * The domain error stays its original error, so masking the answer again keeps it.
  */
 export function answeredError(error: DomainError, located?: GraphQLError): GraphQLError {
   return new GraphQLError(error.message, {
