@@ -3,16 +3,19 @@ import ErrorsPlugin from '@pothos/plugin-errors';
 import PrismaPlugin from '@pothos/plugin-prisma';
 import ScopeAuthPlugin from '@pothos/plugin-scope-auth';
 import ValidationPlugin from '@pothos/plugin-validation';
+import { type Context, type SignedInContext, unauthenticated } from './context.ts';
+import { BadInputError } from './domain/errors.ts';
 import { ErrorCode, graphqlError } from './errors.ts';
-import { type Context, unauthenticated } from './context.ts';
 import type PrismaTypes from './generated/pothos-prisma-types.ts';
 import { getDatamodel } from './generated/pothos-prisma-types.ts';
-import { ADMIN_ROLE, AuthFailure } from './infra/auth/tokens.ts';
+import { AuthFailure, isOperator } from './infra/auth/tokens.ts';
 
 export const builder = new SchemaBuilder<{
   Context: Context;
   PrismaTypes: PrismaTypes;
   AuthScopes: { signedIn: boolean; admin: boolean };
+  // Fields built with t.withAuth({ signedIn: true }) or ({ admin: true }) get the viewer non-null.
+  AuthContexts: { signedIn: SignedInContext; admin: SignedInContext };
   Scalars: { DateTime: { Input: Date; Output: Date | string } };
   DefaultFieldNullability: false;
 }>({
@@ -24,7 +27,7 @@ export const builder = new SchemaBuilder<{
     authorizeOnSubscribe: true,
     authScopes: (context) => ({
       signedIn: context.viewer !== null,
-      admin: context.viewer?.roles.includes(ADMIN_ROLE) ?? false,
+      admin: isOperator(context.viewer),
     }),
     unauthorizedError: (_parent, context) =>
       context.viewer
@@ -35,12 +38,12 @@ export const builder = new SchemaBuilder<{
   errors: { defaultTypes: [] },
   validation: {
     validationError: (failure) =>
-      graphqlError(ErrorCode.badUserInput, failure.issues.map((issue) => issue.message).join('; '), {
-        issues: failure.issues.map((issue) => ({
-          path: issue.path?.map((part) => (typeof part === 'object' ? part.key : part)),
+      BadInputError.of(
+        failure.issues.map((issue) => ({
+          path: issue.path?.map((part) => (typeof part === 'object' ? part.key : part) as string | number),
           message: issue.message,
         })),
-      }),
+      ),
   },
   prisma: {
     client: (context) => context.app.prisma,

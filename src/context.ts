@@ -1,6 +1,6 @@
-import type { App } from './app.ts';
 import type { GraphQLError } from 'graphql';
-import { ErrorCode, ServiceUnavailableError, graphqlError } from './errors.ts';
+import type { App } from './app.ts';
+import { ErrorCode, graphqlError, unavailableError } from './errors.ts';
 import { AuthFailure, TokenRefusedError, type Viewer, bearerToken } from './infra/auth/tokens.ts';
 
 export interface Context {
@@ -10,6 +10,9 @@ export interface Context {
   /** Why the Authorization sent is refused; the whole operation is answered with it (useCredentialRefusal). */
   credentialError: GraphQLError | null;
 }
+
+/** The context of a field built with `t.withAuth({ signedIn: true })` (or `admin`): scope auth has checked the viewer. */
+export type SignedInContext = Context & { viewer: Viewer };
 
 /** What Yoga's context factory is given: an HTTP request, or a graphql-ws operation. */
 export interface TransportContext {
@@ -35,11 +38,7 @@ function authorizationIn(record: unknown): string | undefined {
  */
 export function authorizationOf({ request, connectionParams, params }: TransportContext): string | undefined {
   if (request) return request.headers.get('authorization') ?? undefined;
-  return (
-    authorizationIn(params?.extensions?.headers) ??
-    authorizationIn(connectionParams) ??
-    authorizationIn(connectionParams?.headers)
-  );
+  return authorizationIn(params?.extensions?.headers) ?? authorizationIn(connectionParams) ?? authorizationIn(connectionParams?.headers);
 }
 
 /**
@@ -58,7 +57,7 @@ export async function buildContext(app: App, authorization: string | undefined):
   } catch (error) {
     if (error instanceof TokenRefusedError) return refused(app, unauthenticated(error.reason, error.message));
     app.log.warn({ err: error }, 'cannot verify a token');
-    return refused(app, new ServiceUnavailableError('cannot verify tokens right now; retry shortly'));
+    return refused(app, unavailableError('cannot verify tokens right now; retry shortly'));
   }
 }
 
@@ -69,10 +68,4 @@ function refused(app: App, credentialError: GraphQLError): Context {
 /** UNAUTHENTICATED with its reason in `extensions.reason`. */
 export function unauthenticated(reason: AuthFailure, message: string) {
   return graphqlError(ErrorCode.unauthenticated, message, { reason });
-}
-
-/** The caller of a field that requires `signedIn`; scope auth has already checked it. */
-export function viewerOf(context: Context): Viewer {
-  if (!context.viewer) throw new Error('viewerOf called on a field without the signedIn scope');
-  return context.viewer;
 }

@@ -1,8 +1,10 @@
 import { type ExecutionResult, GraphQLError } from 'graphql';
 import { maskError } from 'graphql-yoga';
-import { ErrorCode, ServiceUnavailableError } from './errors.ts';
+import { DomainError, ServiceUnavailableError } from './domain/errors.ts';
+import { answeredError } from './errors.ts';
 
 // Socket errors of ioredis, pg and Prisma's pg adapter when a store is down or restarting.
+// biome-ignore format: one line per source reads better than one code per line
 const OUTAGE_CODES = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN',
   // Prisma: can't reach, timed out, connection closed, pool timeout, too many connections.
@@ -47,25 +49,33 @@ export function isStoreOutage(error: unknown, depth = 0): boolean {
   return causesOf(fields).some((cause) => cause !== error && isStoreOutage(cause, depth + 1));
 }
 
+/** The DomainError an error is, or wraps as GraphQL's original error. */
+function domainErrorIn(error: unknown): DomainError | undefined {
+  for (let current = error; current; current = current instanceof GraphQLError ? current.originalError : undefined) {
+    if (current instanceof DomainError) return current;
+  }
+  return undefined;
+}
+
 export type MaskErrorFunction = (error: unknown, message: string) => Error;
 
 /**
- * Yoga's error masking, in one place for every transport: an outage of Redis or
- * PostgreSQL becomes SERVICE_UNAVAILABLE with a retry hint, anything else unexpected
- * becomes "Unexpected error.". The original error (a Prisma message, file paths, a
- * stack) reaches the client only with `exposeErrors` (GRAPHQL_EXPOSE_ERRORS=1),
- * whatever NODE_ENV says.
+ * Yoga's error masking, in one place for every transport, and the one place a domain
+ * error becomes a GraphQL error: a DomainError (src/domain/errors.ts) is answered with
+ * its message and extensions, an outage of Redis or PostgreSQL becomes
+ * SERVICE_UNAVAILABLE with a retry hint, and anything else unexpected becomes
+ * "Unexpected error.". The original error (a Prisma message, file paths, a stack)
+ * reaches the client only with `exposeErrors` (GRAPHQL_EXPOSE_ERRORS=1), whatever
+ * NODE_ENV says.
  */
 export function createErrorMasking(exposeErrors: boolean): MaskErrorFunction {
   return (error, message) => {
-    if (error instanceof GraphQLError && error.extensions.code === ErrorCode.unavailable) return error;
-    if (isStoreOutage(error)) {
-      const located = error instanceof GraphQLError ? error : undefined;
-      return new ServiceUnavailableError('the service is briefly unavailable; try again', {
-        nodes: located?.nodes,
-        path: located?.path,
-      });
-    }
+    const located = error instanceof GraphQLError ? error : undefined;
+    const domain = domainErrorIn(error);
+    // graphql-js has already copied a resolver's DomainError into a located error: kept as
+    // it is, so Yoga does not log an answer the client was meant to get.
+    if (domain) return located?.originalError === domain ? located : answeredError(domain, located);
+    if (isStoreOutage(error)) return answeredError(new ServiceUnavailableError('the service is briefly unavailable; try again'), located);
     return maskError(error, message, exposeErrors);
   };
 }

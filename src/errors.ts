@@ -1,16 +1,7 @@
-import { GraphQLError, type GraphQLErrorOptions } from 'graphql';
+import { GraphQLError } from 'graphql';
+import { type DomainError, type ErrorCode, ServiceUnavailableError } from './domain/errors.ts';
 
-/** The error codes of the public contract (docs/api.md). */
-export const ErrorCode = {
-  badUserInput: 'BAD_USER_INPUT',
-  unauthenticated: 'UNAUTHENTICATED',
-  forbidden: 'FORBIDDEN',
-  rateLimited: 'RATE_LIMITED',
-  notFound: 'NOT_FOUND',
-  unavailable: 'SERVICE_UNAVAILABLE',
-} as const;
-
-export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+export { ErrorCode } from './domain/errors.ts';
 
 /** The same error with another message or extensions; GraphQLError's fields are read-only. */
 export function rebuiltError(error: GraphQLError, change: { message?: string; extensions?: Record<string, unknown> }): GraphQLError {
@@ -28,17 +19,22 @@ export function graphqlError(code: ErrorCode, message: string, extensions: Recor
   return new GraphQLError(message, { extensions: { code, ...extensions } });
 }
 
-/** How long a client should wait before retrying after SERVICE_UNAVAILABLE (about a Redis restart). */
-export const RETRY_AFTER_UNAVAILABLE_MS = 1000;
-
 /**
- * A temporary failure the client should retry (a packet being rebuilt, a commit that
- * could not be confirmed, Redis or PostgreSQL unreachable). Its message reaches the
- * client with `SERVICE_UNAVAILABLE` and `retryAfterMs` instead of being masked as an
- * unexpected error.
+ * A domain error as the client is answered: its message and extensions (graphql-js copies
+ * them from the original error), at the place in the operation `located` names, if any.
+ * The domain error stays its original error, so masking the answer again keeps it.
  */
-export class ServiceUnavailableError extends GraphQLError {
-  constructor(message: string, options: Pick<GraphQLErrorOptions, 'nodes' | 'path'> = {}) {
-    super(message, { ...options, extensions: { code: ErrorCode.unavailable, retryAfterMs: RETRY_AFTER_UNAVAILABLE_MS } });
-  }
+export function answeredError(error: DomainError, located?: GraphQLError): GraphQLError {
+  return new GraphQLError(error.message, {
+    nodes: located?.nodes,
+    source: located?.source,
+    positions: located?.positions,
+    path: located?.path,
+    originalError: error,
+  });
+}
+
+/** SERVICE_UNAVAILABLE with a retry hint, for refusals made at the edge itself. */
+export function unavailableError(message: string): GraphQLError {
+  return answeredError(new ServiceUnavailableError(message));
 }

@@ -6,7 +6,7 @@ import type { Config } from './config.ts';
 import type { Context } from './context.ts';
 import { retryAfterSeconds } from './errorMasking.ts';
 import { ErrorCode, graphqlError, rebuiltError } from './errors.ts';
-import { ADMIN_ROLE } from './infra/auth/tokens.ts';
+import { isOperator } from './infra/auth/tokens.ts';
 
 /** What both HTTP lanes can read of a request: a WHATWG Request, or the fast lane's view of a Node one. */
 interface RequestHeaders {
@@ -173,7 +173,7 @@ function useOperatorIntrospection(config: Config): Plugin<Context> {
   return {
     onExecute({ args, setResultAndStopExecution }) {
       if (config.NODE_ENV !== 'production' || !asksForIntrospection(args.document)) return;
-      if ((args.contextValue as Context).viewer?.roles.includes(ADMIN_ROLE)) return;
+      if (isOperator((args.contextValue as Context).viewer)) return;
       setResultAndStopExecution({
         errors: [graphqlError(ErrorCode.forbidden, 'introspection is disabled; only operators may introspect the schema')],
       });

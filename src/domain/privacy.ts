@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import { ADMIN_ROLE, type Viewer } from '../infra/auth/tokens.ts';
+import { type Viewer, isOperator } from '../infra/auth/tokens.ts';
 
 /**
  * The campaign a user id is shown in. Aliases are per campaign: the same user has one
@@ -47,7 +47,7 @@ export class UserAliases {
   }
 
   shownTo(viewer: Viewer | null, scope: AliasScope, userId: string): string {
-    if (viewer && (viewer.userId === userId || viewer.roles.includes(ADMIN_ROLE))) return userId;
+    if (viewer?.userId === userId || isOperator(viewer)) return userId;
     return this.alias(scope, userId);
   }
 

@@ -2,7 +2,7 @@ import type { DocumentNode } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { App } from '../app.ts';
 import type { Context } from '../context.ts';
-import { ErrorCode, ServiceUnavailableError, graphqlError } from '../errors.ts';
+import { ErrorCode, graphqlError, unavailableError } from '../errors.ts';
 import type { RateLimiter } from '../infra/rateLimit.ts';
 import { clientAddress, requestOf } from './clientAddress.ts';
 import { operationOf, rootFieldCount } from './operation.ts';
@@ -40,7 +40,7 @@ export function useRateLimits(app: App): Plugin<Context> {
     } catch (error) {
       // Without Redis the budget cannot be counted; the request would fail at Redis next anyway.
       app.log.warn({ err: error }, 'cannot count a request against its rate limit');
-      payload.setResultAndStopExecution({ errors: [new ServiceUnavailableError('the service is briefly unavailable; retry shortly')] });
+      payload.setResultAndStopExecution({ errors: [unavailableError('the service is briefly unavailable; retry shortly')] });
     }
   };
   const limit = (payload: Payload): Promise<void> | undefined => {

@@ -2,8 +2,8 @@ import { GraphQLError, Kind } from 'graphql';
 import { builder } from '../builder.ts';
 import type { Context } from '../context.ts';
 import type { AliasScope } from '../domain/privacy.ts';
-import { NotFound, Problem } from '../domain/problems.ts';
-import { ErrorCode } from '../errors.ts';
+import { NotFound, type Problem } from '../domain/problems.ts';
+import { ErrorCode, graphqlError } from '../errors.ts';
 
 function parseDateTime(value: unknown): Date {
   const date = typeof value === 'string' ? new Date(value) : new Date(Number.NaN);
@@ -34,6 +34,20 @@ export function asProblem(problemClass: abstract new (...args: never[]) => Probl
 }
 
 builder.objectType(NotFound, { name: 'NotFound', ...asProblem(NotFound) });
+
+/** NOT_FOUND for a field whose result type has no NotFound member; `what` names the campaign, with its id. */
+export function notFoundError(what: string): GraphQLError {
+  return graphqlError(ErrorCode.notFound, `${what} does not exist`);
+}
+
+/**
+ * A subscription to one campaign: NOT_FOUND at once when it does not exist, rather than
+ * a stream that would stay silent; otherwise its events.
+ */
+export async function watchExisting<T>(what: string, found: Promise<unknown>, watch: () => AsyncIterable<T>): Promise<AsyncIterable<T>> {
+  if (!(await found)) throw notFoundError(what);
+  return watch();
+}
 
 /** A user id as the caller may see it in a campaign: the id itself or an alias (src/domain/privacy.ts). */
 export function shownUserId(context: Context, scope: AliasScope, userId: string): string {

@@ -1,15 +1,13 @@
 import { wrapOrThrow } from '@pothos/plugin-errors';
 import { z } from 'zod';
 import { builder } from '../builder.ts';
-import { viewerOf } from '../context.ts';
 import { createLotteryInput, requestIdInput, updateLotteryInput } from '../domain/lottery/input.ts';
 import { ActivityNotActive, DrawLimitReached } from '../domain/lottery/problems.ts';
 import type { DrawAudit, LotteryActivityView, LotteryLoseView, LotteryWinView, PrizeView } from '../domain/lottery/service.ts';
 import { LOTTERY_LIMITS } from '../domain/lottery/settings.ts';
 import { aliasScope, userIdRule } from '../domain/privacy.ts';
 import { NotFound } from '../domain/problems.ts';
-import { ErrorCode, graphqlError } from '../errors.ts';
-import { asProblem, shownUserId } from './common.ts';
+import { asProblem, shownUserId, watchExisting } from './common.ts';
 
 const USER_IDS = userIdRule('this lottery activity');
 
@@ -141,20 +139,21 @@ const PrizeInput = builder.inputType('PrizeInput', {
   }),
 });
 
-const CreateLotteryInput = builder.inputType('CreateLotteryInput', {
-  fields: (t) => ({
-    title: t.string({ required: true }),
-    startsAt: t.field({ type: 'DateTime', required: true }),
-    endsAt: t.field({ type: 'DateTime', required: true }),
-    strategy: t.field({ type: LotteryStrategy, defaultValue: 'WEIGHTED' }),
-    noPrizeWeight: t.int({ defaultValue: 0 }),
-    dailyDrawLimit: t.int({ defaultValue: 0, description: '0 = unlimited.' }),
-    dailyWinLimit: t.int({ defaultValue: 0, description: '0 = unlimited.' }),
-    timezone: t.string({ defaultValue: 'Asia/Shanghai' }),
-    prizes: t.field({ type: [PrizeInput], required: true }),
-  }),
-  validate: createLotteryInput,
-});
+const CreateLotteryInput = builder
+  .inputType('CreateLotteryInput', {
+    fields: (t) => ({
+      title: t.string({ required: true }),
+      startsAt: t.field({ type: 'DateTime', required: true }),
+      endsAt: t.field({ type: 'DateTime', required: true }),
+      strategy: t.field({ type: LotteryStrategy, defaultValue: 'WEIGHTED' }),
+      noPrizeWeight: t.int({ defaultValue: 0 }),
+      dailyDrawLimit: t.int({ defaultValue: 0, description: '0 = unlimited.' }),
+      dailyWinLimit: t.int({ defaultValue: 0, description: '0 = unlimited.' }),
+      timezone: t.string({ defaultValue: 'Asia/Shanghai' }),
+      prizes: t.field({ type: [PrizeInput], required: true }),
+    }),
+  })
+  .validate(createLotteryInput);
 
 const PrizeUpdateInput = builder.inputType('PrizeUpdateInput', {
   fields: (t) => ({
@@ -166,92 +165,86 @@ const PrizeUpdateInput = builder.inputType('PrizeUpdateInput', {
   }),
 });
 
-const UpdateLotteryInput = builder.inputType('UpdateLotteryInput', {
-  description: 'Omitted fields stay as they are.',
-  fields: (t) => ({
-    endsAt: t.field({ type: 'DateTime' }),
-    paused: t.boolean(),
-    noPrizeWeight: t.int(),
-    dailyDrawLimit: t.int(),
-    dailyWinLimit: t.int(),
-    prizes: t.field({ type: [PrizeUpdateInput] }),
-  }),
-  validate: updateLotteryInput,
-});
+const UpdateLotteryInput = builder
+  .inputType('UpdateLotteryInput', {
+    description: 'Omitted fields stay as they are.',
+    fields: (t) => ({
+      endsAt: t.field({ type: 'DateTime' }),
+      paused: t.boolean(),
+      noPrizeWeight: t.int(),
+      dailyDrawLimit: t.int(),
+      dailyWinLimit: t.int(),
+      prizes: t.field({ type: [PrizeUpdateInput] }),
+    }),
+  })
+  .validate(updateLotteryInput);
 
 builder.queryField('lotteryActivity', (t) =>
-  t.field({
+  t.withAuth({ signedIn: true }).field({
     type: LotteryActivity,
     nullable: true,
-    authScopes: { signedIn: true },
     args: { id: t.arg.id({ required: true }) },
     resolve: (_root, { id }, { app }) => app.lottery.get(String(id)),
   }),
 );
 
 builder.queryField('lotteryDrawAudit', (t) =>
-  t.field({
+  t.withAuth({ admin: true }).field({
     type: LotteryDrawAudit,
     nullable: true,
     description: 'Operators: replays a committed draw.',
-    authScopes: { admin: true },
     args: { drawId: t.arg.id({ required: true }) },
     resolve: (_root, { drawId }, { app }) => app.lottery.audit(String(drawId)),
   }),
 );
 
 builder.mutationField('createLotteryActivity', (t) =>
-  t.field({
+  t.withAuth({ admin: true }).field({
     type: LotteryActivity,
     description: 'Operators only.',
-    authScopes: { admin: true },
     args: { input: t.arg({ type: CreateLotteryInput, required: true }) },
-    resolve: (_root, { input }, context) => context.app.lottery.create(viewerOf(context).userId, createLotteryInput.parse(input)),
+    resolve: (_root, { input }, { app, viewer }) => app.lottery.create(viewer.userId, input),
   }),
 );
 
 builder.mutationField('drawLottery', (t) =>
-  t.field({
+  t.withAuth({ signedIn: true }).field({
     type: DrawLotteryResult,
     description: 'One draw; a result is already committed in PostgreSQL. The same requestId returns the first result and counts once.',
-    authScopes: { signedIn: true },
     args: {
       activityId: t.arg.id({ required: true }),
       requestId: t.arg.string({ validate: requestIdInput }),
     },
-    resolve: (_root, { activityId, requestId }, context) =>
-      context.app.lottery.draw(viewerOf(context).userId, String(activityId), requestId ?? null).catch((error: unknown) => wrapOrThrow(error, drawProblems) as DrawProblem),
+    resolve: (_root, { activityId, requestId }, { app, viewer }) =>
+      app.lottery.draw(viewer.userId, String(activityId), requestId ?? null).catch((error: unknown) => wrapOrThrow(error, drawProblems) as DrawProblem),
   }),
 );
 
 builder.mutationField('updateLotteryActivity', (t) =>
-  t.field({
+  t.withAuth({ admin: true }).field({
     type: LotteryActivity,
     description: 'Operators: changes weights, stock, limits, the end or pause; the next draw sees all of it at once.',
-    authScopes: { admin: true },
     errors: { types: [NotFound], directResult: true, union: { name: 'UpdateLotteryActivityResult' } },
     args: {
       activityId: t.arg.id({ required: true }),
       input: t.arg({ type: UpdateLotteryInput, required: true }),
     },
-    resolve: (_root, { activityId, input }, context) =>
-      context.app.lottery.update(viewerOf(context).userId, String(activityId), updateLotteryInput.parse(input)),
+    resolve: (_root, { activityId, input }, { app, viewer }) => app.lottery.update(viewer.userId, String(activityId), input),
   }),
 );
 
 builder.subscriptionField('lotteryWinners', (t) =>
-  t.field({
+  t.withAuth({ signedIn: true }).field({
     type: LotteryWin,
     description:
       "The latest `recent` wins, then every win as it is committed (each its own event, none merged). Completes once the activity has ENDED, after the wins of draws made before the end. Each subscriber sees the winners' user ids by the rule of LotteryWin.userId.",
-    authScopes: { signedIn: true },
     args: {
       activityId: t.arg.id({ required: true }),
       recent: t.arg.int({ defaultValue: 0, validate: z.number().int().min(0).max(LOTTERY_LIMITS.maxRecentWins) }),
     },
-    subscribe: async (_root, { activityId, recent }, { app }) => {
-      if (!(await app.lottery.get(String(activityId)))) throw graphqlError(ErrorCode.notFound, `lottery activity ${activityId} does not exist`);
-      return app.lottery.winners(String(activityId), recent ?? 0);
+    subscribe: (_root, { activityId, recent }, { app }) => {
+      const id = String(activityId);
+      return watchExisting(`lottery activity ${id}`, app.lottery.get(id), () => app.lottery.winners(id, recent ?? 0));
     },
     resolve: (win) => win,
   }),

@@ -17,10 +17,9 @@ const JournalDeadLetter = builder.objectRef<DeadLetter>('JournalDeadLetter').imp
 });
 
 builder.queryField('journalDeadLetters', (t) =>
-  t.field({
+  t.withAuth({ admin: true }).field({
     type: [JournalDeadLetter],
     description: 'Operators: journal entries PostgreSQL refused, newest first.',
-    authScopes: { admin: true },
     args: { limit: t.arg.int({ defaultValue: 50, validate: listLimit }) },
     resolve: (_root, { limit }, { app }) => app.journal.deadLetters(limit ?? 50),
   }),

@@ -1,21 +1,9 @@
 import { builder } from '../builder.ts';
-import { viewerOf } from '../context.ts';
 import { awardPointsArgs, createGoodsInput, listLimit, listOffset, redeemPointsArgs } from '../domain/points/input.ts';
-import { InputRefused } from '../domain/points/persistence.ts';
 import { InsufficientPoints, OutOfStock, PerUserLimitReached } from '../domain/points/problems.ts';
 import { NotFound } from '../domain/problems.ts';
-import { ErrorCode, graphqlError } from '../errors.ts';
 import { RedemptionStatus } from '../generated/prisma/enums.ts';
 import { asProblem } from './common.ts';
-
-/** Refusals the contract has no problem type for (awardPoints answers Int!, createGoods Goods!) are malformed input. */
-async function refusedAsBadInput<T>(run: () => Promise<T>): Promise<T> {
-  try {
-    return await run();
-  } catch (error) {
-    throw error instanceof InputRefused ? graphqlError(ErrorCode.badUserInput, error.message) : error;
-  }
-}
 
 const RedemptionStatusEnum = builder.enumType(RedemptionStatus, {
   name: 'RedemptionStatus',
@@ -77,92 +65,83 @@ builder.objectType(PerUserLimitReached, {
   fields: (t) => ({ perUserLimit: t.exposeInt('perUserLimit') }),
 });
 
-const CreateGoodsInput = builder.inputType('CreateGoodsInput', {
-  fields: (t) => ({
-    title: t.string({ required: true }),
-    pointsCost: t.int({ required: true }),
-    stock: t.int({ required: true, description: 'With voucherCodes, the number of codes.' }),
-    perUserLimit: t.int({ defaultValue: 0, description: '0 = unlimited.' }),
-    voucherCodes: t.stringList({ description: 'A pool of codes (at most 10,000), each handed out at most once.' }),
-  }),
-  validate: createGoodsInput,
-});
+const CreateGoodsInput = builder
+  .inputType('CreateGoodsInput', {
+    fields: (t) => ({
+      title: t.string({ required: true }),
+      pointsCost: t.int({ required: true }),
+      stock: t.int({ required: true, description: 'With voucherCodes, the number of codes.' }),
+      perUserLimit: t.int({ defaultValue: 0, description: '0 = unlimited.' }),
+      voucherCodes: t.stringList({ description: 'A pool of codes (at most 10,000), each handed out at most once.' }),
+    }),
+  })
+  .validate(createGoodsInput);
 
 builder.queryField('me', (t) =>
-  t.field({
+  t.withAuth({ signedIn: true }).field({
     type: Me,
-    authScopes: { signedIn: true },
-    resolve: (_root, _args, context) => ({ userId: viewerOf(context).userId }),
+    resolve: (_root, _args, { viewer }) => ({ userId: viewer.userId }),
   }),
 );
 
 builder.queryField('goods', (t) =>
-  t.prismaField({
+  t.withAuth({ signedIn: true }).prismaField({
     type: 'Goods',
     nullable: true,
-    authScopes: { signedIn: true },
     args: { id: t.arg.id({ required: true }) },
     resolve: (query, _root, { id }, { app }) => app.points.findGoods(query, String(id)),
   }),
 );
 
 builder.queryField('goodsRedemptions', (t) =>
-  t.prismaField({
+  t.withAuth({ admin: true }).prismaField({
     type: [Redemption],
     description: "Operators: a goods item's redemptions, oldest first.",
-    authScopes: { admin: true },
     args: {
       goodsId: t.arg.id({ required: true }),
       status: t.arg({ type: RedemptionStatusEnum }),
       limit: t.arg.int({ defaultValue: 100, validate: listLimit }),
       offset: t.arg.int({ defaultValue: 0, validate: listOffset }),
     },
-    resolve: (query, _root, { goodsId, status, limit, offset }, { app }) =>
-      app.points.redemptionsOfGoods(query, String(goodsId), { status, limit: limit ?? 100, offset: offset ?? 0 }),
+    resolve: (query, _root, { goodsId, status, limit, offset }, { app }) => app.points.redemptionsOfGoods(query, String(goodsId), { status, limit: limit ?? 100, offset: offset ?? 0 }),
   }),
 );
 
 builder.mutationField('awardPoints', (t) =>
-  t.int({
+  t.withAuth({ admin: true }).int({
     description: 'Operators: adds points (negative: takes them back, never below zero). Idempotent per requestId. The new balance.',
-    authScopes: { admin: true },
-    args: {
-      userId: t.arg.id({ required: true }),
-      amount: t.arg.int({ required: true }),
-      reason: t.arg.string({ required: true }),
-      requestId: t.arg.string({ required: true }),
-    },
-    validate: awardPointsArgs,
-    resolve: (_root, args, { app }) => refusedAsBadInput(() => app.points.award(awardPointsArgs.parse(args))),
+    args: t.validate(
+      {
+        userId: t.arg.id({ required: true }),
+        amount: t.arg.int({ required: true }),
+        reason: t.arg.string({ required: true }),
+        requestId: t.arg.string({ required: true }),
+      },
+      awardPointsArgs,
+    ),
+    resolve: (_root, award, { app }) => app.points.award(award),
   }),
 );
 
 builder.mutationField('createGoods', (t) =>
-  t.field({
+  t.withAuth({ admin: true }).field({
     type: Goods,
     description: 'Operators: a goods item of the points shop.',
-    authScopes: { admin: true },
     args: { input: t.arg({ type: CreateGoodsInput, required: true }) },
-    resolve: (_root, { input }, context) =>
-      refusedAsBadInput(() => context.app.points.createGoods(viewerOf(context).userId, createGoodsInput.parse(input))),
+    resolve: (_root, { input }, { app, viewer }) => app.points.createGoods(viewer.userId, input),
   }),
 );
 
 builder.mutationField('redeemPoints', (t) =>
-  t.field({
+  t.withAuth({ signedIn: true }).field({
     type: Redemption,
     description: 'Spends points on one unit; a success is already committed in PostgreSQL. The same requestId gets the same answer.',
-    authScopes: { signedIn: true },
     errors: {
       types: [InsufficientPoints, OutOfStock, PerUserLimitReached, NotFound],
       directResult: true,
       union: { name: 'RedeemPointsResult' },
     },
-    args: { goodsId: t.arg.id({ required: true }), requestId: t.arg.string({ required: true }) },
-    validate: redeemPointsArgs,
-    resolve: (_root, args, context) => {
-      const { goodsId, requestId } = redeemPointsArgs.parse({ ...args, goodsId: String(args.goodsId) });
-      return context.app.points.redeem(viewerOf(context).userId, goodsId, requestId);
-    },
+    args: t.validate({ goodsId: t.arg.id({ required: true }), requestId: t.arg.string({ required: true }) }, redeemPointsArgs),
+    resolve: (_root, { goodsId, requestId }, { app, viewer }) => app.points.redeem(viewer.userId, goodsId, requestId),
   }),
 );

@@ -1,13 +1,11 @@
 import { builder } from '../builder.ts';
-import { viewerOf } from '../context.ts';
 import { aliasScope, userIdRule } from '../domain/privacy.ts';
 import { NotFound } from '../domain/problems.ts';
 import { createRedPacketInput } from '../domain/redPackets/input.ts';
 import { AlreadyGrabbed, RedPacketEmpty, RedPacketExpired } from '../domain/redPackets/problems.ts';
 import type { GrabbedShare } from '../domain/redPackets/service.ts';
 import { type RedPacketShareView, type RedPacketState, redPacketStatus } from '../domain/redPackets/store.ts';
-import { ErrorCode, graphqlError } from '../errors.ts';
-import { asProblem, shownUserId } from './common.ts';
+import { asProblem, shownUserId, watchExisting } from './common.ts';
 
 const USER_IDS = userIdRule('this red packet');
 
@@ -89,60 +87,56 @@ builder.objectType(RedPacketExpired, {
   fields: (t) => ({ expiresAt: t.expose('expiresAt', { type: 'DateTime' }) }),
 });
 
-const CreateRedPacketInput = builder.inputType('CreateRedPacketInput', {
-  fields: (t) => ({
-    totalAmount: t.int({ required: true, description: 'In cents (fen), at most 100,000,000.' }),
-    count: t.int({ required: true, description: 'How many shares, at most 10,000.' }),
-    mode: t.field({ type: SplitMode, defaultValue: 'RANDOM' }),
-    minAmount: t.int({ defaultValue: 1 }),
-    maxAmount: t.int({ description: 'Defaults to the largest share the other bounds allow.' }),
-    expiresInSeconds: t.int({ defaultValue: 86_400 }),
-    greeting: t.string(),
-  }),
-  validate: createRedPacketInput,
-});
-
+const CreateRedPacketInput = builder
+  .inputType('CreateRedPacketInput', {
+    fields: (t) => ({
+      totalAmount: t.int({ required: true, description: 'In cents (fen), at most 100,000,000.' }),
+      count: t.int({ required: true, description: 'How many shares, at most 10,000.' }),
+      mode: t.field({ type: SplitMode, defaultValue: 'RANDOM' }),
+      minAmount: t.int({ defaultValue: 1 }),
+      maxAmount: t.int({ description: 'Defaults to the largest share the other bounds allow.' }),
+      expiresInSeconds: t.int({ defaultValue: 86_400 }),
+      greeting: t.string(),
+    }),
+  })
+  .validate(createRedPacketInput);
 
 builder.queryField('redPacket', (t) =>
-  t.field({
+  t.withAuth({ signedIn: true }).field({
     type: RedPacket,
     nullable: true,
-    authScopes: { signedIn: true },
     args: { id: t.arg.id({ required: true }) },
     resolve: (_root, { id }, { app }) => app.redPackets.get(String(id)),
   }),
 );
 
 builder.mutationField('createRedPacket', (t) =>
-  t.field({
+  t.withAuth({ signedIn: true }).field({
     type: RedPacket,
     description: 'Splits the amount now; the caller is the sender.',
-    authScopes: { signedIn: true },
     args: { input: t.arg({ type: CreateRedPacketInput, required: true }) },
-    resolve: (_root, { input }, context) => context.app.redPackets.create(viewerOf(context).userId, createRedPacketInput.parse(input)),
+    resolve: (_root, { input }, { app, viewer }) => app.redPackets.create(viewer.userId, input),
   }),
 );
 
 builder.mutationField('grabRedPacket', (t) =>
-  t.field({
+  t.withAuth({ signedIn: true }).field({
     type: GrabbedShareRef,
     description: 'Takes one share; a success is already committed in PostgreSQL.',
-    authScopes: { signedIn: true },
     errors: {
       types: [AlreadyGrabbed, RedPacketEmpty, RedPacketExpired, NotFound],
       directResult: true,
       union: { name: 'GrabRedPacketResult' },
     },
     args: { packetId: t.arg.id({ required: true }) },
-    resolve: (_root, { packetId }, context) => context.app.redPackets.grab(viewerOf(context).userId, String(packetId)),
+    resolve: (_root, { packetId }, { app, viewer }) => app.redPackets.grab(viewer.userId, String(packetId)),
   }),
 );
 
 builder.mutationField('closeRedPacket', (t) =>
-  t.field({
+  t.withAuth({ admin: true }).field({
     type: RedPacket,
     description: 'Operators: ends the packet now; what is left is refunded to the sender within seconds.',
-    authScopes: { admin: true },
     errors: { types: [NotFound], directResult: true, union: { name: 'CloseRedPacketResult' } },
     args: { packetId: t.arg.id({ required: true }) },
     resolve: (_root, { packetId }, { app }) => app.redPackets.close(String(packetId)),
@@ -150,15 +144,14 @@ builder.mutationField('closeRedPacket', (t) =>
 );
 
 builder.subscriptionField('redPacketUpdated', (t) =>
-  t.field({
+  t.withAuth({ signedIn: true }).field({
     type: RedPacket,
     description:
       'The current state first, then newer states: after grabs, at the expiry instant, and with the refund. Only committed grabs count, and each event is one consistent snapshot (shares, counts and amounts agree). Grabs close together are merged into one event carrying the newest state, so intermediate states may be skipped. The stream completes after a final state: EMPTY, or EXPIRED with the refund settled.',
-    authScopes: { signedIn: true },
     args: { packetId: t.arg.id({ required: true }) },
-    subscribe: async (_root, { packetId }, { app }) => {
-      if (!(await app.redPackets.get(String(packetId)))) throw graphqlError(ErrorCode.notFound, `red packet ${packetId} does not exist`);
-      return app.redPackets.watch(String(packetId));
+    subscribe: (_root, { packetId }, { app }) => {
+      const id = String(packetId);
+      return watchExisting(`red packet ${id}`, app.redPackets.get(id), () => app.redPackets.watch(id));
     },
     resolve: (state) => state,
   }),

@@ -1,13 +1,12 @@
 import { builder } from '../builder.ts';
-import { type Context, viewerOf } from '../context.ts';
+import type { Context } from '../context.ts';
 import { aliasScope, userIdRule } from '../domain/privacy.ts';
 import { NotFound } from '../domain/problems.ts';
 import { activityId as activityIdSchema, openTeamInput, paymentRef as paymentRefSchema, teamListLimit } from '../domain/teams/input.ts';
 import { AlreadyMember, NoSeatLock, TeamClosed, TeamFull } from '../domain/teams/problems.ts';
 import type { SeatLocked } from '../domain/teams/service.ts';
 import type { SeatLockView, TeamMemberView, TeamState } from '../domain/teams/store.ts';
-import { ErrorCode, graphqlError } from '../errors.ts';
-import { asProblem, shownUserId } from './common.ts';
+import { asProblem, notFoundError, shownUserId, watchExisting } from './common.ts';
 
 const USER_IDS = userIdRule('this group-buy activity (all its teams)');
 
@@ -97,33 +96,30 @@ builder.objectType(NoSeatLock, {
   fields: (t) => ({ nextUnlockAt: t.expose('nextUnlockAt', { type: 'DateTime', nullable: true }) }),
 });
 
-const OpenTeamInput = builder.inputType('OpenTeamInput', {
-  fields: (t) => ({
-    activityId: t.id({ required: true, description: '1 to 64 letters, digits, "_", "-" or ".".' }),
-    capacity: t.int({ defaultValue: 3, description: 'Seats, the leader included: 2 to 50.' }),
-    lockSeconds: t.int({ defaultValue: 300, description: 'How long a seat lock lasts: 1 to 3,600.' }),
-    formationSeconds: t.int({ defaultValue: 86_400, description: 'Time to fill the team: 1 to 604,800.' }),
-  }),
-  validate: openTeamInput,
-});
-
-const teamNotFound = (teamId: string) => graphqlError(ErrorCode.notFound, `team ${teamId} does not exist`);
+const OpenTeamInput = builder
+  .inputType('OpenTeamInput', {
+    fields: (t) => ({
+      activityId: t.id({ required: true, description: '1 to 64 letters, digits, "_", "-" or ".".' }),
+      capacity: t.int({ defaultValue: 3, description: 'Seats, the leader included: 2 to 50.' }),
+      lockSeconds: t.int({ defaultValue: 300, description: 'How long a seat lock lasts: 1 to 3,600.' }),
+      formationSeconds: t.int({ defaultValue: 86_400, description: 'Time to fill the team: 1 to 604,800.' }),
+    }),
+  })
+  .validate(openTeamInput);
 
 builder.queryField('team', (t) =>
-  t.field({
+  t.withAuth({ signedIn: true }).field({
     type: Team,
     nullable: true,
-    authScopes: { signedIn: true },
     args: { id: t.arg.id({ required: true }) },
     resolve: (_root, { id }, { app }) => app.teams.get(String(id)),
   }),
 );
 
 builder.queryField('teams', (t) =>
-  t.field({
+  t.withAuth({ signedIn: true }).field({
     type: [Team],
     description: 'The "join a team" list: open teams with free seats first, then the rest, oldest first.',
-    authScopes: { signedIn: true },
     args: {
       activityId: t.arg.id({ required: true, validate: activityIdSchema }),
       status: t.arg({ type: TeamStatusEnum }),
@@ -134,49 +130,45 @@ builder.queryField('teams', (t) =>
 );
 
 builder.mutationField('openTeam', (t) =>
-  t.field({
+  t.withAuth({ signedIn: true }).field({
     type: Team,
     description: 'The caller becomes the leader and the first member.',
-    authScopes: { signedIn: true },
     args: { input: t.arg({ type: OpenTeamInput, required: true }) },
-    resolve: (_root, { input }, context) => context.app.teams.open(viewerOf(context).userId, openTeamInput.parse(input)),
+    resolve: (_root, { input }, { app, viewer }) => app.teams.open(viewer.userId, input),
   }),
 );
 
 builder.mutationField('lockTeamSeat', (t) =>
-  t.field({
+  t.withAuth({ signedIn: true }).field({
     type: SeatLockedRef,
     description: "Holds a seat while the caller pays; moves the caller's live lock from another team of the activity.",
-    authScopes: { signedIn: true },
     errors: {
       types: [TeamFull, AlreadyMember, TeamClosed, NotFound],
       directResult: true,
       union: { name: 'LockTeamSeatResult' },
     },
     args: { teamId: t.arg.id({ required: true }) },
-    resolve: (_root, { teamId }, context) => context.app.teams.lock(viewerOf(context).userId, String(teamId)),
+    resolve: (_root, { teamId }, { app, viewer }) => app.teams.lock(viewer.userId, String(teamId)),
   }),
 );
 
 builder.mutationField('releaseTeamSeat', (t) =>
-  t.field({
+  t.withAuth({ signedIn: true }).field({
     type: Team,
     description: "Gives the caller's seat lock back at once. Without a lock: the team, unchanged.",
-    authScopes: { signedIn: true },
     args: { teamId: t.arg.id({ required: true }) },
-    resolve: async (_root, { teamId }, context) => {
-      const team = await context.app.teams.release(viewerOf(context).userId, String(teamId));
-      if (!team) throw teamNotFound(String(teamId));
+    resolve: async (_root, { teamId }, { app, viewer }) => {
+      const team = await app.teams.release(viewer.userId, String(teamId));
+      if (!team) throw notFoundError(`team ${teamId}`);
       return team;
     },
   }),
 );
 
 builder.mutationField('confirmTeamSeat', (t) =>
-  t.field({
+  t.withAuth({ signedIn: true }).field({
     type: Team,
     description: 'The payment went through: lock -> member, idempotent per paymentRef. A success is already committed in PostgreSQL.',
-    authScopes: { signedIn: true },
     errors: {
       types: [NoSeatLock, TeamClosed, NotFound],
       directResult: true,
@@ -186,20 +178,19 @@ builder.mutationField('confirmTeamSeat', (t) =>
       teamId: t.arg.id({ required: true }),
       paymentRef: t.arg.string({ required: true, validate: paymentRefSchema }),
     },
-    resolve: (_root, { teamId, paymentRef }, context) => context.app.teams.confirm(viewerOf(context).userId, String(teamId), paymentRef),
+    resolve: (_root, { teamId, paymentRef }, { app, viewer }) => app.teams.confirm(viewer.userId, String(teamId), paymentRef),
   }),
 );
 
 builder.subscriptionField('teamStatus', (t) =>
-  t.field({
+  t.withAuth({ signedIn: true }).field({
     type: Team,
     description:
       'The current state first, then newer states after changes: lock, release, lock expiry, confirm, completion, failure. Changes close together are merged into one event carrying the newest state (version grows), so intermediate states may be skipped. The stream completes after the team is COMPLETE or FAILED.',
-    authScopes: { signedIn: true },
     args: { teamId: t.arg.id({ required: true }) },
-    subscribe: async (_root, { teamId }, { app }) => {
-      if (!(await app.teams.get(String(teamId)))) throw teamNotFound(String(teamId));
-      return app.teams.watch(String(teamId));
+    subscribe: (_root, { teamId }, { app }) => {
+      const id = String(teamId);
+      return watchExisting(`team ${id}`, app.teams.get(id), () => app.teams.watch(id));
     },
     resolve: (state) => state,
   }),

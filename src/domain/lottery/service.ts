@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { ErrorCode, ServiceUnavailableError, graphqlError } from '../../errors.ts';
 import type { JournalEntry } from '../../infra/journal/journal.ts';
 import { hydrate, withRebuild } from '../../infra/redis/hydration.ts';
 import type { ScriptClock } from '../../infra/redis/testClock.ts';
 import type { CampaignDeps } from '../deps.ts';
+import { BadInputError, ServiceUnavailableError } from '../errors.ts';
 import { NotFound } from '../problems.ts';
 import { type RandomSource, cryptoRandom } from '../random.ts';
 import { changeSettings } from './change.ts';
@@ -84,10 +84,6 @@ export interface LotteryDeps extends CampaignDeps {
 const ATTEMPTS = 3;
 /** The scheduler fills every hour that starts within this much of now. */
 const SCHEDULE_LOOK_AHEAD_MS = ONE_HOUR_MS;
-
-function badInput(issues: { path: (string | number)[]; message: string }[]): Error {
-  return graphqlError(ErrorCode.badUserInput, issues.map((issue) => issue.message).join('; '), { issues });
-}
 
 export class LotteryService {
   private readonly store: LotteryStore;
@@ -181,7 +177,7 @@ export class LotteryService {
       const current = await this.settings(activityId);
       if (!current) throw new NotFound('lottery activity', activityId);
       const change = changeSettings(current, input);
-      if (change.kind === 'invalid') throw badInput(change.issues);
+      if (change.kind === 'invalid') throw BadInputError.of(change.issues);
       const { settings, topUps } = change;
       await this.deps.journal.trackStream(lotteryKeys(activityId).journal, settings.retainUntilMs);
       const reply = await withRebuild(() => this.store.updateSettings(activityId, current.version, settings, changedBy, topUps), () => this.rebuild(activityId));

@@ -1,5 +1,6 @@
 import { Prisma, type PrismaClient, type Redemption } from '../../generated/prisma/client.ts';
 import { type JournalEntry, type JournalHandler, conflictingEntries } from '../../infra/journal/journal.ts';
+import { BadInputError } from '../errors.ts';
 import type { LeasedRedemption, VoucherDeliveryWorker } from './delivery.ts';
 import { type CreateGoodsInput, MAX_POINTS } from './input.ts';
 import { ANSWER_TTL_MS, type BalanceSnapshot, type GoodsSnapshot } from './store.ts';
@@ -162,9 +163,6 @@ export function pendingRedemption(fields: Record<string, string>): Redemption {
   };
 }
 
-/** A request the data refuses: the contract has no problem type for it, so it is malformed input. */
-export class InputRefused extends Error {}
-
 export interface Award {
   userId: string;
   amount: number;
@@ -176,7 +174,7 @@ export interface Award {
  * Writes an award's ledger row and moves the materialized balance, in one statement:
  * the account row is locked first, so the guard (the balance stays within 0 … 2^31−1)
  * sees the newest balance. 'replayed' when the requestId was used before (nothing
- * changes). Throws InputRefused when the guard fails, or when the requestId named
+ * changes). Throws BadInputError when the guard fails, or when the requestId named
  * another award.
  */
 export async function recordAward(prisma: PrismaClient, award: Award): Promise<'applied' | 'replayed'> {
@@ -202,8 +200,8 @@ export async function recordAward(prisma: PrismaClient, award: Award): Promise<'
     SELECT EXISTS (SELECT 1 FROM ledger) AS inserted, COALESCE((SELECT balance FROM current), 0) AS before`;
   if (outcome!.inserted) return 'applied';
   const first = await prisma.pointsLedger.findUnique({ where: { requestId: award.requestId } });
-  if (!first) throw new InputRefused(outcome!.before + award.amount < 0 ? 'the balance would go below zero' : `the balance would exceed ${MAX_POINTS}`);
-  if (first.userId !== award.userId || first.delta !== award.amount) throw new InputRefused(`requestId ${award.requestId} was already used for another award`);
+  if (!first) throw new BadInputError(outcome!.before + award.amount < 0 ? 'the balance would go below zero' : `the balance would exceed ${MAX_POINTS}`);
+  if (first.userId !== award.userId || first.delta !== award.amount) throw new BadInputError(`requestId ${award.requestId} was already used for another award`);
   return 'replayed';
 }
 
@@ -261,7 +259,7 @@ export async function loadGoods(prisma: PrismaClient, goodsId: string): Promise<
   };
 }
 
-/** Inserts the goods item and its pool. Throws InputRefused when a code is already in a pool. */
+/** Inserts the goods item and its pool. Throws BadInputError when a code is already in a pool. */
 export async function insertGoods(prisma: PrismaClient, id: string, createdBy: string, input: CreateGoodsInput) {
   const codes = input.voucherCodes ?? [];
   try {
@@ -274,7 +272,7 @@ export async function insertGoods(prisma: PrismaClient, id: string, createdBy: s
     });
   } catch (error) {
     if (error instanceof Prisma.PrismaClientKnownRequestError && error.code === 'P2002') {
-      throw new InputRefused('a voucher code is already in the pool of another goods item');
+      throw new BadInputError('a voucher code is already in the pool of another goods item');
     }
     throw error;
   }

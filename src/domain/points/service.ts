@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { ServiceUnavailableError } from '../../errors.ts';
 import type { Prisma, Redemption, RedemptionStatus } from '../../generated/prisma/client.ts';
 import type { JournalEntry } from '../../infra/journal/journal.ts';
 import { hydrate, withHydrationLock, withRebuild } from '../../infra/redis/hydration.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
 import type { CampaignDeps } from '../deps.ts';
+import { ServiceUnavailableError } from '../errors.ts';
 import { NotFound } from '../problems.ts';
 import { type DeliveryOptions, type VoucherNotifier, VoucherDeliveryWorker } from './delivery.ts';
 import type { CreateGoodsInput } from './input.ts';

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { ServiceUnavailableError } from '../../errors.ts';
 import { Campaign } from '../../infra/campaign/campaign.ts';
 import { retainUntil } from '../../infra/redis/keys.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
 import type { CampaignDeps } from '../deps.ts';
+import { ServiceUnavailableError } from '../errors.ts';
 import { NotFound } from '../problems.ts';
 import { cryptoRandom } from '../random.ts';
 import type { CreateRedPacketInput } from './input.ts';

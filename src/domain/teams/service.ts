@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { ErrorCode, ServiceUnavailableError, graphqlError } from '../../errors.ts';
 import { groupBy } from '../../infra/collections.ts';
 import type { JournalEntry } from '../../infra/journal/journal.ts';
 import { hydrate, withHydrationLock, withRebuild } from '../../infra/redis/hydration.ts';
 import { retainUntil } from '../../infra/redis/keys.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
 import type { CampaignDeps } from '../deps.ts';
+import { BadInputError, ServiceUnavailableError } from '../errors.ts';
 import { NotFound } from '../problems.ts';
 import type { OpenTeamInput } from './input.ts';
 import { activityOfTeam, listTeams, loadSnapshot, seatEventsOf, teamJournalHandler, teamsChangedBy, teamsPastDeadline } from './persistence.ts';
@@ -158,7 +158,7 @@ export class TeamService {
       if (!reply) throw new NotFound('team', teamId);
       switch (reply.kind) {
         case 'paymentRefTaken':
-          throw graphqlError(ErrorCode.badUserInput, 'this paymentRef already confirmed another member of the team');
+          throw new BadInputError('this paymentRef already confirmed another member of the team');
         case 'noSeatLock':
           await this.settle(activityId, reply.entry);
           throw new NoSeatLock(reply.nextUnlockAtMs === null ? null : new Date(reply.nextUnlockAtMs));

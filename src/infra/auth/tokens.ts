@@ -9,6 +9,11 @@ export interface Viewer {
   roles: string[];
 }
 
+/** An operator may run the operators' fields, introspect in production and see user ids in full. */
+export function isOperator(viewer: Viewer | null): boolean {
+  return viewer?.roles.includes(ADMIN_ROLE) ?? false;
+}
+
 /**
  * Why a request counts as not signed in, in `extensions.reason` of UNAUTHENTICATED.
  * Stable codes of the public contract (README, "Signing in").

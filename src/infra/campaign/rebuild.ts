@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { ServiceUnavailableError } from '../../errors.ts';
+import { ServiceUnavailableError } from '../../domain/errors.ts';
 import { defineScript, type Scripts } from '../redis/scripts.ts';
 
 const LOCK_TTL_MS = 10_000;

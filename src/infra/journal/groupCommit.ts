@@ -1,6 +1,5 @@
-import { GraphQLError } from 'graphql';
 import type { Redis } from 'ioredis';
-import { ErrorCode, ServiceUnavailableError } from '../../errors.ts';
+import { BadInputError, ServiceUnavailableError } from '../../domain/errors.ts';
 import type { PrismaClient } from '../../generated/prisma/client.ts';
 import type { Logger } from '../logger.ts';
 import { classifyFailure, failureMessage, recordDeadLetter, sqlState } from './deadLetters.ts';
@@ -12,9 +11,9 @@ export class JournalCommitError extends ServiceUnavailableError {}
  * PostgreSQL refused the entry for its own data: it was dead-lettered and its Redis effect
  * undone. Not SERVICE_UNAVAILABLE: the same request would be refused again.
  */
-export class JournalEntryRefusedError extends GraphQLError {
+export class JournalEntryRefusedError extends BadInputError {
   constructor() {
-    super('the request was refused by the database; nothing was changed', { extensions: { code: ErrorCode.badUserInput } });
+    super('the request was refused by the database; nothing was changed');
   }
 }
 
