@@ -9,17 +9,8 @@ import { type RandomSource, cryptoRandom } from '../random.ts';
 import { changeSettings } from './change.ts';
 import { chooseWeighted } from './choice.ts';
 import type { CreateLotteryInput, UpdateLotteryInput } from './input.ts';
-import {
-  drawJournalHandler,
-  insertActivity,
-  loadDrawForAudit,
-  loadSnapshot,
-  prizeRemainingStock,
-  remainingStock,
-  scheduleJournalHandler,
-  settingsJournalHandler,
-  timedActivitiesToSchedule,
-} from './persistence.ts';
+import { drawJournalKind, scheduleJournalKind, settingsJournalKind } from './journalKinds.ts';
+import { insertActivity, loadDrawForAudit, loadSnapshot, prizeRemainingStock, remainingStock, timedActivitiesToSchedule } from './persistence.ts';
 import { ActivityNotActive, DrawLimitReached } from './problems.ts';
 import { DRAW_RANDOM_RANGE, type LotterySettings, type LotteryStatus, RELEASE_RANDOM_RANGE, lotteryStatus, lotteryRetainUntil } from './settings.ts';
 import { type LotterySnapshot, LotteryStore, type PrizeSnapshot, emptySnapshot, lotteryKeys } from './store.ts';
@@ -100,7 +91,7 @@ export class LotteryService {
     this.random = deps.random ?? cryptoRandom;
     // A draw, schedule or settings change PostgreSQL turned down changed counters, stock or settings in Redis.
     const forget = ({ fields }: JournalEntry) => this.store.invalidate(fields.activity!);
-    for (const handler of [drawJournalHandler, scheduleJournalHandler, settingsJournalHandler]) deps.journal.register(handler, forget);
+    for (const handler of [drawJournalKind, scheduleJournalKind, settingsJournalKind]) deps.journal.register(handler, forget);
   }
 
   async create(createdBy: string, input: CreateLotteryInput): Promise<LotteryActivityView> {
