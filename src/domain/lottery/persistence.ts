@@ -123,6 +123,11 @@ export async function prizeRemainingStock(prisma: PrismaClient, prizeId: string)
   return rows[0]?.remaining ?? 0;
 }
 
+/** Whether PostgreSQL holds the draw. */
+export async function drawIsDurable(prisma: PrismaClient, drawId: string): Promise<boolean> {
+  return (await prisma.lotteryDraw.findUnique({ where: { id: drawId }, select: { id: true } })) !== null;
+}
+
 export interface WinRow {
   drawId: string;
   userId: string;

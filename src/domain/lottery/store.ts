@@ -1,10 +1,11 @@
 import type { Redis } from 'ioredis';
+import type { Missing } from '../../infra/campaign/campaign.ts';
 import { campaignKeys, keysExpireAt } from '../../infra/redis/keys.ts';
 import { type ReplyOf, type ReplyValues, type Scripts, defineScript } from '../../infra/redis/scripts.ts';
 import { DRAW_RANDOM_RANGE, type LotterySettings, type PrizeSettings, RELEASE_RANDOM_RANGE } from './settings.ts';
 
 export function lotteryKeys(activityId: string) {
-  return campaignKeys('lot', activityId, ['meta', 'stock', 'daily', 'requests', 'releases', 'hours', 'journal', 'hydrating']);
+  return campaignKeys('lot', activityId, ['meta', 'stock', 'daily', 'requests', 'releases', 'hours', 'journal', 'rebuilding']);
 }
 
 /** The prize fields a draw snapshots (lua/drawLottery.lua `prize_json`). */
@@ -40,6 +41,8 @@ export interface LotterySnapshot {
 }
 
 const WRITE_CHUNK = 1000;
+/** How many times a script refused for stale settings is called again over fresh ones. */
+const STALE_ATTEMPTS = 3;
 
 /** A new activity's keys: full stock, no draw yet. */
 export function emptySnapshot(activityId: string, settings: LotterySettings, day: number): LotterySnapshot {
@@ -121,6 +124,19 @@ export class LotteryStore {
     return this.scripts.call(updateLotterySettings, lotteryKeys(activityId), [activityId, replacing, JSON.stringify(settings), changedBy, ...[...topUps].flat()]);
   }
 
+  /**
+   * Calls a script over the settings Redis holds now, and over newer ones while it
+   * answers `stale` (another change got in between), a few times at most.
+   */
+  async overCurrentSettings<Reply extends { kind: string }>(activityId: string, call: (settings: LotterySettings) => Promise<Reply>): Promise<Reply | Missing> {
+    for (let attempt = 1; ; attempt++) {
+      const settings = await this.readSettings(activityId);
+      if (!settings) return { kind: 'missing' };
+      const reply = await call(settings);
+      if (reply.kind !== 'stale' || attempt === STALE_ATTEMPTS) return reply;
+    }
+  }
+
   async readSettings(activityId: string): Promise<LotterySettings | null> {
     const json = await this.redis.hget(lotteryKeys(activityId).meta, 'settings');
     return json ? (JSON.parse(json) as LotterySettings) : null;
@@ -164,10 +180,5 @@ export class LotteryStore {
 
     tx.hset(keys.meta, { settings: JSON.stringify(settings), version: settings.version }).pexpireat(keys.meta, expireAt);
     await tx.exec();
-  }
-
-  /** Drops the meta key so the next access rebuilds the activity from PostgreSQL. */
-  async invalidate(activityId: string): Promise<void> {
-    await this.redis.del(lotteryKeys(activityId).meta);
   }
 }
