@@ -1,12 +1,22 @@
 import { z } from 'zod';
 import { Prisma } from '../../generated/prisma/client.ts';
 import { unnest } from '../../infra/db/unnest.ts';
-import { entryKind } from '../../infra/journal/entryKind.ts';
+import { type DecodedEntry, entryKind } from '../../infra/journal/entryKind.ts';
 import { type JournalEntry, conflictingEntries } from '../../infra/journal/journal.ts';
 
 /** A field the scripts leave '' when it does not apply (a lost draw has no prize): null here, SQL NULL there. */
 const blankOr = <T extends z.ZodType>(schema: T) => z.union([z.literal('').transform(() => null), schema]);
 const int = z.coerce.number().int();
+
+/** The entries whose unique id is neither among those just inserted nor durable already. */
+async function conflicts<Fields>(
+  entries: DecodedEntry<Fields>[],
+  idOf: (fields: Fields) => string,
+  inserted: string[],
+  durableAmong: (ids: string[]) => Promise<string[]>,
+): Promise<JournalEntry[]> {
+  return (await conflictingEntries(entries, ({ fields }) => idOf(fields), inserted, durableAmong)).map(({ entry }) => entry);
+}
 
 /** What lua/drawLottery.lua journals for one draw, won or lost. */
 const drawFields = z.object({
@@ -70,13 +80,12 @@ export const drawJournalKind = entryKind({
       })}
       ON CONFLICT DO NOTHING
       RETURNING id`);
-    const conflicts = await conflictingEntries(
+    return conflicts(
       entries,
-      ({ fields }) => fields.draw,
+      (draw) => draw.draw,
       inserted.map((row) => row.id),
       async (ids) => (await db.lotteryDraw.findMany({ where: { id: { in: ids } }, select: { id: true } })).map((row) => row.id),
     );
-    return conflicts.map(({ entry }) => entry);
   },
 });
 
@@ -138,13 +147,12 @@ export const scheduleJournalKind = entryKind({
         ON CONFLICT DO NOTHING
       )
       SELECT schedule_id FROM hours`);
-    const conflicts = await conflictingEntries(
+    return conflicts(
       entries,
-      ({ fields }) => fields.schedule,
+      (hour) => hour.schedule,
       inserted.map((row) => row.schedule_id),
       async (ids) => (await db.lotteryScheduledHour.findMany({ where: { scheduleId: { in: ids } }, select: { scheduleId: true } })).map((row) => row.scheduleId),
     );
-    return conflicts.map(({ entry }) => entry);
   },
 });
 
