@@ -18,14 +18,16 @@
   ARGV[7] activity id
 
   Returns
-    {0}                                                   meta missing: rebuild, then retry
-    {1, drawId, prizeId or '', drawnAtMs, entryId, entryFields}   drawn (won or lost)
-    {2, drawId, prizeId or '', drawnAtMs, prizeJson or '', version}  this requestId was drawn before
-                                                           (the prize as it is now, the version it was drawn with)
-    {3, reason, startsAtMs, endsAtMs}                      not active: ENDED, PAUSED, NOT_STARTED,
-                                                           SOLD_OUT (TIMED: nothing released, no consolation left)
-    {4, dailyDrawLimit, resetsAtMs}                        the user's draws today reached the limit
-    {5}                                                    reroll: call again with a new u; nothing changed
+    {'missing'}                                             meta missing: rebuild, then retry
+    {'drawn', drawId, drawnAtMs, prizeJson or '', version, entryId, entryFields}
+                                                            drawn (won or lost); prizeJson is the prize won
+    {'repeated', drawId, drawnAtMs, prizeJson or '', version}
+                                                            this requestId was drawn before (the prize
+                                                            as it is now, the version it was drawn with)
+    {'inactive', reason, startsAtMs, endsAtMs}              not active: ENDED, PAUSED, NOT_STARTED,
+                                                            SOLD_OUT (TIMED: nothing released, no consolation left)
+    {'limit', dailyDrawLimit, resetsAtMs}                   the user's draws today reached the limit
+    {'reroll'}                                              call again with a new u; nothing changed
 
   Why the WEIGHTED choice is exact. T, the sum of the available prizes' weights plus
   noPrizeWeight, is at most 21 * 10^6 (input limits), and u < 2^48: every number here
@@ -42,7 +44,7 @@
 local DAY_MS = 86400000
 
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  return {0}
+  return {'missing'}
 end
 
 local settings = cjson.decode(redis.call('HGET', KEYS[1], 'settings'))
@@ -67,17 +69,17 @@ if requestId ~= '' then
   if previous then
     local previousDraw, prizeId, at, version = string.match(previous, '^([^|]*)|([^|]*)|(%d+)|(%d+)$')
     local prize = find_prize(prizeId)
-    return {2, previousDraw, prizeId, tonumber(at), prize and prize_json(prize) or '', tonumber(version)}
+    return {'repeated', previousDraw, tonumber(at), prize and prize_json(prize) or '', tonumber(version)}
   end
 end
 
 local now = now_ms() + tonumber(ARGV[6])
 if now >= settings.endsAtMs then
-  return {3, 'ENDED', settings.startsAtMs, settings.endsAtMs}
+  return {'inactive', 'ENDED', settings.startsAtMs, settings.endsAtMs}
 elseif settings.paused then
-  return {3, 'PAUSED', settings.startsAtMs, settings.endsAtMs}
+  return {'inactive', 'PAUSED', settings.startsAtMs, settings.endsAtMs}
 elseif now < settings.startsAtMs then
-  return {3, 'NOT_STARTED', settings.startsAtMs, settings.endsAtMs}
+  return {'inactive', 'NOT_STARTED', settings.startsAtMs, settings.endsAtMs}
 end
 
 -- Same rule as offsetAt in src/domain/lottery/timezone.ts.
@@ -104,7 +106,7 @@ end
 local draws = today('d:' .. user)
 if settings.dailyDrawLimit > 0 and draws >= settings.dailyDrawLimit then
   local nextDay = (day + 1) * DAY_MS
-  return {4, settings.dailyDrawLimit, nextDay - utc_offset_ms(nextDay - utc_offset_ms(day * DAY_MS))}
+  return {'limit', settings.dailyDrawLimit, nextDay - utc_offset_ms(nextDay - utc_offset_ms(day * DAY_MS))}
 end
 local atWinLimit = settings.dailyWinLimit > 0 and today('w:' .. user) >= settings.dailyWinLimit
 
@@ -130,7 +132,7 @@ if settings.strategy == 'WEIGHTED' then
   if #candidates > 0 then
     local u, range = tonumber(ARGV[4]), tonumber(ARGV[5])
     if u >= range - math.fmod(range, sum) then
-      return {5}
+      return {'reroll'}
     end
     local r = math.fmod(u, sum)
     local cumulative = 0
@@ -156,7 +158,7 @@ else
       if candidate.kind == 'CONSOLATION' and #candidate.hourlyQuota == 0 then prize = candidate end
     end
     if not prize or stock_left(prize) <= 0 then
-      return {3, 'SOLD_OUT', settings.startsAtMs, settings.endsAtMs}
+      return {'inactive', 'SOLD_OUT', settings.startsAtMs, settings.endsAtMs}
     end
   end
 end
@@ -200,4 +202,4 @@ local fields = {
   'snapshot', snapshot,
 }
 local entryId = redis.call('XADD', KEYS[6], '*', unpack(fields))
-return {1, drawId, prizeId, now, entryId, fields}
+return {'drawn', drawId, now, snapshot, settings.version, entryId, fields}

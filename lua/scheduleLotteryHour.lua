@@ -19,25 +19,25 @@
           settings order, as many as its quota for this hour
 
   Returns
-    {0}                              meta missing: rebuild, then retry
-    {1, released, entryId, entryFields}   scheduled
-    {2}                              this hour was scheduled before
-    {3}                              the settings changed since ARGV[5]: read them again
+    {'missing'}                                 meta missing: rebuild, then retry
+    {'scheduled', released, entryId, entryFields}
+    {'already'}                                 this hour was scheduled before
+    {'stale'}                                   the settings changed since ARGV[5]: read them again
 ]]
 -- @include "now.lua"
 
 local HOUR_MS = 3600000
 
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  return {0}
+  return {'missing'}
 end
 local settings = cjson.decode(redis.call('HGET', KEYS[1], 'settings'))
 if settings.version ~= tonumber(ARGV[5]) then
-  return {3}
+  return {'stale'}
 end
 local hourStart = tonumber(ARGV[3])
 if redis.call('SISMEMBER', KEYS[4], ARGV[3]) == 1 then
-  return {2}
+  return {'already'}
 end
 
 local from = math.max(hourStart, settings.startsAtMs)
@@ -77,4 +77,4 @@ local fields = {
   'localHour', ARGV[4], 'releases', table.concat(released, ','), 'at', tostring(now_ms()),
 }
 local entryId = redis.call('XADD', KEYS[5], '*', unpack(fields))
-return {1, #released, entryId, fields}
+return {'scheduled', #released, entryId, fields}

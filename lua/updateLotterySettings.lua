@@ -6,8 +6,10 @@
   KEYS[1] {lot:<id>}:meta      hash: settings (JSON), version
   KEYS[2] {lot:<id>}:stock     hash: prizeId -> units left
   KEYS[3] {lot:<id>}:journal   stream
-  KEYS[4..] the activity's other keys ({lot:<id>}:daily, :requests, :releases, :hours), whose
-          retention follows the end time
+  KEYS[4] {lot:<id>}:daily     the activity's other keys, whose retention follows the end time
+  KEYS[5] {lot:<id>}:requests
+  KEYS[6] {lot:<id>}:releases
+  KEYS[7] {lot:<id>}:hours
   ARGV[1] activity id
   ARGV[2] the version the new settings replace
   ARGV[3] the new settings (JSON, with version = ARGV[2] + 1)
@@ -15,17 +17,17 @@
   ARGV[5..] pairs: prizeId, units to add to its stock
 
   Returns
-    {0}                           meta missing: rebuild, then retry
-    {1, entryId, entryFields}     applied
-    {2}                           the settings changed since ARGV[2]: read them again
+    {'missing'}                           meta missing: rebuild, then retry
+    {'applied', entryId, entryFields}
+    {'stale'}                             the settings changed since ARGV[2]: read them again
 ]]
 -- @include "now.lua"
 
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  return {0}
+  return {'missing'}
 end
 if redis.call('HGET', KEYS[1], 'version') ~= ARGV[2] then
-  return {2}
+  return {'stale'}
 end
 local settings = cjson.decode(ARGV[3])
 
@@ -42,4 +44,4 @@ local fields = {
   'settings', ARGV[3], 'by', ARGV[4], 'at', tostring(now_ms()),
 }
 local entryId = redis.call('XADD', KEYS[3], '*', unpack(fields))
-return {1, entryId, fields}
+return {'applied', entryId, fields}

@@ -1,10 +1,11 @@
 import { wrapOrThrow } from '@pothos/plugin-errors';
 import { z } from 'zod';
 import { builder } from '../builder.ts';
+import type { DrawAudit } from '../domain/lottery/audit.ts';
 import { createLotteryInput, requestIdInput, updateLotteryInput } from '../domain/lottery/input.ts';
 import { ActivityNotActive, DrawLimitReached } from '../domain/lottery/problems.ts';
-import type { DrawAudit, LotteryActivityView, LotteryLoseView, LotteryWinView, PrizeView } from '../domain/lottery/service.ts';
 import { LOTTERY_LIMITS } from '../domain/lottery/settings.ts';
+import type { LotteryActivityView, LotteryLoseView, LotteryWinView, PrizeView } from '../domain/lottery/views.ts';
 import { aliasScope, userIdRule } from '../domain/privacy.ts';
 import { NotFound } from '../domain/problems.ts';
 import { asProblem, shownUserId, watchExisting } from './common.ts';

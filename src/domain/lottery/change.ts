@@ -1,10 +1,39 @@
-import type { UpdateLotteryInput } from './input.ts';
+import { randomUUID } from 'node:crypto';
+import type { CreateLotteryInput, UpdateLotteryInput } from './input.ts';
 import { LOTTERY_LIMITS, type LotterySettings, type SettingsIssue, lotteryRetainUntil, settingsIssues } from './settings.ts';
 import { utcOffsetTable } from './timezone.ts';
 
-export type SettingsChange =
-  | { kind: 'changed'; settings: LotterySettings; topUps: Map<string, number> }
-  | { kind: 'invalid'; issues: SettingsIssue[] };
+/** Version 1 of a new activity's settings: not paused, every prize given a fresh id. */
+export function firstSettings(input: CreateLotteryInput): LotterySettings {
+  const startsAtMs = input.startsAt.getTime();
+  const endsAtMs = input.endsAt.getTime();
+  return {
+    version: 1,
+    title: input.title,
+    strategy: input.strategy,
+    startsAtMs,
+    endsAtMs,
+    retainUntilMs: lotteryRetainUntil(endsAtMs),
+    paused: false,
+    noPrizeWeight: input.noPrizeWeight,
+    dailyDrawLimit: input.dailyDrawLimit,
+    dailyWinLimit: input.dailyWinLimit,
+    timezone: input.timezone,
+    utcOffsets: utcOffsetTable(input.timezone, startsAtMs, endsAtMs),
+    prizes: input.prizes.map((prize) => ({
+      id: randomUUID(),
+      title: prize.title,
+      kind: prize.kind,
+      points: prize.points ?? 0,
+      weight: prize.weight,
+      totalStock: prize.totalStock,
+      dailyStock: prize.dailyStock ?? 0,
+      hourlyQuota: prize.hourlyQuota ?? [],
+    })),
+  };
+}
+
+export type SettingsChange = { kind: 'changed'; settings: LotterySettings; topUps: Map<string, number> } | { kind: 'invalid'; issues: SettingsIssue[] };
 
 /**
  * The next version of an activity's settings with an operator's change applied, and the

@@ -1,33 +1,17 @@
 import type { Redis } from 'ioredis';
-import { type JournalEntry, journalEntry } from '../../infra/journal/journal.ts';
+import type { Missing } from '../../infra/campaign/campaign.ts';
 import { campaignKeys, keysExpireAt } from '../../infra/redis/keys.ts';
-import type { Scripts } from '../../infra/redis/scripts.ts';
+import { type ReplyOf, type ReplyValues, type Scripts, defineScript } from '../../infra/redis/scripts.ts';
 import { DRAW_RANDOM_RANGE, type LotterySettings, type PrizeSettings, RELEASE_RANDOM_RANGE } from './settings.ts';
 
 export function lotteryKeys(activityId: string) {
-  return campaignKeys('lot', activityId, ['meta', 'stock', 'daily', 'requests', 'releases', 'hours', 'journal', 'hydrating']);
+  return campaignKeys('lot', activityId, ['meta', 'stock', 'daily', 'requests', 'releases', 'hours', 'journal', 'rebuilding']);
 }
 
 /** The prize fields a draw snapshots (lua/drawLottery.lua `prize_json`). */
 export type PrizeSnapshot = Omit<PrizeSettings, 'hourlyQuota'>;
 
 export type InactiveReason = 'ENDED' | 'PAUSED' | 'NOT_STARTED' | 'SOLD_OUT';
-
-export type DrawReply =
-  | { kind: 'missing' }
-  | { kind: 'drawn'; drawId: string; prize: PrizeSnapshot | null; drawnAtMs: number; settingsVersion: number; entry: JournalEntry }
-  | { kind: 'repeated'; drawId: string; prize: PrizeSnapshot | null; drawnAtMs: number; settingsVersion: number }
-  | { kind: 'inactive'; reason: InactiveReason; startsAtMs: number; endsAtMs: number }
-  | { kind: 'limit'; dailyDrawLimit: number; resetsAtMs: number }
-  | { kind: 'reroll' };
-
-export type ScheduleReply =
-  | { kind: 'missing' }
-  | { kind: 'scheduled'; released: number; entry: JournalEntry }
-  | { kind: 'already' }
-  | { kind: 'stale' };
-
-export type UpdateReply = { kind: 'missing' } | { kind: 'applied'; entry: JournalEntry } | { kind: 'stale' };
 
 export interface DrawRequest {
   activityId: string;
@@ -57,6 +41,8 @@ export interface LotterySnapshot {
 }
 
 const WRITE_CHUNK = 1000;
+/** How many times a script refused for stale settings is called again over fresh ones. */
+const STALE_ATTEMPTS = 3;
 
 /** A new activity's keys: full stock, no draw yet. */
 export function emptySnapshot(activityId: string, settings: LotterySettings, day: number): LotterySnapshot {
@@ -74,89 +60,80 @@ export function emptySnapshot(activityId: string, settings: LotterySettings, day
   };
 }
 
-function parseSnapshot(json: string): PrizeSnapshot | null {
+function prizeOf(values: ReplyValues, index: number): PrizeSnapshot | null {
+  const json = values.str(index);
   return json === '' ? null : (JSON.parse(json) as PrizeSnapshot);
 }
 
+const drawLottery = defineScript('drawLottery', ['meta', 'stock', 'daily', 'requests', 'releases', 'journal'], {
+  missing: () => ({}),
+  drawn: (values, keys) => ({
+    drawId: values.str(0),
+    drawnAtMs: values.num(1),
+    prize: prizeOf(values, 2),
+    settingsVersion: values.num(3),
+    entry: values.entry(4, keys.journal)!,
+  }),
+  repeated: (values) => ({ drawId: values.str(0), drawnAtMs: values.num(1), prize: prizeOf(values, 2), settingsVersion: values.num(3) }),
+  inactive: (values) => ({ reason: values.str(0) as InactiveReason, startsAtMs: values.num(1), endsAtMs: values.num(2) }),
+  limit: (values) => ({ dailyDrawLimit: values.num(0), resetsAtMs: values.num(1) }),
+  reroll: () => ({}),
+});
+
+const scheduleLotteryHour = defineScript('scheduleLotteryHour', ['meta', 'stock', 'releases', 'hours', 'journal'], {
+  missing: () => ({}),
+  scheduled: (values, keys) => ({ released: values.num(0), entry: values.entry(1, keys.journal)! }),
+  already: () => ({}),
+  stale: () => ({}),
+});
+
+const updateLotterySettings = defineScript('updateLotterySettings', ['meta', 'stock', 'journal', 'daily', 'requests', 'releases', 'hours'], {
+  missing: () => ({}),
+  applied: (values, keys) => ({ entry: values.entry(0, keys.journal)! }),
+  stale: () => ({}),
+});
+
+export type DrawReply = ReplyOf<typeof drawLottery.replies>;
+export type ScheduleReply = ReplyOf<typeof scheduleLotteryHour.replies>;
+export type UpdateReply = ReplyOf<typeof updateLotterySettings.replies>;
+
 /** The lottery's Redis side: the script bindings, settings reads, and rebuilds. */
 export class LotteryStore {
-  constructor(private readonly redis: Redis, private readonly scripts: Scripts) {}
+  constructor(
+    private readonly redis: Redis,
+    private readonly scripts: Scripts,
+  ) {}
 
-  async draw(request: DrawRequest): Promise<DrawReply> {
-    const keys = lotteryKeys(request.activityId);
-    const reply = (await this.scripts.run(
-      'drawLottery',
-      [keys.meta, keys.stock, keys.daily, keys.requests, keys.releases, keys.journal],
-      [request.userId, request.drawId, request.requestId ?? '', request.randomInput, DRAW_RANDOM_RANGE, request.clockOffsetMs, request.activityId],
-    )) as unknown[];
-    switch (reply[0]) {
-      case 0:
-        return { kind: 'missing' };
-      case 1: {
-        const [, drawId, , drawnAtMs, entryId, fields] = reply as [number, string, string, number, string, string[]];
-        const entry = journalEntry(keys.journal, entryId, fields);
-        return { kind: 'drawn', drawId, prize: parseSnapshot(entry.fields.snapshot!), drawnAtMs, settingsVersion: Number(entry.fields.version), entry };
-      }
-      case 2: {
-        const [, drawId, , drawnAtMs, prizeJson, settingsVersion] = reply as [number, string, string, number, string, number];
-        return { kind: 'repeated', drawId, prize: parseSnapshot(prizeJson), drawnAtMs, settingsVersion };
-      }
-      case 3: {
-        const [, reason, startsAtMs, endsAtMs] = reply as [number, InactiveReason, number, number];
-        return { kind: 'inactive', reason, startsAtMs, endsAtMs };
-      }
-      case 4: {
-        const [, dailyDrawLimit, resetsAtMs] = reply as number[];
-        return { kind: 'limit', dailyDrawLimit: dailyDrawLimit!, resetsAtMs: resetsAtMs! };
-      }
-      case 5:
-        return { kind: 'reroll' };
-      default:
-        throw new Error(`drawLottery returned an unknown reply: ${JSON.stringify(reply)}`);
-    }
+  draw(request: DrawRequest): Promise<DrawReply> {
+    return this.scripts.call(drawLottery, lotteryKeys(request.activityId), [
+      request.userId,
+      request.drawId,
+      request.requestId ?? '',
+      request.randomInput,
+      DRAW_RANDOM_RANGE,
+      request.clockOffsetMs,
+      request.activityId,
+    ]);
   }
 
-  async scheduleHour(activityId: string, scheduleId: string, hourStartMs: number, localHour: number, settingsVersion: number, randoms: number[]): Promise<ScheduleReply> {
-    const keys = lotteryKeys(activityId);
-    const reply = (await this.scripts.run(
-      'scheduleLotteryHour',
-      [keys.meta, keys.stock, keys.releases, keys.hours, keys.journal],
-      [activityId, scheduleId, hourStartMs, localHour, settingsVersion, RELEASE_RANDOM_RANGE, ...randoms],
-    )) as unknown[];
-    switch (reply[0]) {
-      case 0:
-        return { kind: 'missing' };
-      case 1: {
-        const [, released, entryId, fields] = reply as [number, number, string, string[]];
-        return { kind: 'scheduled', released, entry: journalEntry(keys.journal, entryId, fields) };
-      }
-      case 2:
-        return { kind: 'already' };
-      case 3:
-        return { kind: 'stale' };
-      default:
-        throw new Error(`scheduleLotteryHour returned an unknown reply: ${JSON.stringify(reply)}`);
-    }
+  scheduleHour(activityId: string, scheduleId: string, hourStartMs: number, localHour: number, settingsVersion: number, randoms: number[]): Promise<ScheduleReply> {
+    return this.scripts.call(scheduleLotteryHour, lotteryKeys(activityId), [activityId, scheduleId, hourStartMs, localHour, settingsVersion, RELEASE_RANDOM_RANGE, ...randoms]);
   }
 
-  async updateSettings(activityId: string, replacing: number, settings: LotterySettings, changedBy: string, topUps: Map<string, number>): Promise<UpdateReply> {
-    const keys = lotteryKeys(activityId);
-    const reply = (await this.scripts.run(
-      'updateLotterySettings',
-      [keys.meta, keys.stock, keys.journal, keys.daily, keys.requests, keys.releases, keys.hours],
-      [activityId, replacing, JSON.stringify(settings), changedBy, ...[...topUps].flat()],
-    )) as unknown[];
-    switch (reply[0]) {
-      case 0:
-        return { kind: 'missing' };
-      case 1: {
-        const [, entryId, fields] = reply as [number, string, string[]];
-        return { kind: 'applied', entry: journalEntry(keys.journal, entryId, fields) };
-      }
-      case 2:
-        return { kind: 'stale' };
-      default:
-        throw new Error(`updateLotterySettings returned an unknown reply: ${JSON.stringify(reply)}`);
+  updateSettings(activityId: string, replacing: number, settings: LotterySettings, changedBy: string, topUps: Map<string, number>): Promise<UpdateReply> {
+    return this.scripts.call(updateLotterySettings, lotteryKeys(activityId), [activityId, replacing, JSON.stringify(settings), changedBy, ...[...topUps].flat()]);
+  }
+
+  /**
+   * Calls a script over the settings Redis holds now, and over newer ones while it
+   * answers `stale` (another change got in between), a few times at most.
+   */
+  async overCurrentSettings<Reply extends { kind: string }>(activityId: string, call: (settings: LotterySettings) => Promise<Reply>): Promise<Reply | Missing> {
+    for (let attempt = 1; ; attempt++) {
+      const settings = await this.readSettings(activityId);
+      if (!settings) return { kind: 'missing' };
+      const reply = await call(settings);
+      if (reply.kind !== 'stale' || attempt === STALE_ATTEMPTS) return reply;
     }
   }
 
@@ -186,7 +163,10 @@ export class LotteryStore {
 
     for (let i = 0; i < snapshot.requests.length; i += WRITE_CHUNK) {
       const chunk = snapshot.requests.slice(i, i + WRITE_CHUNK);
-      tx.hset(keys.requests, ...chunk.flatMap((request) => [`${request.userId}\n${request.requestId}`, `${request.drawId}|${request.prizeId ?? ''}|${request.drawnAtMs}|${request.settingsVersion}`]));
+      tx.hset(
+        keys.requests,
+        ...chunk.flatMap((request) => [`${request.userId}\n${request.requestId}`, `${request.drawId}|${request.prizeId ?? ''}|${request.drawnAtMs}|${request.settingsVersion}`]),
+      );
     }
     if (snapshot.requests.length > 0) tx.pexpireat(keys.requests, expireAt);
 
@@ -200,10 +180,5 @@ export class LotteryStore {
 
     tx.hset(keys.meta, { settings: JSON.stringify(settings), version: settings.version }).pexpireat(keys.meta, expireAt);
     await tx.exec();
-  }
-
-  /** Drops the meta key so the next access rebuilds the activity from PostgreSQL. */
-  async invalidate(activityId: string): Promise<void> {
-    await this.redis.del(lotteryKeys(activityId).meta);
   }
 }

@@ -1,16 +1,13 @@
 import { recentWins } from './persistence.ts';
-import type { LotteryDeps, LotteryWinView, PrizeView } from './service.ts';
+import type { LotteryDeps } from './service.ts';
 import { LOTTERY_LIMITS, type LotterySettings } from './settings.ts';
 import { type PrizeSnapshot, lotteryKeys } from './store.ts';
+import { type LotteryWinView, prizeView } from './views.ts';
 
 /** How many of the last wins a winners stream checks for ones it missed when the activity ends. */
 const LATE_WINS_MAX = 1000;
 
 const winnersTopic = (activityId: string) => `lottery:${activityId}:winners`;
-
-export function prizeView(activityId: string, prize: PrizeSnapshot & { hourlyQuota?: number[] }): PrizeView {
-  return { ...prize, activityId, hourlyQuota: prize.hourlyQuota ?? [] };
-}
 
 /** The winners ticker: every win announced once committed, and streams of them that end with the activity. */
 export class LotteryWinners {

@@ -1,0 +1,74 @@
+import { randomUUID } from 'node:crypto';
+import { ServiceUnavailableError } from '../errors.ts';
+import type { Campaign } from '../../infra/campaign/campaign.ts';
+import type { RandomSource } from '../random.ts';
+import { timedActivitiesToSchedule } from './persistence.ts';
+import type { LotteryDeps } from './service.ts';
+import { type LotterySettings, RELEASE_RANDOM_RANGE } from './settings.ts';
+import type { LotterySnapshot, LotteryStore } from './store.ts';
+import { ONE_HOUR_MS, localHourOfDay, localHourStart } from './timezone.ts';
+
+/** The scheduler fills every hour that starts within this much of now. */
+const SCHEDULE_LOOK_AHEAD_MS = ONE_HOUR_MS;
+
+/** What a schedule that clashed with PostgreSQL comes to: the hour was scheduled elsewhere. */
+const SCHEDULED_ELSEWHERE = { kind: 'already' } as const;
+
+/**
+ * TIMED activities: releases each hour's quota of every scheduled prize at random
+ * instants of the hour, once per hour however many instances run the schedule.
+ */
+export class LotteryScheduler {
+  constructor(
+    private readonly deps: LotteryDeps,
+    private readonly activities: Campaign<string, LotterySnapshot>,
+    private readonly store: LotteryStore,
+    private readonly random: RandomSource,
+  ) {}
+
+  /**
+   * Schedules every hour of every running activity that starts within the look-ahead
+   * and is not scheduled yet, past hours included (catch-up after downtime). Returns
+   * how many prizes it released.
+   */
+  async scheduleDue(): Promise<number> {
+    const nowMs = await this.deps.clock.nowMs();
+    let released = 0;
+    for (const activityId of await timedActivitiesToSchedule(this.deps.prisma, nowMs, SCHEDULE_LOOK_AHEAD_MS)) {
+      released += await this.scheduleActivity(activityId, nowMs);
+    }
+    return released;
+  }
+
+  /** Schedules the activity's hours up to the look-ahead that are not scheduled yet. */
+  async scheduleActivity(activityId: string, nowMs: number): Promise<number> {
+    const settings = await this.activities.read(activityId, () => this.store.readSettings(activityId));
+    if (settings?.strategy !== 'TIMED') return 0;
+    const scheduled = await this.store.scheduledHours(activityId);
+    const until = Math.min(nowMs + SCHEDULE_LOOK_AHEAD_MS, settings.endsAtMs);
+    let released = 0;
+    for (let hour = localHourStart(settings.utcOffsets, settings.startsAtMs); hour < until; hour += ONE_HOUR_MS) {
+      if (!scheduled.has(hour)) released += await this.scheduleHour(activityId, hour);
+    }
+    return released;
+  }
+
+  private async scheduleHour(activityId: string, hourStartMs: number): Promise<number> {
+    const reply = await this.activities.journaled(activityId, {
+      call: () => this.store.overCurrentSettings(activityId, (settings) => this.scheduleOver(settings, activityId, hourStartMs)),
+      entryOf: (reply) => (reply.kind === 'scheduled' ? reply.entry : null),
+      // PostgreSQL holds another schedule of the hour (Redis lost data meanwhile): the
+      // rebuilt keys will show it scheduled, so trying again would release nothing.
+      onConflict: async () => SCHEDULED_ELSEWHERE,
+      unavailable: () => new ServiceUnavailableError('the lottery is being rebuilt; try again'),
+    });
+    return reply?.kind === 'scheduled' ? reply.released : 0;
+  }
+
+  /** The hour's releases drawn for the quotas of these settings, which the script checks are still current. */
+  private scheduleOver(settings: LotterySettings, activityId: string, hourStartMs: number) {
+    const localHour = localHourOfDay(settings.utcOffsets, hourStartMs);
+    const randoms = settings.prizes.flatMap((prize) => Array.from({ length: prize.hourlyQuota[localHour] ?? 0 }, () => this.random.int(0, RELEASE_RANDOM_RANGE)));
+    return this.store.scheduleHour(activityId, randomUUID(), hourStartMs, localHour, settings.version, randoms);
+  }
+}
