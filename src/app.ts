@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Config } from './config.ts';
-import { LogVoucherNotifier, WebhookVoucherNotifier } from './domain/points/delivery.ts';
+import { LogVoucherNotifier, WebhookVoucherNotifier } from './domain/points/notifiers.ts';
 import { LotteryService } from './domain/lottery/service.ts';
 import { UserAliases } from './domain/privacy.ts';
 import { PointsService } from './domain/points/service.ts';

@@ -4,15 +4,8 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type App, createApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
-import {
-  type LeasedRedemption,
-  LogVoucherNotifier,
-  VOUCHER_DELIVERED_TOPIC,
-  type VoucherDelivery,
-  VoucherDeliveryWorker,
-  type VoucherNotifier,
-  dueClaim,
-} from '../src/domain/points/delivery.ts';
+import { type LeasedRedemption, VoucherDeliveryWorker, dueClaim } from '../src/domain/points/deliveryWorker.ts';
+import { LogVoucherNotifier, VOUCHER_DELIVERED_TOPIC, type VoucherDelivery, type VoucherNotifier } from '../src/domain/points/notifiers.ts';
 import { createLogger } from '../src/infra/logger.ts';
 import { MeDocument } from './gql/generated.ts';
 import { gqlData } from './support/client.ts';

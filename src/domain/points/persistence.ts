@@ -1,7 +1,7 @@
 import { Prisma, type PrismaClient, type Redemption } from '../../generated/prisma/client.ts';
 import { type JournalEntry, type JournalHandler, conflictingEntries } from '../../infra/journal/journal.ts';
 import { BadInputError } from '../errors.ts';
-import type { LeasedRedemption, VoucherDeliveryWorker } from './delivery.ts';
+import type { LeasedRedemption, VoucherDeliveryWorker } from './deliveryWorker.ts';
 import { type CreateGoodsInput, MAX_POINTS } from './input.ts';
 import { ANSWER_TTL_MS, type BalanceSnapshot, type GoodsSnapshot } from './store.ts';
 

@@ -9,90 +9,12 @@
  * PENDING until a notifier call has succeeded and DELIVERED is committed; a failure is
  * retried with exponential backoff, forever; a crash leaves a lease that runs out, and
  * another worker takes over. Never duplicated: the lease (taken at the insert, or by a
- * claim with FOR UPDATE SKIP LOCKED) gives a redemption to one worker at a time, but a
- * worker that dies after the notifier succeeded and before DELIVERED was committed
- * cannot be told apart from one that died before, so the notifier may be called again. Every call carries the same
- * idempotency key (the redemption id) and notifiers must dedupe by it: the default one
- * keeps a row per redemption in PostgreSQL (voucher_notice) and announces only when it
- * inserted that row; the webhook sends it as `Idempotency-Key`.
+ * claim with FOR UPDATE SKIP LOCKED) gives a redemption to one worker at a time; a
+ * notifier called again after a crash dedupes by the idempotency key (notifiers.ts).
  */
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.ts';
 import type { Logger } from '../../infra/logger.ts';
-import type { LiveEvents } from '../../infra/redis/pubsub.ts';
-
-export interface VoucherDelivery {
-  /** The redemption id: the same on every attempt. */
-  idempotencyKey: string;
-  userId: string;
-  goodsId: string;
-  voucherCode: string | null;
-  pointsSpent: number;
-  /** 1 for the first attempt. */
-  attempt: number;
-}
-
-/**
- * Hands vouchers to their users. Resolves with one outcome per delivery, in order; a
- * rejected one (or all of them, if the call throws) is retried later. Must dedupe by
- * idempotencyKey.
- */
-export interface VoucherNotifier {
-  deliver(deliveries: VoucherDelivery[]): Promise<PromiseSettledResult<void>[]>;
-}
-
-/** The channel (under the key prefix) on which the default notifier announces deliveries. */
-export const VOUCHER_DELIVERED_TOPIC = 'points.voucherDelivered';
-
-/**
- * The default notifier: records the delivery in PostgreSQL, logs it and publishes it on
- * the event bus for whatever mails or messages the user. Only the call that inserts
- * the record announces; a crash right after the insert, or a failed publish, loses
- * those announcements (the vouchers are in the users' redemptions either way), never
- * repeats them.
- */
-export class LogVoucherNotifier implements VoucherNotifier {
-  constructor(private readonly prisma: PrismaClient, private readonly events: LiveEvents, private readonly log: Logger) {}
-
-  // One statement for the whole batch: in a flash sale a statement per voucher costs the
-  // database more than the redemptions themselves.
-  async deliver(deliveries: VoucherDelivery[]): Promise<PromiseSettledResult<void>[]> {
-    const recorded = await this.prisma.$queryRaw<{ redemption_id: string }[]>`
-      INSERT INTO voucher_notice (redemption_id) SELECT unnest(${deliveries.map((delivery) => delivery.idempotencyKey)}::text[])
-      ON CONFLICT DO NOTHING RETURNING redemption_id`;
-    const toAnnounce = new Set(recorded.map((row) => row.redemption_id));
-    const announced = deliveries.filter((delivery) => toAnnounce.delete(delivery.idempotencyKey));
-    for (const delivery of announced) {
-      this.log.info({ redemptionId: delivery.idempotencyKey, userId: delivery.userId, goodsId: delivery.goodsId }, 'voucher delivered');
-    }
-    const published = await Promise.allSettled(announced.map((delivery) => this.events.publish(VOUCHER_DELIVERED_TOPIC, delivery)));
-    published.forEach((outcome, i) => {
-      if (outcome.status === 'rejected') {
-        this.log.warn({ err: outcome.reason, redemptionId: announced[i]!.idempotencyKey }, 'voucher delivered, but its announcement was lost');
-      }
-    });
-    return deliveries.map(() => ({ status: 'fulfilled', value: undefined }));
-  }
-}
-
-/** POSTs each delivery as JSON to a fulfilment service, which must dedupe by the `Idempotency-Key` header. A non-2xx answer is retried. */
-export class WebhookVoucherNotifier implements VoucherNotifier {
-  constructor(private readonly url: string, private readonly timeoutMs: number) {}
-
-  deliver(deliveries: VoucherDelivery[]): Promise<PromiseSettledResult<void>[]> {
-    return Promise.allSettled(deliveries.map((delivery) => this.post(delivery)));
-  }
-
-  private async post(delivery: VoucherDelivery): Promise<void> {
-    const response = await fetch(this.url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'idempotency-key': delivery.idempotencyKey },
-      body: JSON.stringify(delivery),
-      signal: AbortSignal.timeout(this.timeoutMs),
-    });
-    await response.body?.cancel();
-    if (!response.ok) throw new Error(`the delivery webhook answered ${response.status}`);
-  }
-}
+import type { VoucherNotifier } from './notifiers.ts';
 
 export interface DeliveryOptions {
   /** A lease (taken by the insert or by a claim) lasts this long; it must outlast a notifier call. */
