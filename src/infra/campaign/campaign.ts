@@ -46,6 +46,11 @@ export interface JournaledCall<Reply extends { kind: string }, Answer> {
   entryOf: (reply: Reply) => JournalEntry | null;
   /** After PostgreSQL refused an entry (its keys are dropped for a rebuild): an answer that ends the retries. */
   onConflict?: () => Promise<Answer | undefined>;
+  /**
+   * What a `missing` reply rebuilds, for a script whose keys span several campaigns
+   * (default: this campaign); false when one of them does not exist.
+   */
+  rebuild?: () => Promise<boolean>;
   /** Thrown when every attempt conflicted. */
   unavailable: () => Error;
 }
@@ -75,9 +80,18 @@ export class Campaign<Id, Snapshot, State = never> {
     this.deps.journal.register(handler, async (entry) => this.forget(campaignsOf(entry)));
   }
 
+  /**
+   * As `persistsWith`, for a script whose change reaches past this campaign's keys (into
+   * another campaign's, or a key of no campaign, such as a remembered answer):
+   * `alsoDrops` names those keys, dropped in the same DEL as the campaigns' own.
+   */
+  persistsSpanning(handler: JournalHandler, campaignsOf: (entry: JournalEntry) => Id[], alsoDrops: (entry: JournalEntry) => string[]): void {
+    this.deps.journal.register(handler, (entry) => this.drop([...this.metaKeys(campaignsOf(entry)), ...alsoDrops(entry)]));
+  }
+
   /** Drops the campaigns' keys; the next call rebuilds them from PostgreSQL. */
-  async forget(ids: Id[]): Promise<void> {
-    if (ids.length > 0) await this.deps.redis.del(...ids.map((id) => this.rules.keys(id).meta));
+  forget(ids: Id[]): Promise<void> {
+    return this.drop(this.metaKeys(ids));
   }
 
   /**
@@ -104,17 +118,18 @@ export class Campaign<Id, Snapshot, State = never> {
 
   /** Rebuilds the campaign's keys from PostgreSQL, once however many callers ask; false if it does not exist. */
   rebuild(id: Id): Promise<boolean> {
-    const keys = this.rules.keys(id);
-    const owns = this.rules.ownsEntry;
-    return rebuildOnce(this.deps, keys, async () => {
-      // Entries still in the stream are changes Redis made before it lost the other
-      // keys: committed first, PostgreSQL counts them in the snapshot.
-      await this.deps.journal.commitStream(keys.journal, owns && ((entry) => owns(id, entry)));
-      const snapshot = await this.rules.load(id);
-      if (!snapshot) return false;
-      await this.install(id, snapshot);
-      return true;
-    });
+    return rebuildOnce(this.deps, this.rules.keys(id), async () => (await this.reload(id)) !== null);
+  }
+
+  /**
+   * Inside `changeDurably`, whose lock the caller holds: drops the campaign's keys and
+   * rebuilds them, for a change whose Redis half cannot be applied on top of them. With
+   * the keys gone no script changes the campaign, so once its stream is committed
+   * PostgreSQL holds every change. The snapshot written; null if the campaign does not exist.
+   */
+  async rebuildLocked(id: Id): Promise<Snapshot | null> {
+    await this.forget([id]);
+    return this.reload(id);
   }
 
   /** A value read from Redis, the campaign rebuilt if its keys are gone; null if it does not exist. */
@@ -123,13 +138,8 @@ export class Campaign<Id, Snapshot, State = never> {
   }
 
   /** A script call, the campaign rebuilt and the call made again while it answers `missing`; null if it does not exist. */
-  async call<Reply extends { kind: string }>(id: Id, script: () => Promise<Reply | Missing>): Promise<Reply | null> {
-    for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
-      const reply = await script();
-      if (reply.kind !== 'missing') return reply as Reply;
-      if (!(await this.rebuild(id))) return null;
-    }
-    throw new RebuildTimeoutError(`the ${this.rules.name}'s keys vanished again right after each rebuild`);
+  call<Reply extends { kind: string }>(id: Id, script: () => Promise<Reply | Missing>): Promise<Reply | null> {
+    return this.callRebuilding(script, () => this.rebuild(id));
   }
 
   /**
@@ -140,7 +150,7 @@ export class Campaign<Id, Snapshot, State = never> {
    */
   async journaled<Reply extends { kind: string }, Answer = never>(id: Id, spec: JournaledCall<Reply, Answer>): Promise<Reply | Answer | null> {
     for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
-      const reply = await this.call(id, spec.call);
+      const reply = await this.callRebuilding(spec.call, spec.rebuild ?? (() => this.rebuild(id)));
       if (!reply) return null;
       const entry = spec.entryOf(reply);
       if (!entry || (await this.deps.journal.commit(entry)) === 'persisted') return reply;
@@ -166,6 +176,35 @@ export class Campaign<Id, Snapshot, State = never> {
   private liveRules(): LiveRules<Id, State> {
     if (!this.rules.live) throw new Error(`the ${this.rules.name} has no live state`);
     return this.rules.live;
+  }
+
+  private async callRebuilding<Reply extends { kind: string }>(script: () => Promise<Reply | Missing>, rebuild: () => Promise<boolean>): Promise<Reply | null> {
+    for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
+      const reply = await script();
+      if (reply.kind !== 'missing') return reply as Reply;
+      if (!(await rebuild())) return null;
+    }
+    throw new RebuildTimeoutError(`the ${this.rules.name}'s keys vanished again right after each rebuild`);
+  }
+
+  /** Loads the campaign from PostgreSQL and writes its keys; the caller holds the rebuild lock. */
+  private async reload(id: Id): Promise<Snapshot | null> {
+    const keys = this.rules.keys(id);
+    const owns = this.rules.ownsEntry;
+    // Entries still in the stream are changes Redis made before it lost the other
+    // keys: committed first, PostgreSQL counts them in the snapshot.
+    await this.deps.journal.commitStream(keys.journal, owns && ((entry) => owns(id, entry)));
+    const snapshot = await this.rules.load(id);
+    if (snapshot) await this.install(id, snapshot);
+    return snapshot;
+  }
+
+  private metaKeys(ids: Id[]): string[] {
+    return ids.map((id) => this.rules.keys(id).meta);
+  }
+
+  private async drop(keys: string[]): Promise<void> {
+    if (keys.length > 0) await this.deps.redis.del(...keys);
   }
 
   private async install(id: Id, snapshot: Snapshot): Promise<void> {
