@@ -23,20 +23,20 @@
   ARGV[5] how long the answer is remembered, in ms
 
   Returns
-    {0}                         the balance or the goods item is missing: rebuild from PostgreSQL, then retry
-    {1, entryId, entryFields}   redeemed
-    {2, answer}                 a retry: the first answer, 'redeemed:<journal entry id>' or a refusal
-    {3, answer, entryId, entryFields}
-                                refused: 'outOfStock', 'perUserLimit:<limit>' or 'insufficient:<balance>:<cost>'
+    {'missing'}                          the balance or the goods item is missing: rebuild from PostgreSQL, then retry
+    {'redeemed', entryId, entryFields}
+    {'answered', answer}                 a retry: the first answer, 'redeemed:<journal entry id>' or a refusal
+    {'refused', answer, entryId, entryFields}
+                                         'outOfStock', 'perUserLimit:<limit>' or 'insufficient:<balance>:<cost>'
 ]]
 -- @include "now.lua"
 
 local remembered = redis.call('GET', KEYS[5])
 if remembered then
-  return {2, remembered}
+  return {'answered', remembered}
 end
 if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('EXISTS', KEYS[2]) == 0 then
-  return {0}
+  return {'missing'}
 end
 
 local function refuse(answer)
@@ -44,7 +44,7 @@ local function refuse(answer)
   local fields = {
     'kind', 'points.refuse', 'user', ARGV[1], 'goods', ARGV[2], 'request', ARGV[3], 'answer', answer, 'at', tostring(now_ms()),
   }
-  return {3, answer, redis.call('XADD', KEYS[6], '*', unpack(fields)), fields}
+  return {'refused', answer, redis.call('XADD', KEYS[6], '*', unpack(fields)), fields}
 end
 
 local goods = redis.call('HMGET', KEYS[2], 'pointsCost', 'perUserLimit', 'pooled', 'stock', 'remaining')
@@ -86,4 +86,4 @@ local fields = {
 }
 local entryId = redis.call('XADD', KEYS[6], '*', unpack(fields))
 redis.call('SET', KEYS[5], 'redeemed:' .. entryId, 'PX', ARGV[5])
-return {1, entryId, fields}
+return {'redeemed', entryId, fields}

@@ -91,6 +91,7 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     redis,
     scripts,
     journal,
+    events,
     log,
     notifier: config.POINTS_DELIVERY_WEBHOOK_URL
       ? new WebhookVoucherNotifier(config.POINTS_DELIVERY_WEBHOOK_URL, config.POINTS_DELIVERY_TIMEOUT_MS)

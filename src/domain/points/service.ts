@@ -1,21 +1,21 @@
 import { randomUUID } from 'node:crypto';
-import type { Prisma, Redemption, RedemptionStatus } from '../../generated/prisma/client.ts';
-import type { JournalEntry } from '../../infra/journal/journal.ts';
-import { hydrate, withHydrationLock, withRebuild } from '../../infra/redis/hydration.ts';
+import type { Goods, Prisma, Redemption, RedemptionStatus } from '../../generated/prisma/client.ts';
+import { Campaign } from '../../infra/campaign/campaign.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
 import type { CampaignDeps } from '../deps.ts';
 import { ServiceUnavailableError } from '../errors.ts';
 import { NotFound } from '../problems.ts';
 import { type DeliveryOptions, VoucherDeliveryWorker } from './deliveryWorker.ts';
-import type { VoucherNotifier } from './notifiers.ts';
 import type { CreateGoodsInput } from './input.ts';
-import { type Award, insertGoods, loadBalance, loadGoods, pendingRedemption, recordAward, redemptionJournalHandler, refusalJournalHandler } from './persistence.ts';
+import type { VoucherNotifier } from './notifiers.ts';
+import { type Award, insertGoods, loadBalance, loadGoods, recordAward } from './persistence.ts';
 import { InsufficientPoints, OutOfStock, PerUserLimitReached } from './problems.ts';
-import { PointsStore, type RedeemAnswer, SHOP_JOURNAL, balanceKeys, goodsKeys, parseAnswer } from './store.ts';
+import { pendingRedemption, redemptionJournalKind, refusalJournalKind } from './redemptions.ts';
+import { answerKey, type BalanceSnapshot, balanceKeys, type GoodsSnapshot, goodsKeys, PointsStore, parseAnswer, type RedeemAnswer } from './store.ts';
 
 export class RedemptionNotConfirmedError extends ServiceUnavailableError {}
 
-export interface PointsDeps extends Omit<CampaignDeps, 'events' | 'random'> {
+export interface PointsDeps extends Omit<CampaignDeps, 'random'> {
   notifier: VoucherNotifier;
   delivery: DeliveryOptions;
 }
@@ -23,56 +23,84 @@ export interface PointsDeps extends Omit<CampaignDeps, 'events' | 'random'> {
 /** The selection the Pothos Prisma plugin plans for a field; services pass it to Prisma. */
 type RedemptionQuery = { include?: Prisma.RedemptionInclude; select?: Prisma.RedemptionSelect };
 
-/** How many times a redemption PostgreSQL refused rebuilds the keys it touched and tries again. */
-const REDEEM_ATTEMPTS = 3;
+/** A rebuilt balance and the Redis time its remembered answers are counted down from. */
+type RebuiltBalance = BalanceSnapshot & { nowMs: number };
+
 /** The shop's journal is never retired: the sweeper watches it for good. */
 const SHOP_JOURNAL_TRACKED_UNTIL = Number.MAX_SAFE_INTEGER;
 
+/**
+ * The points shop: two kinds of campaign, a user's balance and a goods item, whose
+ * scripts journal to one shared stream (see store.ts). A redemption changes one of each.
+ */
 export class PointsService {
   private readonly store: PointsStore;
   private readonly delivery: VoucherDeliveryWorker;
+  private readonly balances: Campaign<string, RebuiltBalance>;
+  private readonly goods: Campaign<string, GoodsSnapshot>;
+  private readonly redemptions: ReturnType<typeof redemptionJournalKind>;
 
   constructor(private readonly deps: PointsDeps) {
     this.store = new PointsStore(deps.redis, deps.scripts);
     this.delivery = new VoucherDeliveryWorker(deps.prisma, deps.notifier, deps.delivery, deps.log);
-    // A redemption or refusal PostgreSQL turned down spent points, stock and a code in Redis.
-    const forget = ({ fields }: JournalEntry) => this.store.forget(fields.user!, fields.goods!, fields.request!);
-    deps.journal.register(redemptionJournalHandler(this.delivery), forget);
-    deps.journal.register(refusalJournalHandler, forget);
+    this.balances = new Campaign(deps, {
+      name: 'points balance',
+      keys: balanceKeys,
+      load: async (userId) => {
+        const nowMs = await redisTimeMs(deps.redis);
+        return { ...(await loadBalance(deps.prisma, userId, nowMs)), nowMs };
+      },
+      write: (balance) => this.store.writeBalance(balance, balance.nowMs),
+      retainUntilMs: () => SHOP_JOURNAL_TRACKED_UNTIL,
+      ownsEntry: (userId, entry) => entry.fields.user === userId,
+    });
+    this.goods = new Campaign(deps, {
+      name: 'goods item',
+      keys: goodsKeys,
+      load: (goodsId) => loadGoods(deps.prisma, goodsId),
+      write: (goods) => this.store.writeGoods(goods),
+      retainUntilMs: () => SHOP_JOURNAL_TRACKED_UNTIL,
+      ownsEntry: (goodsId, entry) => entry.fields.goods === goodsId,
+    });
+    // A redemption or refusal PostgreSQL turned down spent points, stock and a code in
+    // Redis and remembered its answer: the balance, the goods item and the answer go.
+    this.redemptions = redemptionJournalKind(this.delivery);
+    for (const kind of [this.redemptions, refusalJournalKind]) {
+      this.balances.persistsSpanning(
+        kind,
+        (entry) => [kind.decode(entry).user],
+        (entry) => {
+          const { user, goods, request } = kind.decode(entry);
+          return [goodsKeys(goods).meta, answerKey(user, request)];
+        },
+      );
+    }
   }
 
   /**
    * Writes the award to the ledger in PostgreSQL, then to the cached balance. Returns
    * the new spendable balance. A repeated requestId changes nothing.
    */
-  async award(award: Award): Promise<number> {
-    // Both writes under the lock a rebuild takes: a rebuild then reads the ledger either
-    // before the award, and the award is added on top, or after the award reached Redis.
-    // With only the Redis write under it, a rebuild that read the ledger just after the
-    // award committed made the award count twice in Redis. A replay cannot know whether
-    // the first call reached Redis (it may have died in between), so it reloads the
-    // balance from the ledger.
-    return withHydrationLock(this.deps, balanceKeys(award.userId).hydrating, async () => {
+  award(award: Award): Promise<number> {
+    return this.balances.changeDurably(award.userId, async () => {
       const outcome = await recordAward(this.deps.prisma, award);
       const applied = outcome === 'applied' ? await this.store.applyAward(award.userId, award.amount) : null;
-      return applied ?? this.reloadBalance(award.userId);
+      // A replay cannot know whether the first call reached Redis (it may have died in
+      // between), so it rebuilds the balance from the ledger, as an award Redis could not apply does.
+      return applied ?? (await this.balances.rebuildLocked(award.userId))?.balance ?? 0;
     });
   }
 
-  async createGoods(createdBy: string, input: CreateGoodsInput) {
-    const goods = await insertGoods(this.deps.prisma, randomUUID(), createdBy, input);
-    await this.deps.journal.trackStream(SHOP_JOURNAL, SHOP_JOURNAL_TRACKED_UNTIL);
-    await this.store.writeGoods({
-      id: goods.id,
-      pointsCost: goods.pointsCost,
-      perUserLimit: goods.perUserLimit,
-      pooled: goods.pooled,
-      stock: goods.stock,
-      remaining: goods.stock,
-      freeCodes: input.voucherCodes ?? [],
-      lastSeqByUser: {},
+  async createGoods(createdBy: string, input: CreateGoodsInput): Promise<Goods> {
+    const id = randomUUID();
+    let created: Goods | undefined;
+    await this.goods.create(id, async () => {
+      const goods = await insertGoods(this.deps.prisma, id, createdBy, input);
+      created = goods;
+      const { pointsCost, perUserLimit, pooled, stock } = goods;
+      return { id, pointsCost, perUserLimit, pooled, stock, remaining: stock, freeCodes: input.voucherCodes ?? [], lastSeqByUser: {} };
     });
-    return goods;
+    return created!;
   }
 
   /**
@@ -80,35 +108,38 @@ export class PointsService {
    * committed in PostgreSQL; the same requestId gets the same answer.
    */
   async redeem(userId: string, goodsId: string, requestId: string): Promise<Redemption> {
-    for (let attempt = 1; attempt <= REDEEM_ATTEMPTS; attempt++) {
-      const reply = await withRebuild(
-        () => this.store.redeem(userId, goodsId, requestId, randomUUID()),
-        async () => (await this.rebuildGoods(goodsId)) && this.rebuildBalance(userId),
-      );
-      if (!reply) throw new NotFound('goods', goodsId);
-      if (reply.kind === 'answered') return this.answered(userId, requestId, reply.answer);
-      if ((await this.deps.journal.commit(reply.entry)) === 'persisted') {
-        return reply.kind === 'refused' ? this.answered(userId, requestId, reply.answer) : pendingRedemption(reply.entry.fields);
-      }
+    const reply = await this.goods.journaled(goodsId, {
+      call: () => this.store.redeem(userId, goodsId, requestId, randomUUID()),
+      rebuild: async () => (await this.goods.rebuild(goodsId)) && this.balances.rebuild(userId),
+      entryOf: (redemption) => (redemption.kind === 'answered' ? null : redemption.entry),
       // PostgreSQL holds another answer for this requestId (given before Redis forgot it),
-      // or refused what Redis allowed because Redis lost data and was rebuilt while
-      // redemptions were on their way to PostgreSQL. The commit dropped the keys the
-      // redemption touched, to be rebuilt; the first answer stands, if there is one.
-      this.deps.log.warn({ userId, goodsId, requestId }, 'redemption conflicted with PostgreSQL; rebuilding its balance and goods');
-      const first = await this.durableAnswer(userId, requestId);
-      if (first) return first;
+      // or refused what Redis allowed: the first answer stands, if there is one.
+      onConflict: async () => {
+        const first = await this.durableAnswer(userId, requestId);
+        return first ? { kind: 'durable' as const, redemption: first } : undefined;
+      },
+      unavailable: () => new RedemptionNotConfirmedError('the points shop is being rebuilt; try again'),
+    });
+    if (!reply) throw new NotFound('goods', goodsId);
+    switch (reply.kind) {
+      case 'durable':
+        return reply.redemption;
+      case 'redeemed':
+        return pendingRedemption(this.redemptions.decode(reply.entry));
+      case 'answered':
+      case 'refused':
+        return this.answered(userId, requestId, reply.answer);
     }
-    throw new RedemptionNotConfirmedError('the points shop is being rebuilt; try again');
   }
 
   /** The spendable balance: Redis's, rebuilt from the ledger when missing. */
   async balance(userId: string): Promise<number> {
-    return (await this.cached(() => this.store.balance(userId), () => this.rebuildBalance(userId))) ?? 0;
+    return (await this.balances.read(userId, () => this.store.balance(userId))) ?? 0;
   }
 
   /** Live remaining stock, or null when the goods item does not exist. */
   remainingStock(goodsId: string): Promise<number | null> {
-    return this.cached(() => this.store.remainingStock(goodsId), () => this.rebuildGoods(goodsId));
+    return this.goods.read(goodsId, () => this.store.remainingStock(goodsId));
   }
 
   findGoods(query: { include?: Prisma.GoodsInclude; select?: Prisma.GoodsSelect }, goodsId: string) {
@@ -139,15 +170,6 @@ export class PointsService {
   /** Call after the journal's last commit: fresh deliveries in hand finish, the rest go back to the due rounds. */
   stopDelivery(): Promise<void> {
     return this.delivery.stop();
-  }
-
-  /** A value read from Redis, rebuilding its keys when they are missing; null if PostgreSQL does not know them either. */
-  private async cached<T>(read: () => Promise<T | null>, rebuild: () => Promise<boolean>): Promise<T | null> {
-    const reply = await withRebuild(async () => {
-      const value = await read();
-      return value === null ? { kind: 'missing' as const } : { kind: 'found' as const, value };
-    }, rebuild);
-    return reply && reply.value;
   }
 
   private async answered(userId: string, requestId: string, answer: RedeemAnswer): Promise<Redemption> {
@@ -185,39 +207,5 @@ export class PointsService {
     if (redemption) return redemption;
     const refusal = await this.deps.prisma.redemptionRefusal.findUnique({ where });
     return refusal ? this.answered(userId, requestId, parseAnswer(refusal.answer)) : null;
-  }
-
-  private rebuildBalance(userId: string): Promise<boolean> {
-    return hydrate(this.deps, balanceKeys(userId), async () => {
-      await this.reloadBalance(userId);
-      return true;
-    });
-  }
-
-  /**
-   * Rewrites a cached balance from the ledger; the caller holds its hydration lock. No
-   * redemption of the user runs while the key is missing, so once the user's journal
-   * entries are persisted PostgreSQL holds them all.
-   */
-  private async reloadBalance(userId: string): Promise<number> {
-    await this.store.dropBalance(userId);
-    await this.deps.journal.trackStream(SHOP_JOURNAL, SHOP_JOURNAL_TRACKED_UNTIL);
-    await this.deps.journal.commitStream(SHOP_JOURNAL, (entry) => entry.fields.user === userId);
-    const nowMs = await redisTimeMs(this.deps.redis);
-    const snapshot = await loadBalance(this.deps.prisma, userId, nowMs);
-    await this.store.writeBalance(snapshot, nowMs);
-    return snapshot.balance;
-  }
-
-  /** Rebuilds a goods item's keys; false if it does not exist. */
-  private rebuildGoods(goodsId: string): Promise<boolean> {
-    return hydrate(this.deps, goodsKeys(goodsId), async () => {
-      await this.deps.journal.trackStream(SHOP_JOURNAL, SHOP_JOURNAL_TRACKED_UNTIL);
-      await this.deps.journal.commitStream(SHOP_JOURNAL, (entry) => entry.fields.goods === goodsId);
-      const snapshot = await loadGoods(this.deps.prisma, goodsId);
-      if (!snapshot) return false;
-      await this.store.writeGoods(snapshot);
-      return true;
-    });
   }
 }

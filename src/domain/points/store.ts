@@ -9,8 +9,9 @@
  * release), buys scale-out with a new failure mode: reservations a crash leaves behind.
  */
 import type { Redis } from 'ioredis';
+import type { Missing } from '../../infra/campaign/campaign.ts';
 import { type JournalEntry, journalEntry } from '../../infra/journal/journal.ts';
-import type { Scripts } from '../../infra/redis/scripts.ts';
+import { defineScript, type ReplyOf, type Scripts } from '../../infra/redis/scripts.ts';
 
 const SHOP = '{shop}';
 // User and goods ids come from outside; encoded they cannot hold the ':' between key parts.
@@ -22,12 +23,12 @@ export const SHOP_JOURNAL = `${SHOP}:journal`;
 /** A user's spendable points: a cache of the ledger, authoritative while it exists. */
 export function balanceKeys(userId: string) {
   const meta = keyOf('balance', userId);
-  return { meta, hydrating: `${meta}:hydrating` };
+  return { meta, rebuilding: `${meta}:rebuilding`, journal: SHOP_JOURNAL };
 }
 
 export function goodsKeys(goodsId: string) {
   const meta = keyOf('goods', goodsId);
-  return { meta, codes: `${meta}:codes`, users: `${meta}:users`, hydrating: `${meta}:hydrating` };
+  return { meta, codes: `${meta}:codes`, users: `${meta}:users`, rebuilding: `${meta}:rebuilding`, journal: SHOP_JOURNAL };
 }
 
 /** The remembered answer to one (user, requestId). */
@@ -42,12 +43,6 @@ export type RedeemAnswer =
   | { kind: 'outOfStock' }
   | { kind: 'perUserLimit'; limit: number }
   | { kind: 'insufficient'; balance: number; cost: number };
-
-export type RedeemReply =
-  | { kind: 'missing' }
-  | { kind: 'redeemed'; entry: JournalEntry }
-  | { kind: 'answered'; answer: RedeemAnswer }
-  | { kind: 'refused'; answer: RedeemAnswer; entry: JournalEntry };
 
 export function parseAnswer(answer: string): RedeemAnswer {
   const [kind, first = '', second = ''] = answer.split(':');
@@ -64,6 +59,21 @@ export function parseAnswer(answer: string): RedeemAnswer {
       throw new Error(`unknown redemption answer: ${answer}`);
   }
 }
+
+const redeemPoints = defineScript('redeemPoints', ['balance', 'goods', 'codes', 'users', 'answer', 'journal'], {
+  missing: () => ({}),
+  redeemed: (values, keys) => ({ entry: values.entry(0, keys.journal)! }),
+  answered: (values) => ({ answer: parseAnswer(values.str(0)) }),
+  refused: (values, keys) => ({ answer: parseAnswer(values.str(0)), entry: values.entry(1, keys.journal)! }),
+});
+
+const awardPoints = defineScript('awardPoints', ['balance'], {
+  applied: (values) => ({ balance: values.num(0) }),
+  missing: () => ({}),
+  belowZero: () => ({}),
+});
+
+export type RedeemReply = Exclude<ReplyOf<typeof redeemPoints.replies>, Missing>;
 
 /** What a rebuilt balance holds: the ledger's sum and the answers of recent redemptions. */
 export interface BalanceSnapshot {
@@ -88,39 +98,23 @@ export interface GoodsSnapshot {
   lastSeqByUser: Record<string, number>;
 }
 
-/** The shop's Redis side: the scripts' bindings, reads, and rebuilds. */
+/** The shop's Redis side: the scripts' bindings, reads, and what a rebuild writes. */
 export class PointsStore {
-  constructor(private readonly redis: Redis, private readonly scripts: Scripts) {}
+  constructor(
+    private readonly redis: Redis,
+    private readonly scripts: Scripts,
+  ) {}
 
-  async redeem(userId: string, goodsId: string, requestId: string, redemptionId: string): Promise<RedeemReply> {
+  redeem(userId: string, goodsId: string, requestId: string, redemptionId: string) {
     const goods = goodsKeys(goodsId);
-    const reply = (await this.scripts.run(
-      'redeemPoints',
-      [balanceKeys(userId).meta, goods.meta, goods.codes, goods.users, answerKey(userId, requestId), SHOP_JOURNAL],
-      [userId, goodsId, requestId, redemptionId, ANSWER_TTL_MS],
-    )) as unknown[];
-    switch (reply[0]) {
-      case 0:
-        return { kind: 'missing' };
-      case 1: {
-        const [, entryId, fields] = reply as [number, string, string[]];
-        return { kind: 'redeemed', entry: journalEntry(SHOP_JOURNAL, entryId, fields) };
-      }
-      case 2:
-        return { kind: 'answered', answer: parseAnswer(reply[1] as string) };
-      case 3: {
-        const [, answer, entryId, fields] = reply as [number, string, string, string[]];
-        return { kind: 'refused', answer: parseAnswer(answer), entry: journalEntry(SHOP_JOURNAL, entryId, fields) };
-      }
-      default:
-        throw new Error(`redeemPoints returned an unknown reply: ${JSON.stringify(reply)}`);
-    }
+    const keys = { balance: balanceKeys(userId).meta, goods: goods.meta, codes: goods.codes, users: goods.users, answer: answerKey(userId, requestId), journal: SHOP_JOURNAL };
+    return this.scripts.call(redeemPoints, keys, [userId, goodsId, requestId, redemptionId, ANSWER_TTL_MS]);
   }
 
   /** Applies a committed award to the cached balance; null when it cannot (see the script): reload it. */
   async applyAward(userId: string, delta: number): Promise<number | null> {
-    const balance = (await this.scripts.run('awardPoints', [balanceKeys(userId).meta], [delta])) as number;
-    return balance < 0 ? null : balance;
+    const reply = await this.scripts.call(awardPoints, { balance: balanceKeys(userId).meta }, [delta]);
+    return reply.kind === 'applied' ? reply.balance : null;
   }
 
   async balance(userId: string): Promise<number | null> {
@@ -161,18 +155,5 @@ export class PointsStore {
       remaining: snapshot.remaining,
     });
     await tx.exec();
-  }
-
-  /**
-   * Drops what a redemption PostgreSQL refused touched in Redis (the balance, the goods
-   * item, the remembered answer), so the next call rebuilds them from PostgreSQL.
-   */
-  async forget(userId: string, goodsId: string, requestId: string): Promise<void> {
-    await this.redis.del(balanceKeys(userId).meta, goodsKeys(goodsId).meta, answerKey(userId, requestId));
-  }
-
-  /** Drops the cached balance: until it is written again, no redemption of the user runs. */
-  async dropBalance(userId: string): Promise<void> {
-    await this.redis.del(balanceKeys(userId).meta);
   }
 }

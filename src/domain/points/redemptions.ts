@@ -1,0 +1,201 @@
+import { z } from 'zod';
+import { Prisma, type Redemption } from '../../generated/prisma/client.ts';
+import { unnest } from '../../infra/db/unnest.ts';
+import { entryKind } from '../../infra/journal/entryKind.ts';
+import { conflictingEntries } from '../../infra/journal/journal.ts';
+import type { LeasedRedemption, VoucherDeliveryWorker } from './deliveryWorker.ts';
+
+/** A stock unit or sequence number: empty when the goods item has none. */
+const optionalInt = z.union([z.literal('').transform(() => null), z.coerce.number().int()]);
+
+/** What lua/redeemPoints.lua journals for a redemption. */
+const redeemFields = z.object({
+  id: z.string(),
+  user: z.string(),
+  goods: z.string(),
+  request: z.string(),
+  cost: z.coerce.number().int(),
+  /** The voucher code; empty without a pool. */
+  code: z.string(),
+  unit: optionalInt,
+  seq: optionalInt,
+  at: z.coerce.number().int(),
+});
+
+/** What lua/redeemPoints.lua journals for a refusal. */
+const refuseFields = z.object({
+  user: z.string(),
+  goods: z.string(),
+  request: z.string(),
+  answer: z.string(),
+  at: z.coerce.number().int(),
+});
+
+export type RedeemFields = z.infer<typeof redeemFields>;
+
+/**
+ * The redemptions of a batch, checked again by PostgreSQL and inserted with their
+ * ledger rows and balance debits in one statement. Redis already checked them;
+ * PostgreSQL's own check matters only when Redis lost data and was rebuilt while
+ * redemptions were on their way here. Then it refuses (reports as a conflict)
+ * whatever would overdraw a balance, oversell the stock (a voucher code or a stock unit
+ * twice, or one outside the item), break a per-user limit (a sequence number twice or
+ * above the limit), or repeat a (user, requestId), refused or redeemed.
+ *
+ * Only the accounts are locked, in user order so concurrent batches queue instead of
+ * deadlocking; the rows FOR UPDATE returns are the newest, so the balance check is
+ * exact. They are read through one jsonb object: joined as rows, the locked accounts
+ * drew a nested loop from the planner (it cannot estimate unnest), a quadratic scan that
+ * was half of a 256-entry batch's time. Everything else is a unique key, so batches for
+ * one goods item commit side by side. A refusal is pessimistic for the user's later
+ * entries in the batch, which is safe: they are rebuilt and retried.
+ *
+ * Each redemption is inserted under a delivery lease of the committing process, which
+ * hands it to its notifier right away (VoucherDeliveryWorker.deliverFresh); it is due
+ * for the other workers only once that lease has run out. One whose insert committed
+ * but whose reply was lost is not returned by the retry, so it waits for its lease to
+ * run out and goes out as attempt 2: late, never lost.
+ */
+function insertRedemptions(redemptions: RedeemFields[], leaseMs: number): Prisma.Sql {
+  // The batch's order, for each user's running total.
+  const numbered = redemptions.map((fields, i) => ({ ...fields, position: i + 1 }));
+  return Prisma.sql`
+WITH entry AS (
+  SELECT * FROM ${unnest('e', numbered, {
+    id: ['text', (row) => row.id],
+    user_id: ['text', (row) => row.user],
+    goods_id: ['text', (row) => row.goods],
+    request_id: ['text', (row) => row.request],
+    cost: ['int', (row) => row.cost],
+    code: ['text', (row) => row.code],
+    stock_unit: ['int', (row) => row.unit],
+    user_seq: ['int', (row) => row.seq],
+    at_ms: ['bigint', (row) => row.at],
+    seq: ['int', (row) => row.position],
+  })}
+),
+account AS MATERIALIZED (
+  SELECT jsonb_object_agg(user_id, balance) AS balances
+  FROM (SELECT user_id, balance FROM points_account WHERE user_id IN (SELECT user_id FROM entry) ORDER BY user_id FOR UPDATE) locked
+),
+fresh AS (
+  SELECT e.* FROM entry e
+  WHERE NOT EXISTS (SELECT 1 FROM redemption r WHERE r.id = e.id)
+    AND NOT EXISTS (SELECT 1 FROM redemption r WHERE r.user_id = e.user_id AND r.request_id = e.request_id)
+    AND NOT EXISTS (SELECT 1 FROM redemption_refusal f WHERE f.user_id = e.user_id AND f.request_id = e.request_id)
+),
+running AS (
+  SELECT f.*, sum(f.cost) OVER (PARTITION BY f.user_id ORDER BY f.seq) AS spent FROM fresh f
+),
+accepted AS (
+  SELECT r.* FROM running r
+  CROSS JOIN account a
+  JOIN goods g ON g.id = r.goods_id
+  WHERE r.spent <= (a.balances ->> r.user_id)::bigint
+    AND r.cost = g.points_cost
+    AND CASE WHEN g.pooled THEN EXISTS (SELECT 1 FROM voucher_code v WHERE v.code = r.code AND v.goods_id = g.id)
+             ELSE r.stock_unit < g.stock END
+    AND (g.per_user_limit = 0 OR r.user_seq <= g.per_user_limit)
+),
+inserted AS (
+  INSERT INTO redemption (id, user_id, goods_id, request_id, points_spent, voucher_code, stock_unit, user_seq, created_at, next_attempt_at,
+                          delivery_attempts, locked_until)
+  SELECT id, user_id, goods_id, request_id, cost, NULLIF(code, ''), stock_unit, user_seq, to_timestamp(at_ms / 1000.0),
+         now() + ${leaseMs}::int * interval '1 millisecond', 1, now() + ${leaseMs}::int * interval '1 millisecond'
+  FROM accepted
+  ON CONFLICT DO NOTHING
+  RETURNING id, user_id, goods_id, voucher_code, points_spent, delivery_attempts, locked_until, created_at
+),
+debited AS (
+  UPDATE points_account a SET balance = a.balance - s.spent
+  FROM (SELECT user_id, sum(points_spent) AS spent FROM inserted GROUP BY user_id) s
+  WHERE a.user_id = s.user_id
+),
+ledgered AS (
+  INSERT INTO points_ledger (user_id, delta, reason, redemption_id, created_at)
+  SELECT user_id, -points_spent, 'redemption', id, created_at FROM inserted
+)
+SELECT id, user_id, goods_id, voucher_code, points_spent, delivery_attempts, locked_until FROM inserted`;
+}
+
+/** Persists redemptions and hands those it inserted to `delivery`, whose lease they carry. */
+export function redemptionJournalKind(delivery: VoucherDeliveryWorker) {
+  return entryKind({
+    kind: 'points.redeem',
+    fields: redeemFields,
+    async persist(db, entries) {
+      const inserted = await db.$queryRaw<LeasedRedemption[]>(insertRedemptions(entries.map(({ fields }) => fields), delivery.options.leaseMs));
+      delivery.deliverFresh(inserted);
+      const conflicts = await conflictingEntries(entries, ({ fields }) => fields.id, inserted.map((row) => row.id), async (redemptionIds) =>
+        (await db.redemption.findMany({ where: { id: { in: redemptionIds } }, select: { id: true } })).map((row) => row.id),
+      );
+      return conflicts.map(({ entry }) => entry);
+    },
+  });
+}
+
+const refusalKey = (user: string, request: string, answer: string) => `${user}\u0000${request}\u0000${answer}`;
+
+/**
+ * Refusals, so a retry gets the same problem once Redis has forgotten it. One that
+ * PostgreSQL answered otherwise before (a redemption, or another refusal, made while
+ * Redis was being rebuilt) is a conflict: the first answer stands.
+ */
+export const refusalJournalKind = entryKind({
+  kind: 'points.refuse',
+  fields: refuseFields,
+  async persist(db, entries) {
+    const refusals = entries.map(({ fields }) => fields);
+    const inserted = await db.$queryRaw<{ user_id: string; request_id: string; answer: string }[]>(Prisma.sql`
+      INSERT INTO redemption_refusal (user_id, request_id, goods_id, answer, refused_at)
+      SELECT r.user_id, r.request_id, r.goods_id, r.answer, to_timestamp(r.at_ms / 1000.0)
+      FROM ${unnest('r', refusals, {
+        user_id: ['text', (refusal) => refusal.user],
+        request_id: ['text', (refusal) => refusal.request],
+        goods_id: ['text', (refusal) => refusal.goods],
+        answer: ['text', (refusal) => refusal.answer],
+        at_ms: ['bigint', (refusal) => refusal.at],
+      })}
+      WHERE NOT EXISTS (SELECT 1 FROM redemption d WHERE d.user_id = r.user_id AND d.request_id = r.request_id)
+      ON CONFLICT DO NOTHING
+      RETURNING user_id, request_id, answer`);
+    const conflicts = await conflictingEntries(
+      entries,
+      ({ fields }) => refusalKey(fields.user, fields.request, fields.answer),
+      inserted.map((row) => refusalKey(row.user_id, row.request_id, row.answer)),
+      async (keys) => {
+        const wanted = keys.map((key) => key.split('\u0000'));
+        const present = await db.redemptionRefusal.findMany({ where: { OR: wanted.map(([userId, requestId]) => ({ userId: userId!, requestId: requestId! })) } });
+        return present.map((row) => refusalKey(row.userId, row.requestId, row.answer));
+      },
+    );
+    return conflicts.map(({ entry }) => entry);
+  },
+});
+
+/**
+ * The redemption a journal entry describes, as PostgreSQL now holds it: just persisted,
+ * its first delivery attempt under way. Its lease's end is PostgreSQL's time and not
+ * known here: nextAttemptAt and lockedUntil, which the API does not show, are left at the
+ * creation time and null.
+ */
+export function pendingRedemption(fields: RedeemFields): Redemption {
+  const createdAt = new Date(fields.at);
+  return {
+    id: fields.id,
+    userId: fields.user,
+    goodsId: fields.goods,
+    requestId: fields.request,
+    pointsSpent: fields.cost,
+    voucherCode: fields.code || null,
+    stockUnit: fields.unit,
+    userSeq: fields.seq,
+    status: 'PENDING',
+    createdAt,
+    deliveryAttempts: 1,
+    nextAttemptAt: createdAt,
+    lockedUntil: null,
+    lastError: null,
+    deliveredAt: null,
+  };
+}
