@@ -161,9 +161,7 @@ export class VoucherDeliveryWorker {
       pointsSpent: row.points_spent,
       attempt: row.delivery_attempts,
     }));
-    const outcomes = await this.notifier
-      .deliver(deliveries)
-      .catch((error: unknown) => deliveries.map((): PromiseSettledResult<void> => ({ status: 'rejected', reason: error })));
+    const outcomes = await this.notifier.deliver(deliveries).catch((error: unknown) => deliveries.map((): PromiseSettledResult<void> => ({ status: 'rejected', reason: error })));
     const failed: { row: LeasedRedemption; error: Error | undefined }[] = [];
     const delivered: string[] = [];
     leased.forEach((row, i) => {

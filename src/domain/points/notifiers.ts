@@ -42,7 +42,11 @@ export const VOUCHER_DELIVERED_TOPIC = 'points.voucherDelivered';
  * repeats them.
  */
 export class LogVoucherNotifier implements VoucherNotifier {
-  constructor(private readonly prisma: PrismaClient, private readonly events: LiveEvents, private readonly log: Logger) {}
+  constructor(
+    private readonly prisma: PrismaClient,
+    private readonly events: LiveEvents,
+    private readonly log: Logger,
+  ) {}
 
   // One statement for the whole batch: in a flash sale a statement per voucher costs the
   // database more than the redemptions themselves.
@@ -67,7 +71,10 @@ export class LogVoucherNotifier implements VoucherNotifier {
 
 /** POSTs each delivery as JSON to a fulfilment service, which must dedupe by the `Idempotency-Key` header. A non-2xx answer is retried. */
 export class WebhookVoucherNotifier implements VoucherNotifier {
-  constructor(private readonly url: string, private readonly timeoutMs: number) {}
+  constructor(
+    private readonly url: string,
+    private readonly timeoutMs: number,
+  ) {}
 
   deliver(deliveries: VoucherDelivery[]): Promise<PromiseSettledResult<void>[]> {
     return Promise.allSettled(deliveries.map((delivery) => this.post(delivery)));

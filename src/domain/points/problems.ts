@@ -1,7 +1,10 @@
 import { Problem } from '../problems.ts';
 
 export class InsufficientPoints extends Problem {
-  constructor(readonly balance: number, readonly pointsCost: number) {
+  constructor(
+    readonly balance: number,
+    readonly pointsCost: number,
+  ) {
     super(`this costs ${pointsCost} points; your balance is ${balance}`);
   }
 }

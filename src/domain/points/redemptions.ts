@@ -8,28 +8,26 @@ import type { LeasedRedemption, VoucherDeliveryWorker } from './deliveryWorker.t
 /** A stock unit or sequence number: empty when the goods item has none. */
 const optionalInt = z.union([z.literal('').transform(() => null), z.coerce.number().int()]);
 
-/** What lua/redeemPoints.lua journals for a redemption. */
-const redeemFields = z.object({
-  id: z.string(),
+/** What lua/redeemPoints.lua journals for every answer: whose request, for which item, when. */
+const answerFields = z.object({
   user: z.string(),
   goods: z.string(),
   request: z.string(),
+  at: z.coerce.number().int(),
+});
+
+/** A redemption's entry. */
+const redeemFields = answerFields.extend({
+  id: z.string(),
   cost: z.coerce.number().int(),
   /** The voucher code; empty without a pool. */
   code: z.string(),
   unit: optionalInt,
   seq: optionalInt,
-  at: z.coerce.number().int(),
 });
 
-/** What lua/redeemPoints.lua journals for a refusal. */
-const refuseFields = z.object({
-  user: z.string(),
-  goods: z.string(),
-  request: z.string(),
-  answer: z.string(),
-  at: z.coerce.number().int(),
-});
+/** A refusal's entry: 'outOfStock', 'perUserLimit:<limit>' or 'insufficient:<balance>:<cost>'. */
+const refuseFields = answerFields.extend({ answer: z.string() });
 
 export type RedeemFields = z.infer<typeof redeemFields>;
 
@@ -124,10 +122,14 @@ export function redemptionJournalKind(delivery: VoucherDeliveryWorker) {
     kind: 'points.redeem',
     fields: redeemFields,
     async persist(db, entries) {
-      const inserted = await db.$queryRaw<LeasedRedemption[]>(insertRedemptions(entries.map(({ fields }) => fields), delivery.options.leaseMs));
+      const redemptions = entries.map(({ fields }) => fields);
+      const inserted = await db.$queryRaw<LeasedRedemption[]>(insertRedemptions(redemptions, delivery.options.leaseMs));
       delivery.deliverFresh(inserted);
-      const conflicts = await conflictingEntries(entries, ({ fields }) => fields.id, inserted.map((row) => row.id), async (redemptionIds) =>
-        (await db.redemption.findMany({ where: { id: { in: redemptionIds } }, select: { id: true } })).map((row) => row.id),
+      const conflicts = await conflictingEntries(
+        entries,
+        ({ fields }) => fields.id,
+        inserted.map((row) => row.id),
+        async (redemptionIds) => (await db.redemption.findMany({ where: { id: { in: redemptionIds } }, select: { id: true } })).map((row) => row.id),
       );
       return conflicts.map(({ entry }) => entry);
     },

@@ -11,7 +11,7 @@ import type { VoucherNotifier } from './notifiers.ts';
 import { type Award, insertGoods, loadBalance, loadGoods, recordAward } from './persistence.ts';
 import { InsufficientPoints, OutOfStock, PerUserLimitReached } from './problems.ts';
 import { pendingRedemption, redemptionJournalKind, refusalJournalKind } from './redemptions.ts';
-import { answerKey, type BalanceSnapshot, balanceKeys, type GoodsSnapshot, goodsKeys, PointsStore, parseAnswer, type RedeemAnswer } from './store.ts';
+import { type BalanceSnapshot, type GoodsSnapshot, PointsStore, type RedeemAnswer, answerKey, balanceKeys, goodsKeys, parseAnswer } from './store.ts';
 
 export class RedemptionNotConfirmedError extends ServiceUnavailableError {}
 

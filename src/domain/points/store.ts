@@ -5,13 +5,13 @@
  * Balances belong to users and stock to goods, so no finer tag puts both in one slot
  * for every pair. The price: the whole shop lives on one cluster node, one Redis core,
  * which is far above what a shop needs (see bench/RESULTS.md). The alternative, a
- * two-phase reservation across slots (hold the points, take the stock, then settle or
+ * two-phase reservation across slots (hold the points, take the stock, then commit or
  * release), buys scale-out with a new failure mode: reservations a crash leaves behind.
  */
 import type { Redis } from 'ioredis';
 import type { Missing } from '../../infra/campaign/campaign.ts';
 import { type JournalEntry, journalEntry } from '../../infra/journal/journal.ts';
-import { defineScript, type ReplyOf, type Scripts } from '../../infra/redis/scripts.ts';
+import { type ReplyOf, type Scripts, defineScript } from '../../infra/redis/scripts.ts';
 
 const SHOP = '{shop}';
 // User and goods ids come from outside; encoded they cannot hold the ':' between key parts.
@@ -39,7 +39,7 @@ export const ANSWER_TTL_MS = 24 * 3600 * 1000;
 
 /** What the first call with a requestId answered; retries get the same. */
 export type RedeemAnswer =
-  | { kind: 'redeemed'; /** The redemption's journal entry; empty once it is known to be persisted. */ entryId: string }
+  | { kind: 'redeemed' /** The redemption's journal entry; empty once it is known to be persisted. */; entryId: string }
   | { kind: 'outOfStock' }
   | { kind: 'perUserLimit'; limit: number }
   | { kind: 'insufficient'; balance: number; cost: number };
