@@ -86,7 +86,7 @@ export class Campaign<Id, Snapshot, State = never> {
    * `alsoDrops` names those keys, dropped in the same DEL as the campaigns' own.
    */
   persistsSpanning(handler: JournalHandler, campaignsOf: (entry: JournalEntry) => Id[], alsoDrops: (entry: JournalEntry) => string[]): void {
-    this.deps.journal.register(handler, (entry) => this.drop([...this.metaKeys(campaignsOf(entry)), ...alsoDrops(entry)]));
+    this.deps.journal.register(handler, async (entry) => this.drop([...this.metaKeys(campaignsOf(entry)), ...alsoDrops(entry)]));
   }
 
   /** Drops the campaigns' keys; the next call rebuilds them from PostgreSQL. */
