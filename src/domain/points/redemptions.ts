@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { Prisma, type Redemption } from '../../generated/prisma/client.ts';
 import { unnest } from '../../infra/db/unnest.ts';
 import { entryKind } from '../../infra/journal/entryKind.ts';
-import { conflictingEntries } from '../../infra/journal/journal.ts';
+import { type JournalEntry, conflictingEntries } from '../../infra/journal/journal.ts';
 import type { LeasedRedemption, VoucherDeliveryWorker } from './deliveryWorker.ts';
 
 /** A stock unit or sequence number: empty when the goods item has none. */
@@ -30,6 +30,16 @@ const redeemFields = answerFields.extend({
 const refuseFields = answerFields.extend({ answer: z.string() });
 
 export type RedeemFields = z.infer<typeof redeemFields>;
+
+const requestFields = answerFields.pick({ user: true, goods: true, request: true });
+
+/**
+ * Whose request for which item an entry of either kind answers: what its script changed
+ * in Redis, read even from an entry whose other fields are unreadable.
+ */
+export function requestOf(entry: JournalEntry): z.infer<typeof requestFields> {
+  return requestFields.parse(entry.fields);
+}
 
 /**
  * The redemptions of a batch, checked again by PostgreSQL and inserted with their

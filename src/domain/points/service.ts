@@ -10,7 +10,7 @@ import type { CreateGoodsInput } from './input.ts';
 import type { VoucherNotifier } from './notifiers.ts';
 import { type Award, insertGoods, loadBalance, loadGoods, recordAward } from './persistence.ts';
 import { InsufficientPoints, OutOfStock, PerUserLimitReached } from './problems.ts';
-import { pendingRedemption, redemptionJournalKind, refusalJournalKind } from './redemptions.ts';
+import { pendingRedemption, redemptionJournalKind, refusalJournalKind, requestOf } from './redemptions.ts';
 import { type BalanceSnapshot, type GoodsSnapshot, PointsStore, type RedeemAnswer, answerKey, balanceKeys, goodsKeys, parseAnswer } from './store.ts';
 
 export class RedemptionNotConfirmedError extends ServiceUnavailableError {}
@@ -68,9 +68,9 @@ export class PointsService {
     for (const kind of [this.redemptions, refusalJournalKind]) {
       this.balances.persistsSpanning(
         kind,
-        (entry) => [kind.decode(entry).user],
+        (entry) => [requestOf(entry).user],
         (entry) => {
-          const { user, goods, request } = kind.decode(entry);
+          const { user, goods, request } = requestOf(entry);
           return [goodsKeys(goods).meta, answerKey(user, request)];
         },
       );
