@@ -86,12 +86,15 @@ export class Campaign<Id, Snapshot, State = never> {
    * `alsoDrops` names those keys, dropped in the same DEL as the campaigns' own.
    */
   persistsSpanning(handler: JournalHandler, campaignsOf: (entry: JournalEntry) => Id[], alsoDrops: (entry: JournalEntry) => string[]): void {
-    this.deps.journal.register(handler, async (entry) => this.drop([...this.metaKeys(campaignsOf(entry)), ...alsoDrops(entry)]));
+    this.deps.journal.register(handler, async (entry) => {
+      const keys = [...campaignsOf(entry).map((id) => this.rules.keys(id).meta), ...alsoDrops(entry)];
+      if (keys.length > 0) await this.deps.redis.del(...keys);
+    });
   }
 
   /** Drops the campaigns' keys; the next call rebuilds them from PostgreSQL. */
-  forget(ids: Id[]): Promise<void> {
-    return this.drop(this.metaKeys(ids));
+  async forget(ids: Id[]): Promise<void> {
+    if (ids.length > 0) await this.deps.redis.del(...ids.map((id) => this.rules.keys(id).meta));
   }
 
   /**
@@ -197,14 +200,6 @@ export class Campaign<Id, Snapshot, State = never> {
     const snapshot = await this.rules.load(id);
     if (snapshot) await this.install(id, snapshot);
     return snapshot;
-  }
-
-  private metaKeys(ids: Id[]): string[] {
-    return ids.map((id) => this.rules.keys(id).meta);
-  }
-
-  private async drop(keys: string[]): Promise<void> {
-    if (keys.length > 0) await this.deps.redis.del(...keys);
   }
 
   private async install(id: Id, snapshot: Snapshot): Promise<void> {
