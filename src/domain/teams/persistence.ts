@@ -1,6 +1,7 @@
-import { type JournalEntry, type JournalHandler, conflictingEntries } from '../../infra/journal/journal.ts';
 import type { PrismaClient } from '../../generated/prisma/client.ts';
-import type { TeamSnapshot, TeamStatus } from './store.ts';
+import { type JournalEntry, type JournalHandler, conflictingEntries } from '../../infra/journal/journal.ts';
+import type { OpenTeamInput } from './input.ts';
+import { type TeamRef, type TeamSnapshot, type TeamStatus, activityOfJournal } from './store.ts';
 
 const TEAM_JOURNAL_KIND = 'team';
 
@@ -29,9 +30,10 @@ export function seatEventsOf(entry: JournalEntry): SeatEvent[] {
   return jsonList<SeatEvent>(entry.fields.events);
 }
 
-/** The teams a journaled script call changed: the ones its events name, and its own. */
-export function teamsChangedBy(entry: JournalEntry): string[] {
-  return [...new Set([entry.fields.team!, ...seatEventsOf(entry).map((event) => event.team)])];
+/** The teams a journaled change touched: its own, and every team its seat events name (a lock moved from another). */
+export function teamsChangedBy(entry: JournalEntry): TeamRef[] {
+  const activityId = activityOfJournal(entry.stream);
+  return [...new Set([entry.fields.team!, ...seatEventsOf(entry).map((event) => event.team)])].map((teamId) => ({ activityId, teamId }));
 }
 
 /**
@@ -155,6 +157,23 @@ export const teamJournalHandler: JournalHandler = {
     );
   },
 };
+
+/** Inserts a new team with its leader as the first member; returns its snapshot. */
+export function insertTeam(prisma: PrismaClient, { activityId, teamId }: TeamRef, leaderId: string, input: OpenTeamInput, nowMs: number): Promise<TeamSnapshot> {
+  return prisma.team.create({
+    data: {
+      id: teamId,
+      activityId,
+      leaderId,
+      capacity: input.capacity,
+      lockSeconds: input.lockSeconds,
+      deadline: new Date(nowMs + input.formationSeconds * 1000),
+      createdAt: new Date(nowMs),
+      members: { create: { userId: leaderId, seat: 1, joinedAt: new Date(nowMs) } },
+    },
+    include: { members: { select: { userId: true, paymentRef: true, seat: true, joinedAt: true } } },
+  });
+}
 
 export async function loadSnapshot(prisma: PrismaClient, teamId: string): Promise<TeamSnapshot | null> {
   const team = await prisma.team.findUnique({
