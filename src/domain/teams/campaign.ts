@@ -5,7 +5,7 @@ import type { CampaignDeps } from '../deps.ts';
 import { ServiceUnavailableError } from '../errors.ts';
 import { NotFound } from '../problems.ts';
 import { watchActivity } from './lockExpiry.ts';
-import { activityOfTeam, loadSnapshot, teamJournalHandler, teamsChangedBy } from './persistence.ts';
+import { activityOfTeam, loadSnapshot, seatsJournalKind, teamsChangedBy } from './persistence.ts';
 import { type TeamRef, type TeamSnapshot, type TeamState, TeamStore, teamKeys } from './store.ts';
 
 export type TeamDeps = Omit<CampaignDeps, 'random'>;
@@ -46,7 +46,7 @@ export class TeamCampaign {
       },
     });
     // A change PostgreSQL turned down took a seat (and maybe moved a lock) in Redis.
-    this.runtime.persistsWith(teamJournalHandler, teamsChangedBy);
+    this.runtime.persistsWith(seatsJournalKind, teamsChangedBy);
   }
 
   /** The team's campaign id, its activity looked up once; null if there is no such team. */
