@@ -10,9 +10,14 @@ import { type TeamRef, type TeamSnapshot, type TeamStatus, activityOfJournal } f
 const jsonList = <T>(item: z.ZodType<T>) =>
   z
     .string()
-    .transform((text) => {
-      const parsed: unknown = JSON.parse(text);
-      return Array.isArray(parsed) ? parsed : [];
+    .transform((text, ctx) => {
+      try {
+        const parsed: unknown = JSON.parse(text);
+        return Array.isArray(parsed) ? parsed : [];
+      } catch {
+        ctx.addIssue({ code: 'custom', message: 'not JSON' });
+        return z.NEVER;
+      }
     })
     .pipe(z.array(item));
 
@@ -162,10 +167,19 @@ export const seatsJournalKind = entryKind({
   },
 });
 
-/** The teams a journaled change touched: its own, and every team its seat events name (a lock moved from another). */
+/** Just the teams an entry names, read apart from its full schema: an entry that schema refuses changed them too. */
+const namedTeams = z.object({ team: z.string(), events: jsonList(z.object({ team: z.string() })).catch([]) });
+
+/**
+ * The teams a journaled change touched: its own, and every team its seat events name (a
+ * lock moved from another); none when not even that can be read, since it decides what is
+ * published after a commit and what is dropped after a refusal, whatever the entry holds.
+ */
 export function teamsChangedBy(entry: JournalEntry): TeamRef[] {
-  const { team, events } = seatsJournalKind.decode(entry);
+  const named = namedTeams.safeParse(entry.fields);
+  if (!named.success) return [];
   const activityId = activityOfJournal(entry.stream);
+  const { team, events } = named.data;
   return [...new Set([team, ...events.map((event) => event.team)])].map((teamId) => ({ activityId, teamId }));
 }
 

@@ -20,8 +20,8 @@ export interface LiveRules<Id, State> extends Omit<StateStream<State>, 'load'> {
   /**
    * The campaigns a journaled call's entry changed, published once its commit is over,
    * even one that failed: Redis changed already, and a campaign it closed changes no
-   * more, so no later change would bring its subscribers the final state. Unset: the
-   * flow publishes what it decides to.
+   * more, so no later change would bring its subscribers the final state. It must not
+   * throw, even for an entry its kind refuses. Unset: the flow publishes what it decides to.
    */
   changedBy?(entry: JournalEntry): Id[];
 }
