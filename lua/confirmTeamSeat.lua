@@ -17,13 +17,13 @@
   ARGV[3] payment reference
   ARGV[4] event id, minted by the caller
 
-  Every reply but {0} is {code, entryId, entryFields, ...}; entryId is '' when nothing changed.
-    {0}                                   meta missing: rebuild from PostgreSQL, then retry
-    {1, entryId, fields, completed}       joined (completed = 1 when this seat filled the team)
-    {2, '', {}}                           already a member (this payment reference or an earlier one)
-    {3, '', {}}                           the payment reference confirmed another user's seat
-    {4, entryId, fields, nextUnlockAtMs}  no live lock and no free seat
-    {5, entryId, fields, status}          the team is closed
+  A refusal still journals the expired locks it dropped; entryId is '' when nothing changed.
+    {'missing'}                                   meta missing: rebuild from PostgreSQL, then retry
+    {'joined', entryId, fields, completed}        completed = 1 when this seat filled the team
+    {'alreadyMember'}                             this payment reference or an earlier one seated the caller
+    {'paymentRefTaken'}                           the payment reference confirmed another user's seat
+    {'noSeatLock', entryId, fields, nextUnlockAtMs}  no live lock and no free seat (nextUnlockAtMs nil: no lock)
+    {'closed', entryId, fields, status}           the team is closed
 ]]
 -- @include "now.lua"
 -- @include "teamSeats.lua"
@@ -32,14 +32,14 @@ local meta, members, payments, locks, holders, expiries, stream = KEYS[1], KEYS[
 local user, team_id, payment_ref, event_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 
 if redis.call('EXISTS', meta) == 0 then
-  return {0}
+  return {'missing'}
 end
 local paid_by = redis.call('HGET', payments, payment_ref)
 if paid_by and paid_by ~= user then
-  return {3, '', {}}
+  return {'paymentRefTaken'}
 end
 if paid_by or redis.call('HEXISTS', members, user) == 1 then
-  return {2, '', {}}
+  return {'alreadyMember'}
 end
 
 local now = now_ms()
@@ -49,7 +49,7 @@ drop_expired_locks(locks, holders, expiries, team_id, now, events)
 
 if is_closed(meta, now) then
   local entry_id, fields = journal_changes(stream, metas, 'confirm', team_id, event_id, now, events)
-  return {5, entry_id, fields, redis.call('HGET', meta, 'status')}
+  return {'closed', entry_id, fields, redis.call('HGET', meta, 'status')}
 end
 
 local capacity = tonumber(redis.call('HGET', meta, 'capacity'))
@@ -59,7 +59,7 @@ if lock_expires then
   forget_lock(holders, expiries, team_id, user)
 elseif redis.call('HLEN', members) + redis.call('ZCARD', locks) >= capacity then
   local entry_id, fields = journal_changes(stream, metas, 'confirm', team_id, event_id, now, events)
-  return {4, entry_id, fields, next_unlock_at(locks)}
+  return {'noSeatLock', entry_id, fields, next_unlock_at(locks)}
 end
 
 local seat = redis.call('HLEN', members) + 1
@@ -74,4 +74,4 @@ if redis.call('HLEN', members) >= capacity then
 end
 local entry_id, fields = journal_changes(stream, metas, 'confirm', team_id, event_id, now, events,
   {'user', user, 'paymentRef', payment_ref, 'seat', tostring(seat)})
-return {1, entry_id, fields, completed}
+return {'joined', entry_id, fields, completed}

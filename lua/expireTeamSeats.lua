@@ -13,9 +13,9 @@
   ARGV[3..] users whose index entries for this team the sweeper found due
 
   Returns
-    {0}                            meta missing: the team's keys are gone, and so are its locks;
-                                   the index entries were dropped, nothing else to do
-    {1, entryId, fields, expired}  expired = how many locks ran out; entryId '' when none did
+    {'gone'}                           meta missing: the team's keys are gone, and so are its locks;
+                                       the index entries were dropped, nothing else to do (no rebuild)
+    {'expired', entryId, fields, count}  count = how many locks ran out; entryId '' when none did
 ]]
 -- @include "now.lua"
 -- @include "teamSeats.lua"
@@ -29,10 +29,10 @@ for i = 3, #ARGV do
   end
 end
 if redis.call('EXISTS', meta) == 0 then
-  return {0}
+  return {'gone'}
 end
 local now = now_ms()
 local events = {}
 drop_expired_locks(locks, holders, expiries, team_id, now, events)
 local entry_id, fields = journal_changes(stream, {[team_id] = meta}, 'expire', team_id, event_id, now, events)
-return {1, entry_id, fields, #events}
+return {'expired', entry_id, fields, #events}

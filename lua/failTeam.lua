@@ -14,10 +14,10 @@
   ARGV[2] event id, minted by the caller
 
   Returns
-    {0}                           meta missing: rebuild from PostgreSQL, then retry
-    {1, entryId, fields}          failed now; fields carry `members`, a JSON list of {user, paymentRef, seat, joinedAt}
-    {2, '', {}, status}           not OPEN: nothing to do
-    {3, '', {}, deadlineMs}       the deadline has not passed yet
+    {'missing'}                   meta missing: rebuild from PostgreSQL, then retry
+    {'failed', entryId, fields}   failed now; fields carry `members`, a JSON list of {user, paymentRef, seat, joinedAt}
+    {'notOpen', status}           not OPEN: nothing to do
+    {'notDue', deadlineMs}        the deadline has not passed yet
 ]]
 -- @include "now.lua"
 -- @include "teamSeats.lua"
@@ -26,16 +26,16 @@ local meta, members, payments, locks, holders, expiries, stream = KEYS[1], KEYS[
 local team_id, event_id = ARGV[1], ARGV[2]
 
 if redis.call('EXISTS', meta) == 0 then
-  return {0}
+  return {'missing'}
 end
 local status = redis.call('HGET', meta, 'status')
 if status ~= 'OPEN' then
-  return {2, '', {}, status}
+  return {'notOpen', status}
 end
 local now = now_ms()
 local deadline = tonumber(redis.call('HGET', meta, 'deadlineMs'))
 if now < deadline then
-  return {3, '', {}, deadline}
+  return {'notDue', deadline}
 end
 
 local events = {}
@@ -56,4 +56,4 @@ for i = 1, #joined, 2 do
 end
 local entry_id, fields = journal_changes(stream, {[team_id] = meta}, 'fail', team_id, event_id, now, events,
   {'members', cjson.encode(refunds)})
-return {1, entry_id, fields}
+return {'failed', entry_id, fields}

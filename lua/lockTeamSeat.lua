@@ -17,14 +17,16 @@
   ARGV[3] event id, minted by the caller
   ARGV[4] the team the caller expects KEYS[4] to name for the user, or ''
 
-  Every reply but {0} and {1} is {code, entryId, entryFields, ...}; entryId is '' when nothing changed.
-    {0}                                        meta missing: rebuild from PostgreSQL, then retry
-    {1, holderTeamId}                          KEYS[4] names another team than ARGV[4]: retry with that one
-    {2, entryId, fields, expiresAtMs, releasedTeamId}  locked; releasedTeamId is '' unless a live lock moved
-    {3, entryId, fields, expiresAtMs}          the caller already holds a live lock on this team: unchanged
-    {4, entryId, fields}                       the caller is a member
-    {5, entryId, fields, status}               the team is closed (COMPLETE, FAILED, or past its deadline)
-    {6, entryId, fields, nextUnlockAtMs, nowMs} no free seat: members + live locks = capacity
+  Every reply but 'missing' and 'holderIs' is {tag, entryId, entryFields, ...}: the expired
+  locks it dropped are journaled whatever it answers; entryId is '' when nothing changed.
+    {'missing'}                                meta missing: rebuild from PostgreSQL, then retry
+    {'holderIs', holderTeamId}                 KEYS[4] names another team than ARGV[4]: retry with that one
+    {'locked', entryId, fields, expiresAtMs, releasedTeamId}  releasedTeamId is '' unless a live lock moved
+    {'alreadyLocked', entryId, fields, expiresAtMs}  the caller already holds a live lock on this team
+    {'member', entryId, fields}                the caller is a member
+    {'closed', entryId, fields, status}        the team is closed (COMPLETE, FAILED, or past its deadline)
+    {'full', entryId, fields, nextUnlockAtMs, nowMs}  no free seat: members + live locks = capacity;
+                                               nextUnlockAtMs is nil when no lock is live
 ]]
 -- @include "now.lua"
 -- @include "teamSeats.lua"
@@ -34,11 +36,11 @@ local meta, members, locks, holders, expiries, stream, previous_meta, previous_l
 local user, team_id, event_id, expected_holder = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 
 if redis.call('EXISTS', meta) == 0 then
-  return {0}
+  return {'missing'}
 end
 local holder = redis.call('HGET', holders, user) or ''
 if holder ~= expected_holder then
-  return {1, holder}
+  return {'holderIs', holder}
 end
 
 local now = now_ms()
@@ -62,27 +64,27 @@ if holder ~= '' and holder ~= team_id then
   end
 end
 
-local function reply(code, ...)
+local function reply(tag, ...)
   local entry_id, fields = journal_changes(stream, metas, 'lock', team_id, event_id, now, events)
-  return {code, entry_id, fields, ...}
+  return {tag, entry_id, fields, ...}
 end
 
 local own = redis.call('ZSCORE', locks, user)
 if own then
-  return reply(3, tonumber(own))
+  return reply('alreadyLocked', tonumber(own))
 end
 if holder == team_id then
   -- The index named this team, but the lock is gone (the team was rebuilt).
   forget_lock(holders, expiries, team_id, user)
 end
 if redis.call('HEXISTS', members, user) == 1 then
-  return reply(4)
+  return reply('member')
 end
 if is_closed(meta, now) then
-  return reply(5, redis.call('HGET', meta, 'status'))
+  return reply('closed', redis.call('HGET', meta, 'status'))
 end
 if redis.call('HLEN', members) + redis.call('ZCARD', locks) >= tonumber(redis.call('HGET', meta, 'capacity')) then
-  return reply(6, next_unlock_at(locks), now)
+  return reply('full', next_unlock_at(locks), now)
 end
 
 local expires_at = now + tonumber(redis.call('HGET', meta, 'lockSeconds')) * 1000
@@ -95,4 +97,4 @@ redis.call('ZADD', locks, expires_at, user)
 redis.call('HSET', holders, user, team_id)
 redis.call('ZADD', expiries, expires_at, team_id .. ':' .. user)
 add_event(events, 'LOCKED', team_id, user, now, expires_at)
-return reply(2, expires_at, previous or '')
+return reply('locked', expires_at, previous or '')

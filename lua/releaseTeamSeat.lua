@@ -10,9 +10,10 @@
   ARGV[2] team id
   ARGV[3] event id, minted by the caller
 
-  Returns
-    {0}                             meta missing: rebuild from PostgreSQL, then retry
-    {1, entryId, fields, released}  released = 1 if the caller held a live lock; entryId '' when nothing changed
+  Returns (entryId is '' when nothing changed, not even an expired lock dropped)
+    {'missing'}                     meta missing: rebuild from PostgreSQL, then retry
+    {'released', entryId, fields}   the caller's live lock is given back
+    {'notHeld', entryId, fields}    the caller held no live lock on the team
 ]]
 -- @include "now.lua"
 -- @include "teamSeats.lua"
@@ -21,17 +22,17 @@ local meta, locks, holders, expiries, stream = KEYS[1], KEYS[2], KEYS[3], KEYS[4
 local user, team_id, event_id = ARGV[1], ARGV[2], ARGV[3]
 
 if redis.call('EXISTS', meta) == 0 then
-  return {0}
+  return {'missing'}
 end
 local now = now_ms()
 local events = {}
 drop_expired_locks(locks, holders, expiries, team_id, now, events)
 
-local released = 0
+local tag = 'notHeld'
 if redis.call('ZREM', locks, user) == 1 then
-  released = 1
+  tag = 'released'
   forget_lock(holders, expiries, team_id, user)
   add_event(events, 'RELEASED', team_id, user, now)
 end
 local entry_id, fields = journal_changes(stream, {[team_id] = meta}, 'release', team_id, event_id, now, events)
-return {1, entry_id, fields, released}
+return {tag, entry_id, fields}

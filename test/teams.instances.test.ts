@@ -3,7 +3,7 @@ import type { ExecutionResult } from 'graphql';
 import { describe, expect, it } from 'vitest';
 import { type App, createApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
-import { teamJournalHandler } from '../src/domain/teams/persistence.ts';
+import { seatsJournalKind } from '../src/domain/teams/persistence.ts';
 import { activityKeys, activityOfJournal } from '../src/domain/teams/store.ts';
 import { createLogger } from '../src/infra/logger.ts';
 import { TeamStatusDocument, type TeamStatusSubscription } from './gql/generated.ts';
@@ -142,8 +142,8 @@ describe('a refused confirmation that dropped expired locks', () => {
     const team = await app.teams.open('refused-leader', { activityId, capacity: 2, lockSeconds: 60, formationSeconds: 3600 });
     const at = Date.now();
     // What confirmTeamSeat journals when it refuses with NoSeatLock after dropping a lock that ran out.
-    const fields = { kind: 'team', op: 'confirm', event: randomUUID(), team: team.id, at: String(at), events: JSON.stringify([{ kind: 'EXPIRED', team: team.id, user: 'refused-locker', at }]) };
-    expect(await teamJournalHandler.persist(app.prisma, [{ stream: activityKeys(activityId).journal, id: `${at}-0`, fields }])).toEqual([]);
+    const fields = { kind: 'team.seats', op: 'confirm', event: randomUUID(), team: team.id, at: String(at), events: JSON.stringify([{ kind: 'EXPIRED', team: team.id, user: 'refused-locker', at }]) };
+    expect(await seatsJournalKind.persist(app.prisma, [{ stream: activityKeys(activityId).journal, id: `${at}-0`, fields }])).toEqual([]);
     const { rows } = await instances.stores.sql.query<{ kind: string }>('SELECT kind FROM team_seat_event WHERE team_id = $1', [team.id]);
     expect(rows.map((row) => row.kind)).toEqual(['EXPIRED']);
   });
@@ -158,7 +158,7 @@ describe('a failure committed with a confirmation of its team', () => {
     const entry = (team: string, op: string, extra: Record<string, string>, n: number) => ({
       stream,
       id: `${at}-${n}`,
-      fields: { kind: 'team', op, event: randomUUID(), team, at: String(at), events: '[]', ...extra },
+      fields: { kind: 'team.seats', op, event: randomUUID(), team, at: String(at), events: '[]', ...extra },
     });
     const confirm = (team: string, user: string, seat: number, n: number) => entry(team, 'confirm', { user, paymentRef: `${user}-pay`, seat: String(seat) }, n);
     const fail = (team: string, leader: string, n: number) => entry(team, 'fail', { members: JSON.stringify([{ user: leader, seat: 1, joinedAt: at }]) }, n);
@@ -167,13 +167,13 @@ describe('a failure committed with a confirmation of its team', () => {
 
     // A Redis rebuilt without the member failed the team while the member's confirmation was on its way.
     const failing = await app.teams.open('owed-leader', { activityId, capacity: 3, lockSeconds: 60, formationSeconds: 3600 });
-    await teamJournalHandler.persist(app.prisma, [confirm(failing.id, 'owed-member', 2, 0), fail(failing.id, 'owed-leader', 1)]);
+    await seatsJournalKind.persist(app.prisma, [confirm(failing.id, 'owed-member', 2, 0), fail(failing.id, 'owed-leader', 1)]);
     expect(await refunds(failing.id)).toEqual(['owed-leader', 'owed-member']);
 
     // A stale Redis fails a team PostgreSQL already holds COMPLETE.
     const complete = await app.teams.open('done-leader', { activityId, capacity: 2, lockSeconds: 60, formationSeconds: 3600 });
-    await teamJournalHandler.persist(app.prisma, [confirm(complete.id, 'done-member', 2, 2)]);
-    await teamJournalHandler.persist(app.prisma, [fail(complete.id, 'done-leader', 3)]);
+    await seatsJournalKind.persist(app.prisma, [confirm(complete.id, 'done-member', 2, 2)]);
+    await seatsJournalKind.persist(app.prisma, [fail(complete.id, 'done-leader', 3)]);
     const { rows } = await instances.stores.sql.query<{ status: string }>('SELECT status FROM team WHERE id = $1', [complete.id]);
     expect(rows[0]!.status).toBe('COMPLETE');
     expect(await refunds(complete.id)).toEqual([]);

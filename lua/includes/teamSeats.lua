@@ -79,7 +79,7 @@ local function journal_changes(stream, metas, op, team_id, event_id, now, events
   if not bumped[team_id] then
     bump_version(metas[team_id], now)
   end
-  local fields = {'kind', 'team', 'op', op, 'event', event_id, 'team', team_id, 'at', tostring(now), 'events', cjson.encode(events)}
+  local fields = {'kind', 'team.seats', 'op', op, 'event', event_id, 'team', team_id, 'at', tostring(now), 'events', cjson.encode(events)}
   for _, value in ipairs(extra or {}) do
     fields[#fields + 1] = value
   end

@@ -42,9 +42,9 @@ export function notFoundError(what: string): GraphQLError {
 
 /**
  * A subscription to one campaign: NOT_FOUND at once when it does not exist, rather than
- * a stream that would stay silent; otherwise its events.
+ * a stream that would stay silent; otherwise its events (`watch` may look the campaign up first).
  */
-export async function watchExisting<T>(what: string, found: Promise<unknown>, watch: () => AsyncIterable<T>): Promise<AsyncIterable<T>> {
+export async function watchExisting<T>(what: string, found: Promise<unknown>, watch: () => AsyncIterable<T> | Promise<AsyncIterable<T>>): Promise<AsyncIterable<T>> {
   if (!(await found)) throw notFoundError(what);
   return watch();
 }

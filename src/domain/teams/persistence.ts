@@ -1,38 +1,52 @@
-import { type JournalEntry, type JournalHandler, conflictingEntries } from '../../infra/journal/journal.ts';
-import type { PrismaClient } from '../../generated/prisma/client.ts';
-import type { TeamSnapshot, TeamStatus } from './store.ts';
+import { z } from 'zod';
+import { Prisma, type PrismaClient } from '../../generated/prisma/client.ts';
+import { unnest } from '../../infra/db/unnest.ts';
+import { entryKind } from '../../infra/journal/entryKind.ts';
+import { type JournalEntry, conflictingEntries } from '../../infra/journal/journal.ts';
+import type { OpenTeamInput } from './input.ts';
+import { type TeamRef, type TeamSnapshot, type TeamStatus, activityOfJournal } from './store.ts';
 
-const TEAM_JOURNAL_KIND = 'team';
+/** A JSON list the scripts wrote; cjson encodes an empty Lua table as `{}`. */
+const jsonList = <T>(item: z.ZodType<T>) =>
+  z
+    .string()
+    .transform((text, ctx) => {
+      try {
+        const parsed: unknown = JSON.parse(text);
+        return Array.isArray(parsed) ? parsed : [];
+      } catch {
+        ctx.addIssue({ code: 'custom', message: 'not JSON' });
+        return z.NEVER;
+      }
+    })
+    .pipe(z.array(item));
 
-export interface SeatEvent {
-  kind: 'LOCKED' | 'RELEASED' | 'MOVED' | 'EXPIRED' | 'CONFIRMED';
-  team: string;
-  user: string;
-  at: number;
-  expiresAt?: number;
-}
+/** One step of a seat's history (lua/includes/teamSeats.lua, add_event). */
+const seatEvent = z.object({
+  kind: z.enum(['LOCKED', 'RELEASED', 'MOVED', 'EXPIRED', 'CONFIRMED']),
+  team: z.string(),
+  user: z.string(),
+  at: z.number().int(),
+  expiresAt: z.number().int().optional(),
+});
 
-interface RecordedMember {
-  user: string;
-  paymentRef?: string;
-  seat: number;
-  joinedAt: number;
-}
+/** A member failTeam.lua records as owed a refund. */
+const recordedMember = z.object({ user: z.string(), paymentRef: z.string().optional(), seat: z.number().int(), joinedAt: z.number().int() });
 
-/** cjson encodes an empty Lua table as `{}`. */
-function jsonList<T>(text: string | undefined): T[] {
-  const parsed: unknown = JSON.parse(text ?? '[]');
-  return Array.isArray(parsed) ? (parsed as T[]) : [];
-}
+/** What every team script journals (journal_changes): the call, and the seat events it caused. */
+const change = z.object({ event: z.string(), team: z.string(), at: z.coerce.number().int(), events: jsonList(seatEvent) });
 
-export function seatEventsOf(entry: JournalEntry): SeatEvent[] {
-  return jsonList<SeatEvent>(entry.fields.events);
-}
-
-/** The teams a journaled script call changed: the ones its events name, and its own. */
-export function teamsChangedBy(entry: JournalEntry): string[] {
-  return [...new Set([entry.fields.team!, ...seatEventsOf(entry).map((event) => event.team)])];
-}
+// The part each op adds, checked apart from `change`, so the events are parsed once.
+const seatsFields = change.and(
+  z.union([
+    // A confirmation that seated its user.
+    z.object({ op: z.literal('confirm'), user: z.string(), paymentRef: z.string(), seat: z.coerce.number().int() }),
+    // A failure, with the members Redis held.
+    z.object({ op: z.literal('fail'), members: jsonList(recordedMember) }),
+    // A lock, release or expiry, or a refused confirmation: seat events only.
+    z.object({ op: z.enum(['lock', 'release', 'expire', 'confirm']), user: z.never().optional() }),
+  ]),
+);
 
 /**
  * Persists journaled team changes in one statement per batch, plus one to mark filled teams
@@ -45,105 +59,101 @@ export function teamsChangedBy(entry: JournalEntry): string[] {
  * different durable member (Redis rebuilt while confirmations were in flight) is reported
  * as a conflict.
  */
-export const teamJournalHandler: JournalHandler = {
-  kind: TEAM_JOURNAL_KIND,
-  async persist(db: PrismaClient, entries: JournalEntry[]): Promise<JournalEntry[]> {
-    const events = entries.flatMap((entry) => seatEventsOf(entry).map((event, index) => ({ ...event, id: `${entry.fields.event}:${index}` })));
+export const seatsJournalKind = entryKind({
+  kind: 'team.seats',
+  fields: seatsFields,
+  async persist(db, entries) {
+    const changes = entries.map(({ fields }) => fields);
+    const events = changes.flatMap((fields) => fields.events.map((event, index) => ({ ...event, id: `${fields.event}:${index}` })));
     // Only a confirmation that seated its user: one refused (no lock, team closed) journals
     // just the expired locks it dropped, and is no clash with anything durable.
-    const confirms = entries.filter(({ fields }) => fields.op === 'confirm' && fields.user !== undefined);
-    const failures = entries.filter(({ fields }) => fields.op === 'fail');
-    const failedMembers = failures.flatMap(({ fields }) => jsonList<RecordedMember>(fields.members).map((member) => ({ ...member, team: fields.team! })));
-    const members = [
-      ...confirms.map(({ fields }) => ({ team: fields.team!, user: fields.user!, paymentRef: fields.paymentRef, seat: Number(fields.seat), joinedAt: Number(fields.at) })),
-      ...failedMembers,
-    ];
+    const confirms = entries.flatMap(({ entry, fields }) => (fields.op === 'confirm' && fields.user !== undefined ? [{ entry, fields }] : []));
+    const failures = changes.flatMap((fields) => (fields.op === 'fail' ? [fields] : []));
+    const failedTeams = failures.map((failure) => failure.team);
+    const failedMembers = failures.flatMap(({ team, members }) => members.map((member) => ({ ...member, team })));
+    const members = [...confirms.map(({ fields }) => ({ team: fields.team, user: fields.user, paymentRef: fields.paymentRef, seat: fields.seat, joinedAt: fields.at })), ...failedMembers];
 
-    const inserted = await db.$queryRawUnsafe<{ team_id: string; user_id: string }[]>(
-      `WITH joined AS (
-         INSERT INTO team_member (team_id, user_id, payment_ref, seat, joined_at)
-         SELECT m.team_id, m.user_id, m.payment_ref, m.seat, to_timestamp(m.joined_at_ms / 1000.0)
-         FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::bigint[]) AS m(team_id, user_id, payment_ref, seat, joined_at_ms)
-         JOIN team t ON t.id = m.team_id AND m.seat BETWEEN 1 AND t.capacity
-         ON CONFLICT DO NOTHING
-         RETURNING team_id, user_id
-       ), history AS (
-         INSERT INTO team_seat_event (id, team_id, user_id, kind, at, expires_at)
-         SELECT e.id, e.team_id, e.user_id, e.kind::"TeamSeatEventKind", to_timestamp(e.at_ms / 1000.0), to_timestamp(e.expires_at_ms / 1000.0)
-         FROM unnest($6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[], $11::bigint[]) AS e(id, team_id, user_id, kind, at_ms, expires_at_ms)
-         ON CONFLICT DO NOTHING
-       ), failed AS (
-         UPDATE team t SET status = 'FAILED', closed_at = to_timestamp(f.at_ms / 1000.0)
-         FROM unnest($12::text[], $13::bigint[]) AS f(team_id, at_ms)
-         WHERE t.id = f.team_id AND t.status = 'OPEN'
-         RETURNING t.id, t.closed_at
-       ), failing AS (
-         -- Failed now, or by an earlier commit of this entry. Not a team PostgreSQL holds
-         -- COMPLETE, whatever a stale Redis failed: it owes nobody a refund.
-         SELECT id, closed_at FROM failed
-         UNION ALL
-         SELECT id, closed_at FROM team WHERE id = ANY($12::text[]) AND status = 'FAILED'
-       ), refunds AS (
-         -- The members Redis held and those PostgreSQL already holds, so that a reader who
-         -- sees the team FAILED sees its refunds too (save a confirmation committing beside it).
-         INSERT INTO team_refund (team_id, user_id, payment_ref, recorded_at)
-         SELECT r.team_id, r.user_id, r.payment_ref, f.closed_at
-         FROM (
-           SELECT * FROM unnest($14::text[], $15::text[], $16::text[]) AS r(team_id, user_id, payment_ref)
-           UNION
-           SELECT m.team_id, m.user_id, m.payment_ref FROM team_member m WHERE m.team_id = ANY($12::text[])
-         ) r
-         JOIN failing f ON f.id = r.team_id
-         ON CONFLICT DO NOTHING
-       )
-       SELECT team_id, user_id FROM joined`,
-      members.map((member) => member.team),
-      members.map((member) => member.user),
-      members.map((member) => member.paymentRef ?? null),
-      members.map((member) => member.seat),
-      members.map((member) => member.joinedAt),
-      events.map((event) => event.id),
-      events.map((event) => event.team),
-      events.map((event) => event.user),
-      events.map((event) => event.kind),
-      events.map((event) => event.at),
-      events.map((event) => event.expiresAt ?? null),
-      failures.map(({ fields }) => fields.team!),
-      failures.map(({ fields }) => Number(fields.at)),
-      failedMembers.map((member) => member.team),
-      failedMembers.map((member) => member.user),
-      failedMembers.map((member) => member.paymentRef ?? null),
-    );
+    const inserted = await db.$queryRaw<{ team_id: string; user_id: string }[]>(Prisma.sql`
+      WITH joined AS (
+        INSERT INTO team_member (team_id, user_id, payment_ref, seat, joined_at)
+        SELECT m.team_id, m.user_id, m.payment_ref, m.seat, to_timestamp(m.joined_at_ms / 1000.0)
+        FROM ${unnest('m', members, {
+          team_id: ['text', (member) => member.team],
+          user_id: ['text', (member) => member.user],
+          payment_ref: ['text', (member) => member.paymentRef],
+          seat: ['int', (member) => member.seat],
+          joined_at_ms: ['bigint', (member) => member.joinedAt],
+        })}
+        JOIN team t ON t.id = m.team_id AND m.seat BETWEEN 1 AND t.capacity
+        ON CONFLICT DO NOTHING
+        RETURNING team_id, user_id
+      ), history AS (
+        INSERT INTO team_seat_event (id, team_id, user_id, kind, at, expires_at)
+        SELECT e.id, e.team_id, e.user_id, e.kind::"TeamSeatEventKind", to_timestamp(e.at_ms / 1000.0), to_timestamp(e.expires_at_ms / 1000.0)
+        FROM ${unnest('e', events, {
+          id: ['text', (event) => event.id],
+          team_id: ['text', (event) => event.team],
+          user_id: ['text', (event) => event.user],
+          kind: ['text', (event) => event.kind],
+          at_ms: ['bigint', (event) => event.at],
+          expires_at_ms: ['bigint', (event) => event.expiresAt],
+        })}
+        ON CONFLICT DO NOTHING
+      ), failed AS (
+        UPDATE team t SET status = 'FAILED', closed_at = to_timestamp(f.at_ms / 1000.0)
+        FROM ${unnest('f', failures, { team_id: ['text', (failure) => failure.team], at_ms: ['bigint', (failure) => failure.at] })}
+        WHERE t.id = f.team_id AND t.status = 'OPEN'
+        RETURNING t.id, t.closed_at
+      ), failing AS (
+        -- Failed now, or by an earlier commit of this entry. Not a team PostgreSQL holds
+        -- COMPLETE, whatever a stale Redis failed: it owes nobody a refund.
+        SELECT id, closed_at FROM failed
+        UNION ALL
+        SELECT id, closed_at FROM team WHERE id = ANY(${failedTeams}::text[]) AND status = 'FAILED'
+      ), refunds AS (
+        -- The members Redis held and those PostgreSQL already holds, so that a reader who
+        -- sees the team FAILED sees its refunds too (save a confirmation committing beside it).
+        INSERT INTO team_refund (team_id, user_id, payment_ref, recorded_at)
+        SELECT r.team_id, r.user_id, r.payment_ref, f.closed_at
+        FROM (
+          SELECT * FROM ${unnest('r', failedMembers, {
+            team_id: ['text', (member) => member.team],
+            user_id: ['text', (member) => member.user],
+            payment_ref: ['text', (member) => member.paymentRef],
+          })}
+          UNION
+          SELECT m.team_id, m.user_id, m.payment_ref FROM team_member m WHERE m.team_id = ANY(${failedTeams}::text[])
+        ) r
+        JOIN failing f ON f.id = r.team_id
+        ON CONFLICT DO NOTHING
+      )
+      SELECT team_id, user_id FROM joined`);
     // Every member of a FAILED team is owed a refund, not only those Redis held when it
     // failed: a confirmation may have landed after Redis was rebuilt without it, or after
     // the failure, or beside it in another batch. Run after the insert committed, so of a
     // failure and a confirmation committing at once, the later one sees both.
-    const touchedTeams = [...new Set([...confirms, ...failures].map(({ fields }) => fields.team!))];
+    const touchedTeams = [...new Set([...confirms.map(({ fields }) => fields.team), ...failedTeams])];
     if (touchedTeams.length > 0) {
-      await db.$executeRawUnsafe(
-        `INSERT INTO team_refund (team_id, user_id, payment_ref, recorded_at)
-         SELECT m.team_id, m.user_id, m.payment_ref, t.closed_at FROM team_member m JOIN team t ON t.id = m.team_id
-         WHERE t.id = ANY($1::text[]) AND t.status = 'FAILED'
-         ON CONFLICT DO NOTHING`,
-        touchedTeams,
-      );
+      await db.$executeRaw(Prisma.sql`
+        INSERT INTO team_refund (team_id, user_id, payment_ref, recorded_at)
+        SELECT m.team_id, m.user_id, m.payment_ref, t.closed_at FROM team_member m JOIN team t ON t.id = m.team_id
+        WHERE t.id = ANY(${touchedTeams}::text[]) AND t.status = 'FAILED'
+        ON CONFLICT DO NOTHING`);
     }
     if (confirms.length === 0) return [];
 
     // Whoever fills a team completes it. Run after the insert committed, so of two batches
     // filling one team, the later one sees both.
-    const confirmedTeams = [...new Set(confirms.map(({ fields }) => fields.team!))];
-    await db.$executeRawUnsafe(
-      `UPDATE team t SET status = 'COMPLETE', closed_at = (SELECT max(m.joined_at) FROM team_member m WHERE m.team_id = t.id)
-       WHERE t.id = ANY($1::text[]) AND t.status = 'OPEN' AND (SELECT count(*) FROM team_member m WHERE m.team_id = t.id) >= t.capacity`,
-      confirmedTeams,
-    );
+    const confirmedTeams = [...new Set(confirms.map(({ fields }) => fields.team))];
+    await db.$executeRaw(Prisma.sql`
+      UPDATE team t SET status = 'COMPLETE', closed_at = (SELECT max(m.joined_at) FROM team_member m WHERE m.team_id = t.id)
+      WHERE t.id = ANY(${confirmedTeams}::text[]) AND t.status = 'OPEN' AND (SELECT count(*) FROM team_member m WHERE m.team_id = t.id) >= t.capacity`);
 
     // Not inserted now but already there (a replay, or the failure recorded it first) counts as durable.
     const memberKey = (team: string, user: string) => `${team}\u0000${user}`;
-    return conflictingEntries(
+    const conflicts = await conflictingEntries(
       confirms,
-      ({ fields }) => memberKey(fields.team!, fields.user!),
+      ({ fields }) => memberKey(fields.team, fields.user),
       inserted.map((row) => memberKey(row.team_id, row.user_id)),
       async (keys) => {
         const present = await db.teamMember.findMany({
@@ -153,8 +163,42 @@ export const teamJournalHandler: JournalHandler = {
         return present.map((row) => memberKey(row.teamId, row.userId));
       },
     );
+    return conflicts.map(({ entry }) => entry);
   },
-};
+});
+
+/** Just the teams an entry names, read apart from its full schema: an entry that schema refuses changed them too. */
+const namedTeams = z.object({ team: z.string(), events: jsonList(z.object({ team: z.string() })).catch([]) });
+
+/**
+ * The teams a journaled change touched: its own, and every team its seat events name (a
+ * lock moved from another); none when not even that can be read, since it decides what is
+ * published after a commit and what is dropped after a refusal, whatever the entry holds.
+ */
+export function teamsChangedBy(entry: JournalEntry): TeamRef[] {
+  const named = namedTeams.safeParse(entry.fields);
+  if (!named.success) return [];
+  const activityId = activityOfJournal(entry.stream);
+  const { team, events } = named.data;
+  return [...new Set([team, ...events.map((event) => event.team)])].map((teamId) => ({ activityId, teamId }));
+}
+
+/** Inserts a new team with its leader as the first member; returns its snapshot. */
+export function insertTeam(prisma: PrismaClient, { activityId, teamId }: TeamRef, leaderId: string, input: OpenTeamInput, nowMs: number): Promise<TeamSnapshot> {
+  return prisma.team.create({
+    data: {
+      id: teamId,
+      activityId,
+      leaderId,
+      capacity: input.capacity,
+      lockSeconds: input.lockSeconds,
+      deadline: new Date(nowMs + input.formationSeconds * 1000),
+      createdAt: new Date(nowMs),
+      members: { create: { userId: leaderId, seat: 1, joinedAt: new Date(nowMs) } },
+    },
+    include: { members: { select: { userId: true, paymentRef: true, seat: true, joinedAt: true } } },
+  });
+}
 
 export async function loadSnapshot(prisma: PrismaClient, teamId: string): Promise<TeamSnapshot | null> {
   const team = await prisma.team.findUnique({
@@ -184,14 +228,10 @@ export async function teamsPastDeadline(prisma: PrismaClient, now: Date, limit: 
  * refines the order with them.
  */
 export async function listTeams(prisma: PrismaClient, activityId: string, status: TeamStatus | null, limit: number): Promise<string[]> {
-  const rows = await prisma.$queryRawUnsafe<{ id: string }[]>(
-    `SELECT t.id FROM team t
-     WHERE t.activity_id = $1 AND ($2::"TeamStatus" IS NULL OR t.status = $2::"TeamStatus")
-     ORDER BY (t.status = 'OPEN' AND (SELECT count(*) FROM team_member m WHERE m.team_id = t.id) < t.capacity) DESC, t.created_at, t.id
-     LIMIT $3`,
-    activityId,
-    status,
-    limit,
-  );
+  const rows = await prisma.$queryRaw<{ id: string }[]>(Prisma.sql`
+    SELECT t.id FROM team t
+    WHERE t.activity_id = ${activityId} AND (${status}::"TeamStatus" IS NULL OR t.status = ${status}::"TeamStatus")
+    ORDER BY (t.status = 'OPEN' AND (SELECT count(*) FROM team_member m WHERE m.team_id = t.id) < t.capacity) DESC, t.created_at, t.id
+    LIMIT ${limit}`);
   return rows.map((row) => row.id);
 }

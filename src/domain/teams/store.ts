@@ -1,8 +1,6 @@
 import type { Redis } from 'ioredis';
-import { type JournalEntry, journalEntry } from '../../infra/journal/journal.ts';
 import { campaignKeys, keysExpireAt, retainUntil } from '../../infra/redis/keys.ts';
-import type { Scripts } from '../../infra/redis/scripts.ts';
-
+import { type ReplyOf, type ReplyValues, type Scripts, defineScript } from '../../infra/redis/scripts.ts';
 
 /**
  * Every key of every team of one activity shares the activity's hash tag, `{tm:<activityId>}`:
@@ -21,15 +19,23 @@ export function activityOfJournal(stream: string): string {
   return match[1]!;
 }
 
+/** A team's campaign id: its keys are its own, its journal stream its activity's. */
+export interface TeamRef {
+  activityId: string;
+  teamId: string;
+}
+
+/** The team's own keys, with the activity's keys its scripts take beside them. */
 export function teamKeys(activityId: string, teamId: string) {
   const { team } = campaignKeys('tm', activityId, ['team']);
   const prefix = `${team}:${teamId}`;
   return {
+    ...activityKeys(activityId),
     meta: `${prefix}:meta`,
     members: `${prefix}:members`,
     payments: `${prefix}:payments`,
     locks: `${prefix}:locks`,
-    hydrating: `${prefix}:hydrating`,
+    rebuilding: `${prefix}:rebuilding`,
   };
 }
 
@@ -82,140 +88,79 @@ export interface TeamSnapshot {
   members: { userId: string; paymentRef: string | null; seat: number; joinedAt: Date }[];
 }
 
-interface Journaled {
-  /** Null when the script changed nothing. */
-  entry: JournalEntry | null;
-}
+/** The change a script journaled first in its reply: null when it changed nothing. */
+const change = (values: ReplyValues, keys: { journal: string }) => ({ entry: values.entry(0, keys.journal) });
+const status = (values: ReplyValues, index: number) => values.str(index) as TeamStatus;
 
-export type LockReply = Journaled &
-  (
-    | { kind: 'locked'; expiresAtMs: number; releasedTeamId: string | null }
-    | { kind: 'alreadyLocked'; expiresAtMs: number }
-    | { kind: 'member' }
-    | { kind: 'closed'; status: TeamStatus }
-    | { kind: 'full'; nextUnlockAtMs: number | null; nowMs: number }
-  );
+const lockTeamSeat = defineScript('lockTeamSeat', ['meta', 'members', 'locks', 'holders', 'expiries', 'journal', 'previousMeta', 'previousLocks'], {
+  missing: () => ({}),
+  holderIs: (values) => ({ teamId: values.str(0) }),
+  locked: (values, keys) => ({ ...change(values, keys), expiresAtMs: values.num(2), releasedTeamId: values.str(3) || null }),
+  alreadyLocked: (values, keys) => ({ ...change(values, keys), expiresAtMs: values.num(2) }),
+  member: change,
+  closed: (values, keys) => ({ ...change(values, keys), status: status(values, 2) }),
+  full: (values, keys) => ({ ...change(values, keys), nextUnlockAtMs: values.numOrNull(2), nowMs: values.num(3) }),
+});
 
-export type ConfirmReply = Journaled &
-  (
-    | { kind: 'joined'; completed: boolean }
-    | { kind: 'alreadyMember' }
-    | { kind: 'paymentRefTaken' }
-    | { kind: 'noSeatLock'; nextUnlockAtMs: number | null }
-    | { kind: 'closed'; status: TeamStatus }
-  );
+const confirmTeamSeat = defineScript('confirmTeamSeat', ['meta', 'members', 'payments', 'locks', 'holders', 'expiries', 'journal'], {
+  missing: () => ({}),
+  joined: (values, keys) => ({ ...change(values, keys), completed: values.num(2) === 1 }),
+  alreadyMember: () => ({}),
+  paymentRefTaken: () => ({}),
+  noSeatLock: (values, keys) => ({ ...change(values, keys), nextUnlockAtMs: values.numOrNull(2) }),
+  closed: (values, keys) => ({ ...change(values, keys), status: status(values, 2) }),
+});
 
-export type FailReply = Journaled & ({ kind: 'failed' } | { kind: 'notOpen'; status: TeamStatus } | { kind: 'notDue' });
+const releaseTeamSeat = defineScript('releaseTeamSeat', ['meta', 'locks', 'holders', 'expiries', 'journal'], {
+  missing: () => ({}),
+  released: change,
+  notHeld: change,
+});
 
-type Missing = { kind: 'missing' };
-type Raw = [code: number, entryId: string, fields: string[], ...rest: unknown[]];
+const expireTeamSeats = defineScript('expireTeamSeats', ['meta', 'locks', 'holders', 'expiries', 'journal'], {
+  gone: () => ({}),
+  expired: (values, keys) => ({ ...change(values, keys), count: values.num(2) }),
+});
+
+const failTeam = defineScript('failTeam', ['meta', 'members', 'payments', 'locks', 'holders', 'expiries', 'journal'], {
+  missing: () => ({}),
+  failed: change,
+  notOpen: (values) => ({ status: status(values, 0) }),
+  notDue: (values) => ({ deadlineMs: values.num(0) }),
+});
+
+export type LockReply = ReplyOf<typeof lockTeamSeat.replies>;
+export type ConfirmReply = ReplyOf<typeof confirmTeamSeat.replies>;
 
 /** The team's Redis side: the script bindings, state reads, and rebuilds. */
 export class TeamStore {
-  constructor(private readonly redis: Redis, private readonly scripts: Scripts) {}
+  constructor(
+    private readonly redis: Redis,
+    private readonly scripts: Scripts,
+  ) {}
 
   /** `expectedHolder`: the team the caller thinks holds the user's lock ('' for none); a wrong guess is answered with the right one. */
-  async lock(activityId: string, teamId: string, userId: string, eventId: string, expectedHolder: string): Promise<Missing | { kind: 'holderIs'; teamId: string } | LockReply> {
-    const team = teamKeys(activityId, teamId);
-    const activity = activityKeys(activityId);
-    const previous = expectedHolder ? teamKeys(activityId, expectedHolder) : team;
-    const reply = (await this.scripts.run(
-      'lockTeamSeat',
-      [team.meta, team.members, team.locks, activity.holders, activity.expiries, activity.journal, previous.meta, previous.locks],
-      [userId, teamId, eventId, expectedHolder],
-    )) as unknown[];
-    if (reply[0] === 0) return { kind: 'missing' };
-    if (reply[0] === 1) return { kind: 'holderIs', teamId: reply[1] as string };
-    const [code, , , a, b] = reply as Raw;
-    const entry = this.entry(activityId, reply as Raw);
-    switch (code) {
-      case 2:
-        return { kind: 'locked', entry, expiresAtMs: a as number, releasedTeamId: (b as string) || null };
-      case 3:
-        return { kind: 'alreadyLocked', entry, expiresAtMs: a as number };
-      case 4:
-        return { kind: 'member', entry };
-      case 5:
-        return { kind: 'closed', entry, status: a as TeamStatus };
-      case 6:
-        return { kind: 'full', entry, nextUnlockAtMs: (a as number | null) ?? null, nowMs: b as number };
-      default:
-        throw new Error(`lockTeamSeat returned an unknown reply: ${JSON.stringify(reply)}`);
-    }
+  lock(activityId: string, teamId: string, userId: string, eventId: string, expectedHolder: string): Promise<LockReply> {
+    const keys = teamKeys(activityId, teamId);
+    const previous = expectedHolder ? teamKeys(activityId, expectedHolder) : keys;
+    return this.scripts.call(lockTeamSeat, { ...keys, previousMeta: previous.meta, previousLocks: previous.locks }, [userId, teamId, eventId, expectedHolder]);
   }
 
-  async confirm(activityId: string, teamId: string, userId: string, paymentRef: string, eventId: string): Promise<Missing | ConfirmReply> {
-    const team = teamKeys(activityId, teamId);
-    const activity = activityKeys(activityId);
-    const reply = (await this.scripts.run(
-      'confirmTeamSeat',
-      [team.meta, team.members, team.payments, team.locks, activity.holders, activity.expiries, activity.journal],
-      [userId, teamId, paymentRef, eventId],
-    )) as unknown[];
-    if (reply[0] === 0) return { kind: 'missing' };
-    const [code, , , a] = reply as Raw;
-    const entry = this.entry(activityId, reply as Raw);
-    switch (code) {
-      case 1:
-        return { kind: 'joined', entry, completed: a === 1 };
-      case 2:
-        return { kind: 'alreadyMember', entry };
-      case 3:
-        return { kind: 'paymentRefTaken', entry };
-      case 4:
-        return { kind: 'noSeatLock', entry, nextUnlockAtMs: (a as number | null) ?? null };
-      case 5:
-        return { kind: 'closed', entry, status: a as TeamStatus };
-      default:
-        throw new Error(`confirmTeamSeat returned an unknown reply: ${JSON.stringify(reply)}`);
-    }
+  confirm(activityId: string, teamId: string, userId: string, paymentRef: string, eventId: string): Promise<ConfirmReply> {
+    return this.scripts.call(confirmTeamSeat, teamKeys(activityId, teamId), [userId, teamId, paymentRef, eventId]);
   }
 
-  async release(activityId: string, teamId: string, userId: string, eventId: string): Promise<Missing | (Journaled & { kind: 'done'; released: boolean })> {
-    const team = teamKeys(activityId, teamId);
-    const activity = activityKeys(activityId);
-    const reply = (await this.scripts.run(
-      'releaseTeamSeat',
-      [team.meta, team.locks, activity.holders, activity.expiries, activity.journal],
-      [userId, teamId, eventId],
-    )) as unknown[];
-    if (reply[0] === 0) return { kind: 'missing' };
-    return { kind: 'done', entry: this.entry(activityId, reply as Raw), released: reply[3] === 1 };
+  release(activityId: string, teamId: string, userId: string, eventId: string) {
+    return this.scripts.call(releaseTeamSeat, teamKeys(activityId, teamId), [userId, teamId, eventId]);
   }
 
-  /** Drops the team's locks that ran out; `dueUsers` are the index entries the sweeper found for it. Null when the team's keys are gone. */
-  async expire(activityId: string, teamId: string, eventId: string, dueUsers: string[]): Promise<JournalEntry | null> {
-    const team = teamKeys(activityId, teamId);
-    const activity = activityKeys(activityId);
-    const reply = (await this.scripts.run(
-      'expireTeamSeats',
-      [team.meta, team.locks, activity.holders, activity.expiries, activity.journal],
-      [teamId, eventId, ...dueUsers],
-    )) as unknown[];
-    return reply[0] === 0 ? null : this.entry(activityId, reply as Raw);
+  /** Drops the team's locks that ran out; `dueUsers` are the index entries the sweeper found for it. */
+  expire(activityId: string, teamId: string, eventId: string, dueUsers: string[]) {
+    return this.scripts.call(expireTeamSeats, teamKeys(activityId, teamId), [teamId, eventId, ...dueUsers]);
   }
 
-  async fail(activityId: string, teamId: string, eventId: string): Promise<Missing | FailReply> {
-    const team = teamKeys(activityId, teamId);
-    const activity = activityKeys(activityId);
-    const reply = (await this.scripts.run(
-      'failTeam',
-      [team.meta, team.members, team.payments, team.locks, activity.holders, activity.expiries, activity.journal],
-      [teamId, eventId],
-    )) as unknown[];
-    const entry = reply[0] === 0 ? null : this.entry(activityId, reply as Raw);
-    switch (reply[0]) {
-      case 0:
-        return { kind: 'missing' };
-      case 1:
-        return { kind: 'failed', entry };
-      case 2:
-        return { kind: 'notOpen', entry, status: reply[3] as TeamStatus };
-      case 3:
-        return { kind: 'notDue', entry };
-      default:
-        throw new Error(`failTeam returned an unknown reply: ${JSON.stringify(reply)}`);
-    }
+  fail(activityId: string, teamId: string, eventId: string) {
+    return this.scripts.call(failTeam, teamKeys(activityId, teamId), [teamId, eventId]);
   }
 
   /** One atomic read (MULTI), so members and locks are never seen mid-change. Null when the team's keys are missing. */
@@ -224,12 +169,7 @@ export class TeamStore {
     const results = await this.redis.multi().hgetall(keys.meta).hgetall(keys.members).zrange(keys.locks, 0, -1, 'WITHSCORES').time().exec();
     if (!results) return null;
     for (const [error] of results) if (error) throw error;
-    const [meta, members, locks, time] = results.map(([, value]) => value) as [
-      Record<string, string>,
-      Record<string, string>,
-      string[],
-      [string, string],
-    ];
+    const [meta, members, locks, time] = results.map(([, value]) => value) as [Record<string, string>, Record<string, string>, string[], [string, string]];
     if (!meta.deadlineMs) return null;
     const nowMs = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
     const capacity = Number(meta.capacity);
@@ -301,15 +241,6 @@ export class TeamStore {
     }
     tx.hset(keys.meta, meta).pexpireat(keys.meta, expireAt);
     await tx.exec();
-  }
-
-  /** Drops the meta key so the next access rebuilds the team from PostgreSQL. */
-  async invalidate(activityId: string, teamId: string): Promise<void> {
-    await this.redis.del(teamKeys(activityId, teamId).meta);
-  }
-
-  private entry(activityId: string, [, entryId, fields]: Raw): JournalEntry | null {
-    return entryId ? journalEntry(activityKeys(activityId).journal, entryId, fields) : null;
   }
 }
 

@@ -1,5 +1,5 @@
 import type { CampaignDeps } from '../../domain/deps.ts';
-import type { JournalEntry, JournalHandler } from '../journal/journal.ts';
+import type { JournalEntry, JournalHandler, PersistOutcome } from '../journal/journal.ts';
 import type { StateStream } from '../redis/pubsub.ts';
 import { RebuildTimeoutError, type RebuildKeys, rebuildOnce, underRebuildLock } from './rebuild.ts';
 
@@ -17,6 +17,13 @@ export interface LiveRules<Id, State> extends Omit<StateStream<State>, 'load'> {
   topic(id: Id): string;
   /** The state subscribers see, loaded when a change is published and when one subscribes. */
   state(id: Id): Promise<State | null>;
+  /**
+   * The campaigns a journaled call's entry changed, published once its commit is over,
+   * even one that failed: Redis changed already, and a campaign it closed changes no
+   * more, so no later change would bring its subscribers the final state. It must not
+   * throw, even for an entry its kind refuses. Unset: the flow publishes what it decides to.
+   */
+  changedBy?(entry: JournalEntry): Id[];
 }
 
 /**
@@ -156,7 +163,7 @@ export class Campaign<Id, Snapshot, State = never> {
       const reply = await this.callRebuilding(spec.call, spec.rebuild ?? (() => this.rebuild(id)));
       if (!reply) return null;
       const entry = spec.entryOf(reply);
-      if (!entry || (await this.deps.journal.commit(entry)) === 'persisted') return reply;
+      if (!entry || (await this.commitAndPublish(entry)) === 'persisted') return reply;
       this.deps.log.warn({ campaign: this.rules.name, id, reply: reply.kind }, 'a change conflicted with PostgreSQL; rebuilding and trying again');
       const answer = await spec.onConflict?.();
       if (answer !== undefined) return answer;
@@ -174,6 +181,15 @@ export class Campaign<Id, Snapshot, State = never> {
   watch(id: Id): AsyncIterableIterator<State> {
     const live = this.liveRules();
     return this.deps.events.currentThenChanges(live.topic(id), { ...live, load: () => live.state(id) });
+  }
+
+  /** Commits a journaled entry, then publishes the campaigns it changed (`live.changedBy`), whatever came of the commit. */
+  private async commitAndPublish(entry: JournalEntry): Promise<PersistOutcome> {
+    try {
+      return await this.deps.journal.commit(entry);
+    } finally {
+      for (const id of this.rules.live?.changedBy?.(entry) ?? []) this.publish(id);
+    }
   }
 
   private liveRules(): LiveRules<Id, State> {

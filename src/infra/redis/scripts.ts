@@ -33,6 +33,11 @@ export class ReplyValues {
     throw new Error(`${this.script}: reply value ${index} is not a number: ${JSON.stringify(value)}`);
   }
 
+  /** A number, or null where the script answered nil (a Lua false inside a reply). */
+  numOrNull(index: number): number | null {
+    return this.values[index] === null ? null : this.num(index);
+  }
+
   str(index: number): string {
     const value = this.values[index];
     if (typeof value === 'string') return value;
