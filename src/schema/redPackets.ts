@@ -60,7 +60,7 @@ const RedPacket = builder.objectRef<RedPacketState>('RedPacket').implement({
       resolve: (packet, _args, { app }) => (packet.remainingCount > 0 ? null : packet.shares ? largestShare(packet.shares) : app.redPackets.bestLuck(packet.id)),
     }),
     refundedAmount: t.int({
-      description: 'Returned to the sender after expiry; 0 until the packet is settled.',
+      description: 'Returned to the sender after expiry; 0 until the refund is made.',
       resolve: (packet) => packet.refundedAmount ?? 0,
     }),
   }),
@@ -147,7 +147,7 @@ builder.subscriptionField('redPacketUpdated', (t) =>
   t.withAuth({ signedIn: true }).field({
     type: RedPacket,
     description:
-      'The current state first, then newer states: after grabs, at the expiry instant, and with the refund. Only committed grabs count, and each event is one consistent snapshot (shares, counts and amounts agree). Grabs close together are merged into one event carrying the newest state, so intermediate states may be skipped. The stream completes after a final state: EMPTY, or EXPIRED with the refund settled.',
+      'The current state first, then newer states: after grabs, at the expiry instant, and with the refund. Only committed grabs count, and each event is one consistent snapshot (shares, counts and amounts agree). Grabs close together are merged into one event carrying the newest state, so intermediate states may be skipped. The stream completes after a final state: EMPTY, or EXPIRED with the refund made.',
     args: { packetId: t.arg.id({ required: true }) },
     subscribe: (_root, { packetId }, { app }) => {
       const id = String(packetId);

@@ -9,7 +9,7 @@ export function redPacketKeys(packetId: string) {
   return campaignKeys('rp', packetId, ['meta', 'shares', 'grabs', 'journal', 'rebuilding']);
 }
 
-/** What a packet is: fixed at creation, but for the refund recorded at settlement. */
+/** What a packet is: fixed at creation, but for the refund recorded after expiry. */
 interface RedPacketTerms {
   id: string;
   senderId: string;

@@ -28,7 +28,7 @@ export interface BatchResult {
   /** What the entry's waiters are rejected with. */
   failures: Map<string, Error>;
   /** Persisted or conflicting: to be deleted from their streams. */
-  settled: JournalEntry[];
+  finished: JournalEntry[];
 }
 
 interface Batch {
@@ -45,7 +45,7 @@ export const entryKey = (entry: JournalEntry) => `${entry.stream}\u0000${entry.i
 
 /** Persists a batch, kind after kind (batches of different kinds are not one transaction). */
 export async function persistBatch(deps: Omit<Batch, 'result'>, byKind: Map<Registered, JournalEntry[]>): Promise<BatchResult> {
-  const batch: Batch = { ...deps, result: { conflicts: new Set(), failures: new Map(), settled: [] } };
+  const batch: Batch = { ...deps, result: { conflicts: new Set(), failures: new Map(), finished: [] } };
   for (const [registered, ofKind] of byKind) await persistSplitting(batch, registered, ofKind);
   return batch.result;
 }
@@ -76,7 +76,7 @@ async function persistSplitting(batch: Batch, registered: Registered, entries: J
     );
     for (const entry of conflicts) batch.result.conflicts.add(entryKey(entry));
   }
-  batch.result.settled.push(...entries);
+  batch.result.finished.push(...entries);
 }
 
 /** Retries only what may pass on a second try: a refusal or a bug would fail again. */

@@ -231,8 +231,8 @@ export class Journal {
     const entries = [...unique.values()];
     if (entries.length === 0) return;
     const result = await persistBatch({ prisma: this.prisma, redis: this.redis, log: this.log }, groupBy(entries, (entry) => this.handlers.get(entry.fields.kind!)!));
-    if (result.settled.length > 0) {
-      await this.deleteFromStreams(result.settled).catch((error: unknown) => {
+    if (result.finished.length > 0) {
+      await this.deleteFromStreams(result.finished).catch((error: unknown) => {
         this.log.warn({ err: error }, 'could not delete persisted journal entries; the sweeper will re-persist them harmlessly');
       });
     }

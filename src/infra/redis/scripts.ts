@@ -112,12 +112,6 @@ export class Scripts {
     this.checked.add(binding);
   }
 
-  /** TEMPORARY: the untyped call the flows not yet on bindings use; deleted with the last of them. */
-  run(name: string, keys: string[], args: (string | number)[] = []): Promise<unknown> {
-    const command = (this.redis as unknown as Record<string, ScriptCommand>)[name]!;
-    return command.call(this.redis, keys.length, ...keys, ...args);
-  }
-
   async call<Key extends string, D extends Decoders<Key>>(binding: ScriptBinding<Key, D>, keys: Record<Key, string>, args: (string | number)[] = []): Promise<ReplyOf<D>> {
     this.check(binding as unknown as ScriptBinding<string, Decoders<string>>);
     const command = (this.redis as unknown as Record<string, ScriptCommand>)[binding.name]!;
