@@ -1,5 +1,5 @@
-import autocannon from 'autocannon';
 import { cpus } from 'node:os';
+import autocannon from 'autocannon';
 
 export interface Measurement {
   label: string;
@@ -62,13 +62,15 @@ export function machine(): string {
 async function loadOverHttp(label: string, options: autocannon.Options & { requests: autocannon.Request[] }): Promise<{ measurement: Measurement; result: autocannon.Result }> {
   let lastResponseAt = 0;
   type OnResponse = Extract<autocannon.Request['onResponse'], (...args: never[]) => void>;
-  const requests = options.requests.map((request): autocannon.Request => ({
-    ...request,
-    onResponse: (...args: Parameters<OnResponse>) => {
-      lastResponseAt = performance.now();
-      (request.onResponse as OnResponse | undefined)?.(...args);
-    },
-  }));
+  const requests = options.requests.map(
+    (request): autocannon.Request => ({
+      ...request,
+      onResponse: (...args: Parameters<OnResponse>) => {
+        lastResponseAt = performance.now();
+        (request.onResponse as OnResponse | undefined)?.(...args);
+      },
+    }),
+  );
   const started = performance.now();
   const result = await autocannon({ ...options, requests });
   const seconds = (lastResponseAt - started) / 1000;

@@ -1,18 +1,18 @@
 import type { Redis } from 'ioredis';
 import type { Config } from './config.ts';
-import { LogVoucherNotifier, WebhookVoucherNotifier } from './domain/points/notifiers.ts';
 import { LotteryService } from './domain/lottery/service.ts';
-import { UserAliases } from './domain/privacy.ts';
+import { LogVoucherNotifier, WebhookVoucherNotifier } from './domain/points/notifiers.ts';
 import { PointsService } from './domain/points/service.ts';
+import { UserAliases } from './domain/privacy.ts';
 import { RedPacketService } from './domain/redPackets/service.ts';
 import { TeamService } from './domain/teams/service.ts';
 import type { PrismaClient } from './generated/prisma/client.ts';
+import type { RateLimits } from './guards/rateLimits.ts';
 import { TokenVerifier } from './infra/auth/tokens.ts';
 import { type Database, openDatabase } from './infra/db/database.ts';
 import { applyMigrations } from './infra/db/migrations.ts';
 import { Journal } from './infra/journal/journal.ts';
 import type { Logger } from './infra/logger.ts';
-import type { RateLimits } from './guards/rateLimits.ts';
 import { RateLimiter } from './infra/rateLimit.ts';
 import { checkRedisServer, connectRedis, createRedis } from './infra/redis/connection.ts';
 import { type PrefixClaim, claimKeyPrefix, databaseIdentity, recheckKeyPrefix } from './infra/redis/ownership.ts';
@@ -105,10 +105,15 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
 
   const halt = new AbortController();
   const stopBackgroundTasks = [
-    every(config.SWEEP_INTERVAL_MS, 'key prefix claim', async () => {
-      const reason = await recheckKeyPrefix(claim);
-      if (reason) halt.abort(reason);
-    }, log),
+    every(
+      config.SWEEP_INTERVAL_MS,
+      'key prefix claim',
+      async () => {
+        const reason = await recheckKeyPrefix(claim);
+        if (reason) halt.abort(reason);
+      },
+      log,
+    ),
     every(config.SWEEP_INTERVAL_MS, 'journal sweep', () => journal.sweep(), log),
     every(config.SWEEP_INTERVAL_MS, 'red packet refunds', () => redPackets.refundExpired(), log),
     every(config.SWEEP_INTERVAL_MS, 'voucher delivery', (stopping) => points.deliverDue(stopping), log),
@@ -144,8 +149,14 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     halted: halt.signal,
     async checkReady() {
       const [redisUp, databaseUp] = await Promise.all([
-        redis.ping().then(() => true, () => false),
-        database.ping().then(() => true, () => false),
+        redis.ping().then(
+          () => true,
+          () => false,
+        ),
+        database.ping().then(
+          () => true,
+          () => false,
+        ),
       ]);
       return { redis: redisUp, database: databaseUp, keyPrefix: !halt.signal.aborted };
     },

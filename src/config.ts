@@ -107,6 +107,6 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     // With JWT_JWKS_URL the secret is not used, so none is generated.
     jwtSecret: JWT_SECRET ?? (env.JWT_JWKS_URL ? '' : readOrCreateDevSecret()),
     jwtSecretGenerated: !JWT_SECRET && !env.JWT_JWKS_URL,
-    databaseSchema: env.DATABASE_URL ? new URL(env.DATABASE_URL).searchParams.get('schema') ?? undefined : undefined,
+    databaseSchema: env.DATABASE_URL ? (new URL(env.DATABASE_URL).searchParams.get('schema') ?? undefined) : undefined,
   };
 }

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { sendNodeResponse } from '@whatwg-node/server';
-import { type ExecutionResult, GraphQLError } from 'graphql';
+import type { ExecutionResult, GraphQLError } from 'graphql';
 import { type YogaServerInstance, processRegularResult } from 'graphql-yoga';
 import type { Context } from './context.ts';
 import { type MaskErrorFunction, retryAfterSeconds } from './errorMasking.ts';
@@ -82,7 +82,13 @@ function requestView(req: IncomingMessage) {
  * whose parameters, document or validation fail, is handed to Yoga whole, so every error
  * answer is Yoga's; test/fastLane.test.ts compares the two lanes answer for answer.
  */
-export function createFastLane({ yoga, graphqlPath, log, maskError, corsHeaders }: {
+export function createFastLane({
+  yoga,
+  graphqlPath,
+  log,
+  maskError,
+  corsHeaders,
+}: {
   yoga: Yoga;
   graphqlPath: string;
   log: Logger;

@@ -22,12 +22,16 @@ function tagInputErrors(result: ExecutionResult): ExecutionResult | undefined {
 export function useInputErrorCodes(): Plugin {
   return {
     // Yoga marks syntax errors (an empty query included) GRAPHQL_PARSE_FAILED.
-    onParse: () => ({ result }) => {
-      if (result instanceof GraphQLError) (result.extensions as Record<string, unknown>).code = ErrorCode.badUserInput;
-    },
-    onValidate: () => ({ result, setResult }) => {
-      if (result.length > 0) setResult(result.map((error) => withCode(error, ErrorCode.badUserInput)));
-    },
+    onParse:
+      () =>
+      ({ result }) => {
+        if (result instanceof GraphQLError) (result.extensions as Record<string, unknown>).code = ErrorCode.badUserInput;
+      },
+    onValidate:
+      () =>
+      ({ result, setResult }) => {
+        if (result.length > 0) setResult(result.map((error) => withCode(error, ErrorCode.badUserInput)));
+      },
     onExecute: () => ({
       onExecuteDone: ({ result, setResult }) => {
         if (!(Symbol.asyncIterator in result)) {

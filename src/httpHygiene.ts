@@ -28,7 +28,13 @@ function isLocalOrigin(origin: URL): boolean {
  * origin and localhost on any port; in production, no cross-origin caller.
  */
 export function createCorsPolicy(config: Config) {
-  const listed = config.CORS_ORIGINS ? new Set(config.CORS_ORIGINS.split(',').map((origin) => origin.trim()).filter(Boolean)) : undefined;
+  const listed = config.CORS_ORIGINS
+    ? new Set(
+        config.CORS_ORIGINS.split(',')
+          .map((origin) => origin.trim())
+          .filter(Boolean),
+      )
+    : undefined;
   function allowed(origin: string, request: RequestHeaders): boolean {
     if (listed) return listed.has(origin);
     if (config.NODE_ENV === 'production') return false;
@@ -133,11 +139,13 @@ function useNoSuggestions(): Plugin {
     if (cleaned) setResult(cleaned);
   };
   return {
-    onValidate: () => ({ result, setResult }) => {
-      if (result.some((error) => SUGGESTION.test(error.message))) {
-        setResult(result.map((error) => (error instanceof GraphQLError ? withoutSuggestion(error) : error)));
-      }
-    },
+    onValidate:
+      () =>
+      ({ result, setResult }) => {
+        if (result.some((error) => SUGGESTION.test(error.message))) {
+          setResult(result.map((error) => (error instanceof GraphQLError ? withoutSuggestion(error) : error)));
+        }
+      },
     onExecute: () => ({ onExecuteDone: onResult as never }),
     onSubscribe: () => ({ onSubscribeResult: onResult as never }),
   };
@@ -200,12 +208,5 @@ function useRetryAfterHeader(): Plugin {
 
 /** Request and error hygiene (CORS, CSRF, form bodies, suggestions, introspection, Retry-After), for Yoga's plugin list; the fast lane shares `corsHeaders`. */
 export function hygienePlugins(config: Config, corsHeaders: CorsPolicy): Plugin[] {
-  return [
-    useCorsAllowList(corsHeaders),
-    useRefuseFormBodies(),
-    useCsrfPrevention(),
-    useNoSuggestions(),
-    useOperatorIntrospection(config) as Plugin,
-    useRetryAfterHeader(),
-  ];
+  return [useCorsAllowList(corsHeaders), useRefuseFormBodies(), useCsrfPrevention(), useNoSuggestions(), useOperatorIntrospection(config) as Plugin, useRetryAfterHeader()];
 }

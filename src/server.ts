@@ -5,8 +5,8 @@ import maxDepth from '@escape.tech/graphql-armor-max-depth';
 import maxTokens from '@escape.tech/graphql-armor-max-tokens';
 import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
 import type { DocumentNode, ExecutionArgs, GraphQLError } from 'graphql';
-import { type Plugin, createYoga } from 'graphql-yoga';
 import { useServer } from 'graphql-ws/use/ws';
+import { type Plugin, createYoga } from 'graphql-yoga';
 import { WebSocketServer } from 'ws';
 import { type App, createApp } from './app.ts';
 import type { Config } from './config.ts';
@@ -109,7 +109,14 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
       execute: (args) => (args.rootValue as EnvelopedRoot).execute(args) as never,
       subscribe: (args) => (args.rootValue as EnvelopedRoot).subscribe(args) as never,
       onSubscribe: async (ctx, _id, params) => {
-        const { schema: enveloped, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
+        const {
+          schema: enveloped,
+          execute,
+          subscribe,
+          contextFactory,
+          parse,
+          validate,
+        } = yoga.getEnveloped({
           ...ctx,
           req: ctx.extra.request,
           socket: ctx.extra.socket,

@@ -105,7 +105,11 @@ async function viaScript(keyPrefix: string, draws: number, connections: number, 
   const redis = new Redis(TEST_REDIS_URL, { keyPrefix });
   const store = new LotteryStore(redis, new Scripts(redis));
   const activityId = `ceiling-${randomUUID()}`;
-  await writeActivity(store, activityId, weightedSettings(WEIGHTS, NO_PRIZE_WEIGHT, () => STOCK));
+  await writeActivity(
+    store,
+    activityId,
+    weightedSettings(WEIGHTS, NO_PRIZE_WEIGHT, () => STOCK),
+  );
   let drawn = 0;
   const measurement = await measureConcurrent('(c) Lua draw script via ioredis (ceiling)', draws, connections, async (i) => {
     const reply = await store.draw({ activityId, userId: `u${i % users}`, drawId: randomUUID(), requestId: null, randomInput: randomInt(0, DRAW_RANDOM_RANGE), clockOffsetMs: 0 });
@@ -141,7 +145,11 @@ async function viaPostgres(schema: string, draws: number, connections: number, u
       let choice: ReturnType<typeof chooseWeighted>;
       do {
         randomInput = randomInt(0, DRAW_RANDOM_RANGE);
-        choice = chooseWeighted(available.map((prize) => prize.weight), NO_PRIZE_WEIGHT, randomInput);
+        choice = chooseWeighted(
+          available.map((prize) => prize.weight),
+          NO_PRIZE_WEIGHT,
+          randomInput,
+        );
       } while (choice.kind === 'reroll');
       const won = choice.index === null ? null : available[choice.index]!.position;
       if (won !== null) await client.query('UPDATE pg_only_prize SET stock = stock - 1 WHERE position = $1', [won]);

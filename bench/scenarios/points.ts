@@ -200,9 +200,7 @@ async function viaService(vars: Record<string, string>, shape: Shape, violations
       const codes = voucherCodes(`SERVICE${p}`, MAX_VOUCHER_CODES);
       goodsIds.push((await app.points.createGoods('bench', { title: `card ${p}`, pointsCost: COST, stock: codes.length, perUserLimit: 0, voucherCodes: codes })).id);
     }
-    await measureConcurrent('awards', shape.users, SETUP_CONCURRENCY, (i) =>
-      app.points.award({ userId: userId(i), amount: shape.award, reason: 'bench', requestId: `service-award-${i}` }),
-    );
+    await measureConcurrent('awards', shape.users, SETUP_CONCURRENCY, (i) => app.points.award({ userId: userId(i), amount: shape.award, reason: 'bench', requestId: `service-award-${i}` }));
     let granted = 0;
     const measurement = await measureConcurrent('(d) the service in process, durable ack', shape.redemptions, shape.connections, async (i) => {
       await app.points.redeem(userId(i % shape.users), goodsIds[Math.floor(i / MAX_VOUCHER_CODES)]!, `service-${i}`);

@@ -10,10 +10,10 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { RedPacketStore, redPacketKeys } from '../../src/domain/redPackets/store.ts';
-import { splitAmount } from '../../src/domain/redPackets/split.ts';
 import { createApp } from '../../src/app.ts';
 import { loadConfig } from '../../src/config.ts';
+import { splitAmount } from '../../src/domain/redPackets/split.ts';
+import { RedPacketStore, redPacketKeys } from '../../src/domain/redPackets/store.ts';
 import { createLogger } from '../../src/infra/logger.ts';
 import { Scripts } from '../../src/infra/redis/scripts.ts';
 import { tokenFor } from '../../test/support/client.ts';
@@ -165,7 +165,15 @@ async function viaService(vars: Record<string, string>, grabs: number, connectio
     const packets = Math.ceil(grabs / MAX_SHARES_PER_PACKET);
     const packetIds: string[] = [];
     for (let p = 0; p < packets; p++) {
-      const packet = await app.redPackets.create('bench-sender', { totalAmount: PACKET_TOTAL, count: MAX_SHARES_PER_PACKET, mode: 'RANDOM', minAmount: 1, maxAmount: null, expiresInSeconds: 3600, greeting: null });
+      const packet = await app.redPackets.create('bench-sender', {
+        totalAmount: PACKET_TOTAL,
+        count: MAX_SHARES_PER_PACKET,
+        mode: 'RANDOM',
+        minAmount: 1,
+        maxAmount: null,
+        expiresInSeconds: 3600,
+        greeting: null,
+      });
       packetIds.push(packet.id);
     }
     let granted = 0;

@@ -32,7 +32,7 @@ import { tokenFor } from '../../test/support/client.ts';
 import { TEST_DATABASE_URL, TEST_REDIS_URL, type TestEnv, testEnv } from '../../test/support/env.ts';
 import { startServerProcess } from '../../test/support/server.ts';
 import { openStores } from '../../test/support/stores.ts';
-import { type Measurement, machine, measureConcurrent, percentile, perSecond, printTable } from '../support.ts';
+import { type Measurement, machine, measureConcurrent, perSecond, percentile, printTable } from '../support.ts';
 
 const CAPACITY = 3;
 const SEATS_PER_TEAM = CAPACITY - 1;
@@ -119,7 +119,9 @@ async function buy(open: string[], lock: (teamId: string) => Promise<'locked' | 
 }
 
 function buyMeasurement(label: string, seats: number, requests: number, flows: Measurement): Measurement {
-  console.log(`${label}: ${seats} seats sold in ${flows.seconds.toFixed(1)} s with ${requests} requests (p50/p99 of a whole purchase: ${flows.p50Ms.toFixed(1)}/${flows.p99Ms.toFixed(1)} ms)`);
+  console.log(
+    `${label}: ${seats} seats sold in ${flows.seconds.toFixed(1)} s with ${requests} requests (p50/p99 of a whole purchase: ${flows.p50Ms.toFixed(1)}/${flows.p99Ms.toFixed(1)} ms)`,
+  );
   return { ...flows, label, operations: requests };
 }
 
@@ -214,7 +216,18 @@ async function viaScripts(keyPrefix: string, seats: number, connections: number,
   const teamIds = Array.from({ length: Math.ceil(seats / SEATS_PER_TEAM) }, () => randomUUID());
   const deadline = new Date(Date.now() + 3600_000);
   for (const id of teamIds) {
-    await store.write({ id, activityId, leaderId: 'leader', capacity: CAPACITY, lockSeconds: 300, deadline, status: 'OPEN', createdAt: new Date(), closedAt: null, members: [{ userId: 'leader', paymentRef: null, seat: 1, joinedAt: new Date() }] });
+    await store.write({
+      id,
+      activityId,
+      leaderId: 'leader',
+      capacity: CAPACITY,
+      lockSeconds: 300,
+      deadline,
+      status: 'OPEN',
+      createdAt: new Date(),
+      closedAt: null,
+      members: [{ userId: 'leader', paymentRef: null, seat: 1, joinedAt: new Date() }],
+    });
   }
   const open = [...teamIds];
   let requests = 0;
@@ -424,6 +437,10 @@ async function fanOut(url: string, subscribers: number, teamCount: number, viola
   if (failures > 0) violations.push(`fan-out: ${failures} mutations failed`);
   if (missing > 0) violations.push(`fan-out: ${missing} (mutation, subscriber) pairs without a matching event`);
   const events = receipts.reduce((sum, mine) => sum + mine.length, 0);
-  console.log(`fan-out: ${mutations.length} mutations in ${driveSeconds.toFixed(1)} s (${(mutations.length / driveSeconds).toFixed(0)}/s), ${events} events received, ${delays.length} deliveries timed`);
-  console.log(`fan-out delivery after the mutation's response: p50 ${percentile(delays, 0.5).toFixed(1)} ms, p99 ${percentile(delays, 0.99).toFixed(1)} ms, max ${(delays.at(-1) ?? Number.NaN).toFixed(1)} ms (target: p99 < 250 ms)`);
+  console.log(
+    `fan-out: ${mutations.length} mutations in ${driveSeconds.toFixed(1)} s (${(mutations.length / driveSeconds).toFixed(0)}/s), ${events} events received, ${delays.length} deliveries timed`,
+  );
+  console.log(
+    `fan-out delivery after the mutation's response: p50 ${percentile(delays, 0.5).toFixed(1)} ms, p99 ${percentile(delays, 0.99).toFixed(1)} ms, max ${(delays.at(-1) ?? Number.NaN).toFixed(1)} ms (target: p99 < 250 ms)`,
+  );
 }

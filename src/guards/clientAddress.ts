@@ -10,7 +10,10 @@ export function clientAddress(req: IncomingMessage | undefined, trustedProxies: 
   const peer = normalized(req?.socket?.remoteAddress ?? 'unknown');
   if (trustedProxies === 0 || !req) return peer;
   const header = req.headers['x-forwarded-for'];
-  const forwarded = (Array.isArray(header) ? header.join(',') : header ?? '').split(',').map((entry) => entry.trim()).filter(Boolean);
+  const forwarded = (Array.isArray(header) ? header.join(',') : (header ?? ''))
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter(Boolean);
   const chain = [...forwarded.map(normalized), peer];
   return chain[Math.max(0, chain.length - 1 - trustedProxies)]!;
 }

@@ -8,8 +8,8 @@ import {
   type ValueNode,
   getNamedType,
   isCompositeType,
-  isObjectType,
   isInterfaceType,
+  isObjectType,
 } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import { ErrorCode, graphqlError } from '../errors.ts';
@@ -28,12 +28,7 @@ type Variables = Record<string, unknown> | null | undefined;
  * `dependsOnVariables` says whether a list size came from a variable, so the cost of
  * the rest can be remembered per document.
  */
-export function operationCost(
-  schema: GraphQLSchema,
-  document: DocumentNode,
-  operation: OperationDefinitionNode,
-  variables: Variables,
-): { cost: number; dependsOnVariables: boolean } {
+export function operationCost(schema: GraphQLSchema, document: DocumentNode, operation: OperationDefinitionNode, variables: Variables): { cost: number; dependsOnVariables: boolean } {
   const fragments = fragmentsOf(document);
   let dependsOnVariables = false;
 
@@ -104,7 +99,10 @@ export function operationCost(
  */
 export function useOperationCost(maxCost: number): Plugin {
   const fixedCosts = new WeakMap<OperationDefinitionNode, number>();
-  const refuseCostly = ({ args, setResultAndStopExecution }: {
+  const refuseCostly = ({
+    args,
+    setResultAndStopExecution,
+  }: {
     args: { schema: GraphQLSchema; document: DocumentNode; operationName?: string | null; variableValues?: Variables };
     setResultAndStopExecution(result: unknown): void;
   }) => {

@@ -52,9 +52,8 @@ export function useRateLimits(app: App): Plugin<Context> {
       if (operation?.operation !== 'mutation') return undefined;
       const count = rootFieldCount(args.document, operation);
       if (count === 0) return undefined;
-      const message = count > mutations.limit
-        ? `this operation has ${count} mutations, more than the ${mutations.limit} allowed per window; send fewer at once`
-        : 'too many requests; slow down';
+      const message =
+        count > mutations.limit ? `this operation has ${count} mutations, more than the ${mutations.limit} allowed per window; send fewer at once` : 'too many requests; slow down';
       return refuseOver(payload, mutations.consume('mutation', context.viewer.userId, count), message);
     }
     if (!anonymous.enabled) return undefined;

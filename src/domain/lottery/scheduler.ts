@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { ServiceUnavailableError } from '../errors.ts';
 import type { Campaign } from '../../infra/campaign/campaign.ts';
+import { ServiceUnavailableError } from '../errors.ts';
 import type { RandomSource } from '../random.ts';
 import { timedActivitiesToSchedule } from './persistence.ts';
 import type { LotteryDeps } from './service.ts';

@@ -44,8 +44,11 @@ export const grabJournalKind = entryKind({
       WHERE g.packet_id IN (SELECT id FROM open_packets)
       ON CONFLICT DO NOTHING
       RETURNING id`);
-    const conflicts = await conflictingEntries(entries, ({ fields }) => fields.grant, inserted.map((row) => row.id), async (ids) =>
-      (await db.redPacketGrab.findMany({ where: { id: { in: ids } }, select: { id: true } })).map((row) => row.id),
+    const conflicts = await conflictingEntries(
+      entries,
+      ({ fields }) => fields.grant,
+      inserted.map((row) => row.id),
+      async (ids) => (await db.redPacketGrab.findMany({ where: { id: { in: ids } }, select: { id: true } })).map((row) => row.id),
     );
     return conflicts.map(({ entry }) => entry);
   },

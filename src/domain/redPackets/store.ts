@@ -79,7 +79,10 @@ export type GrabReply = Exclude<ReplyOf<typeof grabRedPacket.replies>, Missing>;
 
 /** The red packet's Redis side: the grab script's binding, state reads, and rebuilds. */
 export class RedPacketStore {
-  constructor(private readonly redis: Redis, private readonly scripts: Scripts) {}
+  constructor(
+    private readonly redis: Redis,
+    private readonly scripts: Scripts,
+  ) {}
 
   grab(packetId: string, userId: string, grantId: string) {
     return this.scripts.call(grabRedPacket, redPacketKeys(packetId), [userId, grantId, packetId]);

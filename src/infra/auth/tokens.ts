@@ -1,6 +1,6 @@
 import { webcrypto } from 'node:crypto';
-import { unacceptableCharacter } from '../../domain/text.ts';
 import { type JWTPayload, type JWTVerifyGetKey, type JWTVerifyOptions, SignJWT, createRemoteJWKSet, errors, jwtVerify } from 'jose';
+import { unacceptableCharacter } from '../../domain/text.ts';
 
 export const ADMIN_ROLE = 'admin';
 

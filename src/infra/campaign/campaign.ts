@@ -1,7 +1,7 @@
 import type { CampaignDeps } from '../../domain/deps.ts';
 import type { JournalEntry, JournalHandler, PersistOutcome } from '../journal/journal.ts';
 import type { StateStream } from '../redis/pubsub.ts';
-import { RebuildTimeoutError, type RebuildKeys, rebuildOnce, underRebuildLock } from './rebuild.ts';
+import { type RebuildKeys, RebuildTimeoutError, rebuildOnce, underRebuildLock } from './rebuild.ts';
 
 /** The keys the runtime needs of a campaign; a flow's own keys sit beside them. */
 export interface CampaignKeys extends RebuildKeys {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { ServiceUnavailableError } from '../../domain/errors.ts';
-import { defineScript, type Scripts } from '../redis/scripts.ts';
+import { type Scripts, defineScript } from '../redis/scripts.ts';
 
 const LOCK_TTL_MS = 10_000;
 const WAIT_STEP_MS = 20;

@@ -34,7 +34,10 @@ interface AppliedRow {
 
 async function readMigrations(dir = MIGRATIONS_DIR): Promise<MigrationFile[]> {
   const entries = await readdir(dir, { withFileTypes: true });
-  const names = entries.filter((entry) => entry.isDirectory()).map((entry) => entry.name).sort();
+  const names = entries
+    .filter((entry) => entry.isDirectory())
+    .map((entry) => entry.name)
+    .sort();
   return Promise.all(
     names.map(async (name) => {
       const sql = await readFile(`${dir}${name}/migration.sql`, 'utf8');
@@ -48,14 +51,10 @@ export async function applyMigrations(db: Database, log: Logger, dir = MIGRATION
   const migrations = await readMigrations(dir);
   return db.withMigrationSession(async (session) => {
     await session.exec(CREATE_MIGRATIONS_TABLE);
-    const before = await session.query<AppliedRow>(
-      'SELECT migration_name, checksum, finished_at FROM "_prisma_migrations" WHERE rolled_back_at IS NULL',
-    );
+    const before = await session.query<AppliedRow>('SELECT migration_name, checksum, finished_at FROM "_prisma_migrations" WHERE rolled_back_at IS NULL');
     const failed = before.find((row) => row.finished_at === null);
     if (failed) {
-      throw new StartupError(
-        `migration ${failed.migration_name} failed earlier and is marked unfinished in _prisma_migrations; fix the database by hand, then delete that row`,
-      );
+      throw new StartupError(`migration ${failed.migration_name} failed earlier and is marked unfinished in _prisma_migrations; fix the database by hand, then delete that row`);
     }
     const appliedByName = new Map(before.map((row) => [row.migration_name, row]));
     for (const migration of migrations) {
@@ -75,10 +74,7 @@ export async function applyMigrations(db: Database, log: Logger, dir = MIGRATION
 
 async function applyOne(session: SqlSession, migration: MigrationFile): Promise<void> {
   const id = randomUUID();
-  await session.query(
-    'INSERT INTO "_prisma_migrations" (id, checksum, migration_name, started_at) VALUES ($1, $2, $3, now())',
-    [id, migration.checksum, migration.name],
-  );
+  await session.query('INSERT INTO "_prisma_migrations" (id, checksum, migration_name, started_at) VALUES ($1, $2, $3, now())', [id, migration.checksum, migration.name]);
   try {
     await session.exec(`BEGIN;\n${migration.sql}\nCOMMIT;`);
   } catch (error) {
@@ -86,8 +82,5 @@ async function applyOne(session: SqlSession, migration: MigrationFile): Promise<
     await session.query('UPDATE "_prisma_migrations" SET logs = $2 WHERE id = $1', [id, String(error)]);
     throw new StartupError(`migration ${migration.name} failed: ${(error as Error).message}`);
   }
-  await session.query(
-    'UPDATE "_prisma_migrations" SET finished_at = now(), applied_steps_count = 1 WHERE id = $1',
-    [id],
-  );
+  await session.query('UPDATE "_prisma_migrations" SET finished_at = now(), applied_steps_count = 1 WHERE id = $1', [id]);
 }

@@ -32,6 +32,10 @@ export function entryKind<Fields>(spec: EntryKind<Fields>): JournalHandler & { d
   return {
     kind: spec.kind,
     decode,
-    persist: (db, entries) => spec.persist(db, entries.map((entry) => ({ entry, fields: decode(entry) }))),
+    persist: (db, entries) =>
+      spec.persist(
+        db,
+        entries.map((entry) => ({ entry, fields: decode(entry) })),
+      ),
   };
 }

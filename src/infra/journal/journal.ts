@@ -211,10 +211,10 @@ export class Journal {
           for (const waiter of waiting) waiter.reject(error instanceof Error ? error : new Error(String(error)));
         })
         .finally(() => {
-        this.inFlight.delete(batch);
-        // Whatever queued meanwhile has waited long enough.
-        this.startBatches();
-      });
+          this.inFlight.delete(batch);
+          // Whatever queued meanwhile has waited long enough.
+          this.startBatches();
+        });
       this.inFlight.add(batch);
     }
   }
@@ -230,7 +230,10 @@ export class Journal {
     for (const { entry } of batch) unique.set(entryKey(entry), entry);
     const entries = [...unique.values()];
     if (entries.length === 0) return;
-    const result = await persistBatch({ prisma: this.prisma, redis: this.redis, log: this.log }, groupBy(entries, (entry) => this.handlers.get(entry.fields.kind!)!));
+    const result = await persistBatch(
+      { prisma: this.prisma, redis: this.redis, log: this.log },
+      groupBy(entries, (entry) => this.handlers.get(entry.fields.kind!)!),
+    );
     if (result.finished.length > 0) {
       await this.deleteFromStreams(result.finished).catch((error: unknown) => {
         this.log.warn({ err: error }, 'could not delete persisted journal entries; the sweeper will re-persist them harmlessly');

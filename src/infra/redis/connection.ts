@@ -30,9 +30,7 @@ export async function connectRedis(redis: Redis, url: string): Promise<void> {
     await redis.connect();
   } catch (error) {
     redis.disconnect();
-    throw new StartupError(
-      `Redis is unreachable at REDIS_URL=${redactUrl(url)}: ${describeCause(socketError ?? error)}. Set REDIS_URL to a reachable server.`,
-    );
+    throw new StartupError(`Redis is unreachable at REDIS_URL=${redactUrl(url)}: ${describeCause(socketError ?? error)}. Set REDIS_URL to a reachable server.`);
   }
   redis.off('error', onError);
 }

@@ -135,7 +135,10 @@ async function deleteKeysUnder(redis: Redis, keyPrefix: string): Promise<number>
   let deleted = 0;
   for await (const keys of scanPages(redis, scanPattern(keyPrefix, '*'))) {
     // ioredis adds the prefix to UNLINK's arguments itself.
-    const names = keys.filter(ours).map((key) => key.slice(keyPrefix.length)).filter((key) => key !== OWNER_KEY);
+    const names = keys
+      .filter(ours)
+      .map((key) => key.slice(keyPrefix.length))
+      .filter((key) => key !== OWNER_KEY);
     if (names.length > 0) deleted += await redis.unlink(...names);
   }
   return deleted;

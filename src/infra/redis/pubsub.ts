@@ -40,7 +40,11 @@ export class LiveEvents {
   private readonly scheduled = new Set<string>();
   private readonly queuedEvents = new Map<string, unknown[]>();
 
-  constructor(private readonly publisher: Redis, subscriber: Redis, private readonly channelPrefix: string) {
+  constructor(
+    private readonly publisher: Redis,
+    subscriber: Redis,
+    private readonly channelPrefix: string,
+  ) {
     this.pubsub = new RedisPubSub({ publisher, subscriber });
   }
 
