@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { sendNodeResponse } from '@whatwg-node/server';
-import type { ExecutionResult, GraphQLError } from 'graphql';
+import type { DocumentNode, ExecutionResult, GraphQLError } from 'graphql';
 import { type YogaServerInstance, processRegularResult } from 'graphql-yoga';
 import type { Context } from './context.ts';
 import { type MaskErrorFunction, retryAfterSeconds } from './errorMasking.ts';
@@ -147,7 +147,7 @@ export function createFastLane({
     const request = requestView(req);
     // `req` as Yoga's node adapter passes it: the client's address is read from it (src/guards/clientAddress.ts).
     const { parse, validate, execute, contextFactory, schema } = yoga.getEnveloped({ request, params, req } as never);
-    let document;
+    let document: DocumentNode;
     try {
       document = parse(params.query);
     } catch {

@@ -1,22 +1,12 @@
 import { z } from 'zod';
 import { Prisma } from '../../generated/prisma/client.ts';
 import { unnest } from '../../infra/db/unnest.ts';
-import { type DecodedEntry, entryKind } from '../../infra/journal/entryKind.ts';
-import { type JournalEntry, conflictingEntries } from '../../infra/journal/journal.ts';
+import { conflictingEntries, entryKind } from '../../infra/journal/entryKind.ts';
+import type { JournalEntry } from '../../infra/journal/journal.ts';
 
 /** A field the scripts leave '' when it does not apply (a lost draw has no prize): null here, SQL NULL there. */
 const blankOr = <T extends z.ZodType>(schema: T) => z.union([z.literal('').transform(() => null), schema]);
 const int = z.coerce.number().int();
-
-/** The entries whose unique id is neither among those just inserted nor durable already. */
-async function conflicts<Fields>(
-  entries: DecodedEntry<Fields>[],
-  idOf: (fields: Fields) => string,
-  inserted: string[],
-  durableAmong: (ids: string[]) => Promise<string[]>,
-): Promise<JournalEntry[]> {
-  return (await conflictingEntries(entries, ({ fields }) => idOf(fields), inserted, durableAmong)).map(({ entry }) => entry);
-}
 
 /** What lua/drawLottery.lua journals for one draw, won or lost. */
 const drawFields = z.object({
@@ -80,7 +70,7 @@ export const drawJournalKind = entryKind({
       })}
       ON CONFLICT DO NOTHING
       RETURNING id`);
-    return conflicts(
+    return conflictingEntries(
       entries,
       (draw) => draw.draw,
       inserted.map((row) => row.id),
@@ -147,7 +137,7 @@ export const scheduleJournalKind = entryKind({
         ON CONFLICT DO NOTHING
       )
       SELECT schedule_id FROM hours`);
-    return conflicts(
+    return conflictingEntries(
       entries,
       (hour) => hour.schedule,
       inserted.map((row) => row.schedule_id),

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { Prisma, type Redemption } from '../../generated/prisma/client.ts';
 import { unnest } from '../../infra/db/unnest.ts';
-import { entryKind } from '../../infra/journal/entryKind.ts';
-import { type JournalEntry, conflictingEntries } from '../../infra/journal/journal.ts';
+import { conflictingEntries, entryKind } from '../../infra/journal/entryKind.ts';
+import type { JournalEntry } from '../../infra/journal/journal.ts';
 import type { LeasedRedemption, VoucherDeliveryWorker } from './deliveryWorker.ts';
 
 /** A stock unit or sequence number: empty when the goods item has none. */
@@ -135,13 +135,12 @@ export function redemptionJournalKind(delivery: VoucherDeliveryWorker) {
       const redemptions = entries.map(({ fields }) => fields);
       const inserted = await db.$queryRaw<LeasedRedemption[]>(insertRedemptions(redemptions, delivery.options.leaseMs));
       delivery.deliverFresh(inserted);
-      const conflicts = await conflictingEntries(
+      return conflictingEntries(
         entries,
-        ({ fields }) => fields.id,
+        (redemption) => redemption.id,
         inserted.map((row) => row.id),
         async (redemptionIds) => (await db.redemption.findMany({ where: { id: { in: redemptionIds } }, select: { id: true } })).map((row) => row.id),
       );
-      return conflicts.map(({ entry }) => entry);
     },
   });
 }
@@ -171,9 +170,9 @@ export const refusalJournalKind = entryKind({
       WHERE NOT EXISTS (SELECT 1 FROM redemption d WHERE d.user_id = r.user_id AND d.request_id = r.request_id)
       ON CONFLICT DO NOTHING
       RETURNING user_id, request_id, answer`);
-    const conflicts = await conflictingEntries(
+    return conflictingEntries(
       entries,
-      ({ fields }) => refusalKey(fields.user, fields.request, fields.answer),
+      (refusal) => refusalKey(refusal.user, refusal.request, refusal.answer),
       inserted.map((row) => refusalKey(row.user_id, row.request_id, row.answer)),
       async (keys) => {
         const wanted = keys.map((key) => key.split('\u0000'));
@@ -181,7 +180,6 @@ export const refusalJournalKind = entryKind({
         return present.map((row) => refusalKey(row.userId, row.requestId, row.answer));
       },
     );
-    return conflicts.map(({ entry }) => entry);
   },
 });
 

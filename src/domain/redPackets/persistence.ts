@@ -1,8 +1,7 @@
 import { z } from 'zod';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.ts';
 import { unnest } from '../../infra/db/unnest.ts';
-import { entryKind } from '../../infra/journal/entryKind.ts';
-import { conflictingEntries } from '../../infra/journal/journal.ts';
+import { conflictingEntries, entryKind } from '../../infra/journal/entryKind.ts';
 import type { CommittedRedPacket, RedPacketSnapshot } from './store.ts';
 
 /** What lua/grabRedPacket.lua journals for one grant. */
@@ -44,13 +43,12 @@ export const grabJournalKind = entryKind({
       WHERE g.packet_id IN (SELECT id FROM open_packets)
       ON CONFLICT DO NOTHING
       RETURNING id`);
-    const conflicts = await conflictingEntries(
+    return conflictingEntries(
       entries,
-      ({ fields }) => fields.grant,
+      (grab) => grab.grant,
       inserted.map((row) => row.id),
       async (ids) => (await db.redPacketGrab.findMany({ where: { id: { in: ids } }, select: { id: true } })).map((row) => row.id),
     );
-    return conflicts.map(({ entry }) => entry);
   },
 });
 

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.ts';
 import { unnest } from '../../infra/db/unnest.ts';
-import { entryKind } from '../../infra/journal/entryKind.ts';
-import { type JournalEntry, conflictingEntries } from '../../infra/journal/journal.ts';
+import { conflictingEntries, entryKind } from '../../infra/journal/entryKind.ts';
+import type { JournalEntry } from '../../infra/journal/journal.ts';
 import type { OpenTeamInput } from './input.ts';
 import { type TeamRef, type TeamSnapshot, type TeamStatus, activityOfJournal } from './store.ts';
 
@@ -151,9 +151,9 @@ export const seatsJournalKind = entryKind({
 
     // Not inserted now but already there (a replay, or the failure recorded it first) counts as durable.
     const memberKey = (team: string, user: string) => `${team}\u0000${user}`;
-    const conflicts = await conflictingEntries(
+    return conflictingEntries(
       confirms,
-      ({ fields }) => memberKey(fields.team, fields.user),
+      (confirm) => memberKey(confirm.team, confirm.user),
       inserted.map((row) => memberKey(row.team_id, row.user_id)),
       async (keys) => {
         const present = await db.teamMember.findMany({
@@ -163,7 +163,6 @@ export const seatsJournalKind = entryKind({
         return present.map((row) => memberKey(row.teamId, row.userId));
       },
     );
-    return conflicts.map(({ entry }) => entry);
   },
 });
 

@@ -39,3 +39,19 @@ export function entryKind<Fields>(spec: EntryKind<Fields>): JournalHandler & { d
       ),
   };
 }
+
+/**
+ * What a handler reports after its insert: the entries whose unique id is neither among
+ * `inserted` nor durable already (written by an earlier commit, a sweeper's replay).
+ */
+export async function conflictingEntries<Fields>(
+  entries: DecodedEntry<Fields>[],
+  idOf: (fields: Fields) => string,
+  inserted: Iterable<string>,
+  durableAmong: (ids: string[]) => Promise<string[]>,
+): Promise<JournalEntry[]> {
+  const durable = new Set(inserted);
+  const missing = entries.map(({ fields }) => idOf(fields)).filter((id) => !durable.has(id));
+  if (missing.length > 0) for (const id of await durableAmong(missing)) durable.add(id);
+  return entries.filter(({ fields }) => !durable.has(idOf(fields))).map(({ entry }) => entry);
+}

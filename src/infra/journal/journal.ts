@@ -55,22 +55,6 @@ interface Waiter {
 const STREAM_REGISTRY = 'journal:streams';
 const SWEEP_BATCH = 1000;
 
-/**
- * What a handler reports after its insert: the entries whose grant id is neither among
- * `inserted` nor already durable (written by an earlier commit, e.g. a sweeper replay).
- */
-export async function conflictingEntries<Entry>(
-  entries: Entry[],
-  grantOf: (entry: Entry) => string,
-  inserted: Iterable<string>,
-  durableAmong: (grantIds: string[]) => Promise<string[]>,
-): Promise<Entry[]> {
-  const durable = new Set(inserted);
-  const missing = entries.map(grantOf).filter((id) => !durable.has(id));
-  if (missing.length > 0) for (const id of await durableAmong(missing)) durable.add(id);
-  return entries.filter((entry) => !durable.has(grantOf(entry)));
-}
-
 /** Turns the flat [field, value, ...] list that XADD and XRANGE use into an entry. */
 export function journalEntry(stream: string, id: string, flatFields: string[]): JournalEntry {
   const fields: Record<string, string> = {};
