@@ -3,12 +3,10 @@ import { type ExecutionResult, print } from 'graphql';
 import { createClient } from 'graphql-ws';
 import { Agent, fetch } from 'undici';
 import WebSocket from 'ws';
-import { ADMIN_ROLE, signToken } from '../../src/infra/auth/tokens.ts';
-import { TEST_JWT_SECRET } from './env.ts';
+import { type As, tokenOf } from './tokens.ts';
 
-export function tokenFor(userId: string, options: { admin?: boolean } = {}): Promise<string> {
-  return signToken(TEST_JWT_SECRET, { userId, roles: options.admin ? [ADMIN_ROLE] : [] });
-}
+/** A new token for each call: the benches sign their users with it. */
+export { tokenFor } from './tokens.ts';
 
 // Bounded so a storm of hundreds of requests queues in the client instead of
 // overflowing the server's accept backlog.
@@ -44,6 +42,51 @@ export async function gqlData<T, V>(url: string, document: TypedDocumentNode<T, 
 
 export function errorCodes(response: GraphqlResponse<unknown>): unknown[] {
   return (response.body.errors ?? []).map((error) => error.extensions?.code);
+}
+
+type GraphqlErrors = NonNullable<GraphqlResponse<unknown>['body']['errors']>;
+
+/**
+ * What became of one request in a storm that counts refusals instead of failing on them:
+ * its result, its GraphQL errors, or (see `unlessCutOff`) no answer at all.
+ */
+export interface Attempt<R> {
+  result?: R;
+  errors?: GraphqlErrors;
+  failed?: unknown;
+}
+
+/** The attempt, or `failed` when the request got no answer, as when its server is killed mid-storm. */
+export async function unlessCutOff<R>(attempt: Promise<Attempt<R>>): Promise<Attempt<R>> {
+  try {
+    return await attempt;
+  } catch (failed) {
+    return { failed };
+  }
+}
+
+/**
+ * Requests to one server as one user at a time, signed from the shared token cache: what
+ * every flow's client (`teamsAt`, `redPacketsAt`, `lotteryAt`, `pointsAt`) is built on.
+ */
+export function requestsAt(url: string) {
+  /** The whole response, errors included; anonymous without `user`. */
+  const raw = async <T, V>(document: TypedDocumentNode<T, V> | string, variables: V, user?: string, as: As = {}): Promise<GraphqlResponse<T>> =>
+    gql(url, document, variables, user === undefined ? undefined : await tokenOf(user, as));
+  return {
+    raw,
+    /** The data; fails loudly on errors. */
+    async data<T, V>(document: TypedDocumentNode<T, V>, variables: V, user: string, as: As = {}): Promise<T> {
+      const { body } = await raw(document, variables, user, as);
+      if (body.errors?.length || !body.data) throw new Error(`GraphQL errors: ${JSON.stringify(body.errors)}`);
+      return body.data;
+    },
+    /** The result of `field`, or the errors instead of throwing them. */
+    async attempt<T, V, K extends keyof T>(document: TypedDocumentNode<T, V>, variables: V, field: K, user: string): Promise<Attempt<T[K]>> {
+      const { body } = await raw(document, variables, user);
+      return body.errors?.length || !body.data ? { errors: body.errors } : { result: body.data[field] };
+    },
+  };
 }
 
 /** A live subscription that collects every event, over SSE or graphql-ws. */
