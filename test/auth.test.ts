@@ -6,11 +6,12 @@ import { SignJWT, exportJWK, generateKeyPair } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signToken } from '../src/infra/auth/tokens.ts';
 import { CreateRedPacketDocument } from './gql/generated.ts';
-import { gql, tokenFor } from './support/client.ts';
+import { gql } from './support/client.ts';
 import { TEST_JWT_SECRET, testEnv } from './support/env.ts';
 import { stopAll } from './support/lifecycle.ts';
 import { type ServerProcess, freePort, startServerProcess } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
+import { tokenOf } from './support/tokens.ts';
 
 // The server of the HTTP tests takes HS256 tokens with JWT_SECRET (the default); the
 // identity-provider server takes only RS256/ES256 tokens of the JWKS served below.
@@ -151,7 +152,7 @@ describe('tokens of an identity provider (JWT_JWKS_URL, JWT_ISSUER, JWT_AUDIENCE
     ['another audience', () => idpToken({ audience: 'another-api' }), 'WRONG_AUDIENCE'],
     ['a key not in the JWKS', () => idpToken({ key: stranger.privateKey, kid: 'rsa-1' }), 'BAD_SIGNATURE'],
     ['an unknown kid', () => idpToken({ key: stranger.privateKey, kid: 'rsa-9' }), 'BAD_SIGNATURE'],
-    ['an HS256 token of the default secret', () => tokenFor('hs-user'), 'BAD_SIGNATURE'],
+    ['an HS256 token of the default secret', () => tokenOf('hs-user'), 'BAD_SIGNATURE'],
   ])('refuses a token with %s', async (_name, makeToken, reason) => {
     const response = await gql(idpServer.url, PUBLIC_QUERY, undefined, await makeToken());
     expect(response.body.data ?? null).toBeNull();

@@ -4,11 +4,10 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aliasScope } from '../src/domain/privacy.ts';
-import { CreateRedPacketDocument, GrabRedPacketDocument, RedPacketDocument } from './gql/generated.ts';
-import { gqlData, tokenFor } from './support/client.ts';
 import { TEST_REDIS_URL, testEnv } from './support/env.ts';
 import { stopAll, stopWithin } from './support/lifecycle.ts';
 import { aliasOf } from './support/privacy.ts';
+import { redPacketsAt } from './support/redPackets.ts';
 import { type ServerProcess, runUntilExit, startServerProcess } from './support/server.ts';
 import { deleteKeys, stateKeys } from './support/stores.ts';
 
@@ -36,20 +35,21 @@ const appliedMigrations = (output: string) => output.split('\n').filter((line) =
 
 describe('the embedded database', () => {
   it('serves red packets from PGlite, and keeps them across a restart without re-applying migrations', async () => {
-    const sender = await tokenFor('pglite-sender');
-    const first = await tokenFor('pglite-first');
-    const second = await tokenFor('pglite-second');
+    const sender = 'pglite-sender';
+    const first = 'pglite-first';
+    const second = 'pglite-second';
 
     // First start: a fresh directory, so every migration is applied.
     server = await startServerProcess(env.vars, 45_000);
     expect(server.output()).toContain('"database":"pglite"');
     expect(appliedMigrations(server.output()).length).toBeGreaterThan(0);
 
-    const { createRedPacket: packet } = await gqlData(server.url, CreateRedPacketDocument, { input: { totalAmount: 900, count: 3, mode: 'EQUAL' } }, sender);
+    let redPackets = redPacketsAt(server.url);
+    const packet = await redPackets.create(sender, { totalAmount: 900, count: 3, mode: 'EQUAL' });
     expect(packet).toMatchObject({ status: 'ACTIVE', remainingCount: 3, remainingAmount: 900 });
-    const grab = await gqlData(server.url, GrabRedPacketDocument, { packetId: packet.id }, first);
-    expect(grab.grabRedPacket).toMatchObject({ __typename: 'GrabbedShare', amount: 300, remainingCount: 2 });
-    const before = (await gqlData(server.url, RedPacketDocument, { id: packet.id }, sender)).redPacket;
+    const grab = await redPackets.grab(first, packet.id);
+    expect(grab).toMatchObject({ __typename: 'GrabbedShare', amount: 300, remainingCount: 2 });
+    const before = await redPackets.packet(sender, packet.id);
     // The sender sees the grabber's alias in this packet, the same after the restart.
     expect(before?.shares).toEqual([expect.objectContaining({ userId: aliasOf(aliasScope.redPacket(packet.id), 'pglite-first'), amount: 300 })]);
 
@@ -63,24 +63,25 @@ describe('the embedded database', () => {
     expect(server.output()).toContain('"database":"pglite"');
     expect(appliedMigrations(server.output())).toEqual([]);
 
-    const after = (await gqlData(server.url, RedPacketDocument, { id: packet.id }, sender)).redPacket;
+    redPackets = redPacketsAt(server.url);
+    const after = await redPackets.packet(sender, packet.id);
     expect(after).toMatchObject({ id: packet.id, status: 'ACTIVE', totalAmount: 900, count: 3, remainingCount: 2, remainingAmount: 600 });
     expect(after?.shares).toEqual(before?.shares);
 
     // The rebuilt packet still knows who grabbed, and hands out what is left.
-    const again = await gqlData(server.url, GrabRedPacketDocument, { packetId: packet.id }, first);
-    expect(again.grabRedPacket).toMatchObject({ __typename: 'AlreadyGrabbed', share: { amount: 300 } });
-    const next = await gqlData(server.url, GrabRedPacketDocument, { packetId: packet.id }, second);
-    expect(next.grabRedPacket).toMatchObject({ __typename: 'GrabbedShare', amount: 300, remainingCount: 1 });
+    const again = await redPackets.grab(first, packet.id);
+    expect(again).toMatchObject({ __typename: 'AlreadyGrabbed', share: { amount: 300 } });
+    const next = await redPackets.grab(second, packet.id);
+    expect(next).toMatchObject({ __typename: 'GrabbedShare', amount: 300, remainingCount: 1 });
 
     expect(await stopWithin(server)).toBe(0);
     server = undefined;
   });
 
   it('deleted and created anew, takes the key prefix over: what the old database left in Redis is gone, a longer prefix another deployment claimed stays', async () => {
-    const sender = await tokenFor('pglite-sender');
+    const sender = 'pglite-sender';
     server = await startServerProcess(env.vars, 45_000);
-    const { createRedPacket: packet } = await gqlData(server.url, CreateRedPacketDocument, { input: { totalAmount: 500, count: 5, mode: 'EQUAL' } }, sender);
+    const packet = await redPacketsAt(server.url).create(sender, { totalAmount: 500, count: 5, mode: 'EQUAL' });
     expect(await stopWithin(server)).toBe(0);
     server = undefined;
     expect((await stateKeys(redis, env.keyPrefix)).some((key) => key.includes(packet.id))).toBe(true);
@@ -98,7 +99,7 @@ describe('the embedded database', () => {
     expect(await redis.get('prod:{shop}:balance:someone')).toBe('7');
     expect(await redis.exists('{shop}:balance:database')).toBe(0);
     expect(await redis.get('prod:database')).toBe('postgresql:11111111-1111-1111-1111-111111111111');
-    expect((await gqlData(server.url, RedPacketDocument, { id: packet.id }, sender)).redPacket).toBeNull();
+    expect(await redPacketsAt(server.url).packet(sender, packet.id)).toBeNull();
     expect(await stopWithin(server)).toBe(0);
     server = undefined;
   });

@@ -3,10 +3,10 @@ import { connect } from 'node:net';
 import { fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { regularMediaType } from '../src/fastLane.ts';
-import { tokenFor } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
+import { tokenOf } from './support/tokens.ts';
 
 // Both servers are instances of one deployment (same schema and key prefix); only the lane differs.
 const env = testEnv('fast_lane', { RATE_LIMIT_MUTATIONS: '4', RATE_LIMIT_WINDOW_MS: '60000', CORS_ORIGINS: 'https://shop.example' });
@@ -135,12 +135,12 @@ describe('the fast lane answers exactly as Yoga does', () => {
     const unauthenticated = await expectSameAnswer({ body: unknownGrab });
     expect(JSON.parse(unauthenticated.body).errors[0].extensions.code).toBe('UNAUTHENTICATED');
     const award = json({ query: 'mutation { awardPoints(userId: "u", amount: 5, reason: "r", requestId: "fast-lane-award") }' });
-    const forbidden = await expectSameAnswer({ headers: { authorization: `Bearer ${await tokenFor('fast-lane-shopper')}` }, body: award });
+    const forbidden = await expectSameAnswer({ headers: { authorization: `Bearer ${await tokenOf('fast-lane-shopper')}` }, body: award });
     expect(JSON.parse(forbidden.body).errors[0].extensions.code).toBe('FORBIDDEN');
   });
 
   it('for a signed-in mutation with a typed problem, and for an invalid token', async () => {
-    const granted = await expectSameAnswer({ headers: { authorization: `Bearer ${await tokenFor('fast-lane-grabber')}` }, body: unknownGrab });
+    const granted = await expectSameAnswer({ headers: { authorization: `Bearer ${await tokenOf('fast-lane-grabber')}` }, body: unknownGrab });
     expect(JSON.parse(granted.body).data.grabRedPacket.__typename).toBe('NotFound');
     const invalid = await expectSameAnswer({ headers: { authorization: 'Bearer not.a.token' }, body: unknownGrab });
     expect(JSON.parse(invalid.body).errors[0].extensions).toEqual({ code: 'UNAUTHENTICATED', reason: 'MALFORMED' });
@@ -181,7 +181,7 @@ describe('the fast lane answers exactly as Yoga does', () => {
   });
 
   it('for a rate-limited caller, whichever instance counted the earlier requests', async () => {
-    const authorization = `Bearer ${await tokenFor('fast-lane-hasty')}`;
+    const authorization = `Bearer ${await tokenOf('fast-lane-hasty')}`;
     for (let i = 0; i < 4; i++) await answer(i % 2 ? yogaOnly : fastLane, { headers: { authorization }, body: unknownGrab });
     // Only the time left in the window may differ between the two answers.
     const withoutRetryAfter = ({ headers: { 'retry-after': retryAfter, ...headers }, ...reply }: Awaited<ReturnType<typeof answer>>) => {

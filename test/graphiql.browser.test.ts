@@ -1,12 +1,12 @@
 import { existsSync } from 'node:fs';
 import { type Browser, chromium } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { CreateRedPacketDocument, GrabRedPacketDocument } from './gql/generated.ts';
-import { gqlData, tokenFor } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { stopAll } from './support/lifecycle.ts';
+import { redPacketsAt } from './support/redPackets.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
+import { tokenOf } from './support/tokens.ts';
 
 // The GraphiQL the server serves, in a real browser: Debian's chromium (.ci/run installs it),
 // driven by playwright-core, which downloads no browser of its own.
@@ -38,8 +38,8 @@ afterAll(async () => {
 });
 
 it('a subscription started in GraphiQL, signed in from its headers tab, shows live updates', { timeout: 60_000 }, async () => {
-  const sender = await tokenFor('graphiql-sender');
-  const { createRedPacket: packet } = await gqlData(server.url, CreateRedPacketDocument, { input: { totalAmount: 30, count: 3 } }, sender);
+  const redPackets = redPacketsAt(server.url);
+  const packet = await redPackets.create('graphiql-sender', { totalAmount: 30, count: 3 });
 
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
   page.setDefaultTimeout(STEP_MS);
@@ -57,7 +57,7 @@ it('a subscription started in GraphiQL, signed in from its headers tab, shows li
   await page.locator('.graphiql-editor-tool .monaco-editor').last().click();
   await page.keyboard.press('Control+A');
   await page.keyboard.press('Delete');
-  await page.keyboard.insertText(JSON.stringify({ Authorization: `Bearer ${await tokenFor('graphiql-user')}` }));
+  await page.keyboard.insertText(JSON.stringify({ Authorization: `Bearer ${await tokenOf('graphiql-user')}` }));
 
   await page.getByRole('button', { name: /Execute/ }).first().click();
   const response = page.locator('.graphiql-response');
@@ -66,8 +66,8 @@ it('a subscription started in GraphiQL, signed in from its headers tab, shows li
   });
 
   // A change made over HTTP reaches the result pane.
-  const grab = await gqlData(server.url, GrabRedPacketDocument, { packetId: packet.id }, await tokenFor('graphiql-grabber'));
-  expect(grab.grabRedPacket.__typename).toBe('GrabbedShare');
+  const grab = await redPackets.grab('graphiql-grabber', packet.id);
+  expect(grab.__typename).toBe('GrabbedShare');
   await response.filter({ hasText: '"remainingCount": 2' }).waitFor();
   expect(await response.innerText()).not.toContain('UNAUTHENTICATED');
   await page.close();

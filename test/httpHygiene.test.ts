@@ -1,10 +1,11 @@
 import { type DocumentNode, parse } from 'graphql';
 import { fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { subscribeWs, tokenFor } from './support/client.ts';
+import { subscribeWs } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
+import { tokenOf } from './support/tokens.ts';
 
 // One deployment (schema, key prefix) served in three NODE_ENVs, and with errors exposed on purpose.
 const env = testEnv('http_hygiene');
@@ -54,7 +55,7 @@ describe('unexpected errors', () => {
 
   it('are masked in development too, and exposed only with GRAPHQL_EXPOSE_ERRORS=1', async () => {
     // A database error the service does not expect: the table is gone.
-    const headers = { authorization: `Bearer ${await tokenFor('hygiene-shopper')}` };
+    const headers = { authorization: `Bearer ${await tokenOf('hygiene-shopper')}` };
     await stores.sql.query('ALTER TABLE goods RENAME TO goods_away');
     try {
       const masked = await post(servers.development, query, headers);
@@ -112,7 +113,7 @@ describe('introspection in production', () => {
   const typeInFragment = { query: '{ ...Look } fragment Look on Query { __type(name: "RedPacket") { name } }' };
 
   it('is refused to anonymous callers and to users without the admin role', async () => {
-    const user = await tokenFor('hygiene-user');
+    const user = await tokenOf('hygiene-user');
     for (const body of [schemaQuery, typeInFragment]) {
       for (const headers of [{}, { authorization: `Bearer ${user}` }] as Record<string, string>[]) {
         const { body: answer } = await post(servers.production, body, headers);
@@ -127,7 +128,7 @@ describe('introspection in production', () => {
   });
 
   it('is allowed to operators, and to anyone outside production', async () => {
-    const operator = await tokenFor('hygiene-operator', { admin: true });
+    const operator = await tokenOf('hygiene-operator', { admin: true });
     expect((await post(servers.production, schemaQuery, { authorization: `Bearer ${operator}` })).body).toEqual({ data: { __schema: { queryType: { name: 'Query' } } } });
     for (const server of [servers.test, servers.development]) {
       expect((await post(server, typeInFragment)).body).toEqual({ data: { __type: { name: 'RedPacket' } } });

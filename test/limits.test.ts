@@ -5,13 +5,15 @@ import { type Client, createClient } from 'graphql-ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { clientAddress } from '../src/guards/clientAddress.ts';
-import { CreateRedPacketDocument, RedPacketUpdatedDocument } from './gql/generated.ts';
-import { type GraphqlResponse, errorCodes, gql, gqlData, subscribeSse, tokenFor } from './support/client.ts';
+import { RedPacketUpdatedDocument } from './gql/generated.ts';
+import { type GraphqlResponse, errorCodes, gql, subscribeSse } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { stopAll } from './support/lifecycle.ts';
 import { waitFor } from './support/poll.ts';
+import { redPacketsAt } from './support/redPackets.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores, snapshotStores } from './support/stores.ts';
+import { tokenOf } from './support/tokens.ts';
 
 // Every limit small and the window long, so nothing refills during the test. Each test
 // calls from its own loopback address (127.0.0.x), so the per-address budgets are its own.
@@ -30,7 +32,7 @@ let packetId: string;
 
 beforeAll(async () => {
   [server, stores] = await Promise.all([startServerProcess(env.vars), openStores(env)]);
-  packetId = (await gqlData(server.url, CreateRedPacketDocument, { input: { totalAmount: 1000, count: 10 } }, await tokenFor('limits-sender'))).createRedPacket.id;
+  packetId = (await redPacketsAt(server.url).create('limits-sender', { totalAmount: 1000, count: 10 })).id;
 });
 
 afterAll(async () => {
@@ -97,7 +99,7 @@ describe('the mutation rate limit', () => {
     `mutation { ${Array.from({ length: n }, (_, i) => `g${i}: grabRedPacket(packetId: "${id(i)}") { __typename }`).join(' ')} }`;
 
   it('counts root mutation fields, not operations: an operation that does not fit is refused whole and changes nothing', async () => {
-    const alice = await tokenFor('limits-alice');
+    const alice = await tokenOf('limits-alice');
     // 15 aliased grabs of packets that do not exist: allowed, and 15 of the 20 units are gone.
     const first = await gql(server.url, grabs(15, (i) => `no-such-packet-${i}`), {}, alice);
     expect(Object.values(first.body.data ?? {})).toHaveLength(15);
@@ -117,7 +119,7 @@ describe('the mutation rate limit', () => {
     expectRateLimited(await gql(server.url, grabs(1, () => 'one-more'), {}, alice));
 
     // Another user has a budget of their own.
-    expect((await gql(server.url, grabs(15, (i) => `bob-${i}`), {}, await tokenFor('limits-bob'))).body.errors).toBeUndefined();
+    expect((await gql(server.url, grabs(15, (i) => `bob-${i}`), {}, await tokenOf('limits-bob'))).body.errors).toBeUndefined();
   });
 });
 
@@ -130,7 +132,7 @@ describe('per client address', () => {
     expectRateLimited(await post(from, { query: '{ __typename }' }, { authorization: 'Bearer not.a.token' }));
     expectRateLimited(await post(from, { query: '{ __typename }' }, { 'x-forwarded-for': '203.0.113.9' }));
     // Signed-in users are not counted by address, and another address has its own budget.
-    const signedIn = await post(from, { query: '{ me { userId } }' }, { authorization: `Bearer ${await tokenFor('limits-reader')}` });
+    const signedIn = await post(from, { query: '{ me { userId } }' }, { authorization: `Bearer ${await tokenOf('limits-reader')}` });
     expect(signedIn.body.data).toEqual({ me: { userId: 'limits-reader' } });
     expect((await post('127.0.0.6', { query: '{ __typename }' })).body.data).toEqual({ __typename: 'Query' });
   });
@@ -177,7 +179,7 @@ describe('per client address', () => {
 
 describe('live subscriptions', () => {
   it('at most SUBSCRIPTIONS_PER_SOCKET on one graphql-ws connection; a completed one frees its slot', async () => {
-    const client = wsClientFrom('127.0.0.4', await tokenFor('limits-socket-user'));
+    const client = wsClientFrom('127.0.0.4', await tokenOf('limits-socket-user'));
     try {
       const [a, b] = await Promise.all([subscribeOn(client), subscribeOn(client)]);
       expect(codesOf(a.first)).toEqual([]);
@@ -198,7 +200,7 @@ describe('live subscriptions', () => {
   });
 
   it('at most SUBSCRIPTIONS_PER_USER over SSE and graphql-ws together; a closed one frees its slot', async () => {
-    const token = await tokenFor('limits-watcher');
+    const token = await tokenOf('limits-watcher');
     const sse = Array.from({ length: 3 }, () => subscribeSse(server.url, RedPacketUpdatedDocument, { packetId }, token));
     const clients: Client[] = [];
     try {
@@ -209,7 +211,7 @@ describe('live subscriptions', () => {
       expect(codesOf((await fourth.until((events) => events.length > 0))[0])).toEqual(['RATE_LIMITED']);
       fourth.close();
       // Another user is not affected.
-      clients.push(wsClientFrom('127.0.0.5', await tokenFor('limits-other-watcher')));
+      clients.push(wsClientFrom('127.0.0.5', await tokenOf('limits-other-watcher')));
       expect(codesOf((await subscribeOn(clients[1]!)).first)).toEqual([]);
 
       sse[0]!.close();
@@ -225,7 +227,7 @@ describe('the cost limit', () => {
   const teamsPage = (limit: string) => `teams(activityId: "limits", limit: ${limit}) { id status members { userId joinedAt } locks { userId expiresAt } freeSeats version }`;
 
   it('multiplies the selection under a limit argument, given inline, as a variable or by default', async () => {
-    const token = await tokenFor('limits-browser');
+    const token = await tokenOf('limits-browser');
     const pages = (limit: string) => Array.from({ length: 5 }, (_, i) => `p${i}: ${teamsPage(limit)}`).join(' ');
     // 5 × (1 + 200 × 10) is just over 10,000; 5 × (1 + 20 × 10) is far below.
     const inline = await gql(server.url, `{ ${pages('200')} }`, {}, token);
@@ -241,7 +243,7 @@ describe('the cost limit', () => {
   });
 
   it('lets the largest legitimate page through', async () => {
-    const admin = await tokenFor('limits-operator', { admin: true });
+    const admin = await tokenOf('limits-operator', { admin: true });
     const page = await gql(
       server.url,
       '{ goodsRedemptions(goodsId: "none", limit: 500) { id goodsId userId requestId status pointsSpent voucherCode createdAt deliveredAt deliveryAttempts } }',

@@ -1,14 +1,15 @@
 import type { ChildProcess } from 'node:child_process';
 import { type Server, type Socket, createConnection, createServer } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
-import { CreateRedPacketDocument, GrabRedPacketDocument, type GrabRedPacketMutation } from './gql/generated.ts';
-import { gql, gqlData, tokenFor } from './support/client.ts';
+import { GrabRedPacketDocument, type GrabRedPacketMutation } from './gql/generated.ts';
 import { TEST_DATABASE_URL, type TestEnv, testEnv } from './support/env.ts';
 import { sleep, waitFor } from './support/poll.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
+import { type RedPacketsClient, redPacketsAt } from './support/redPackets.ts';
 import { startThrowawayRedis, stopChild } from './support/redisServer.ts';
 import { freePort, startServerProcess } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
+import { signAhead } from './support/tokens.ts';
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterAll(async () => {
@@ -27,10 +28,10 @@ interface Outcome {
   ms: number;
 }
 
-async function grab(url: string, packetId: string, user: string, token: string): Promise<Outcome> {
+async function grab(redPackets: RedPacketsClient, packetId: string, user: string): Promise<Outcome> {
   const started = Date.now();
   try {
-    const { status, body } = await gql(url, GrabRedPacketDocument, { packetId }, token);
+    const { status, body } = await redPackets.raw(GrabRedPacketDocument, { packetId }, user);
     const ms = Date.now() - started;
     if (body.errors?.length || !body.data) {
       return {
@@ -52,9 +53,9 @@ async function grab(url: string, packetId: string, user: string, token: string):
  * users again at random (answered AlreadyGrabbed) until the outage is over, so it lands
  * on requests at every stage. After `outageAfter` acknowledged grants `outage()` runs.
  */
-async function stormWithOutage(url: string, packetId: string, tokens: Map<string, string>, outageAfter: number, outage: () => Promise<void>) {
+async function stormWithOutage(url: string, packetId: string, users: string[], outageAfter: number, outage: () => Promise<void>) {
   const CONCURRENCY = 150;
-  const users = [...tokens];
+  const redPackets = redPacketsAt(url);
   const outcomes: Outcome[] = [];
   let next = 0;
   let acknowledged = 0;
@@ -63,8 +64,8 @@ async function stormWithOutage(url: string, packetId: string, tokens: Map<string
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
       while (next < users.length || !over) {
-        const [user, token] = next < users.length ? users[next++]! : users[Math.floor(Math.random() * users.length)]!;
-        const outcome = await grab(url, packetId, user, token);
+        const user = next < users.length ? users[next++]! : users[Math.floor(Math.random() * users.length)]!;
+        const outcome = await grab(redPackets, packetId, user);
         outcomes.push(outcome);
         if (outcome.result?.__typename === 'GrabbedShare' && ++acknowledged >= outageAfter) {
           started ??= outage().finally(() => setTimeout(() => (over = true), 1000));
@@ -97,13 +98,14 @@ function expectSuccessOrUnavailable(outcomes: Outcome[]): Outcome[] {
 }
 
 /** Each user grabs until answered; the service must recover without a restart. Returns the final answers. */
-async function grabUntilAnswered(url: string, packetId: string, tokens: Map<string, string>, users: string[]): Promise<Map<string, Grab>> {
+async function grabUntilAnswered(url: string, packetId: string, users: string[]): Promise<Map<string, Grab>> {
+  const redPackets = redPacketsAt(url);
   const answers = new Map<string, Grab>();
   await waitFor(
     'every user answered after the outage',
     async () => {
       const pending = users.filter((user) => !answers.has(user));
-      const outcomes = await Promise.all(pending.map((user) => grab(url, packetId, user, tokens.get(user)!)));
+      const outcomes = await Promise.all(pending.map((user) => grab(redPackets, packetId, user)));
       expectSuccessOrUnavailable(outcomes);
       for (const outcome of outcomes) if (outcome.result) answers.set(outcome.user, outcome.result);
       return answers.size === users.length;
@@ -134,12 +136,11 @@ async function setUp(env: TestEnv, users: number) {
   cleanups.push(() => stores.cleanup());
   const server = await startServerProcess(env.vars);
   cleanups.push(() => server.stop());
-  const sender = await tokenFor('outage-sender');
   // More shares than users: every user can end with a share, so every retry has a definite answer.
-  const { createRedPacket: packet } = await gqlData(server.url, CreateRedPacketDocument, { input: { totalAmount: 1_000_000, count: users * 2, mode: 'RANDOM' } }, sender);
+  const packet = await redPacketsAt(server.url).create('outage-sender', { totalAmount: 1_000_000, count: users * 2, mode: 'RANDOM' });
   const names = Array.from({ length: users }, (_, i) => `outage-user-${i}`);
-  const tokens = new Map(await Promise.all(names.map(async (user) => [user, await tokenFor(user)] as const)));
-  return { stores, server, packetId: packet.id, tokens, names };
+  await signAhead(names);
+  return { stores, server, packetId: packet.id, names };
 }
 
 describe('Redis killed in the middle of a storm and restarted empty', () => {
@@ -148,9 +149,9 @@ describe('Redis killed in the middle of a storm and restarted empty', () => {
     let redis: ChildProcess = await startThrowawayRedis(redisPort, []);
     cleanups.push(() => stopChild(redis));
     const env = testEnv('outage_redis', { REDIS_URL: `redis://127.0.0.1:${redisPort}`, JOURNAL_SWEEP_AFTER_MS: '500', SWEEP_INTERVAL_MS: '200' });
-    const { stores, server, packetId, tokens, names } = await setUp(env, 2000);
+    const { stores, server, packetId, names } = await setUp(env, 2000);
 
-    const outcomes = await stormWithOutage(server.url, packetId, tokens, 40, async () => {
+    const outcomes = await stormWithOutage(server.url, packetId, names, 40, async () => {
       redis.kill('SIGKILL');
       await new Promise((resolve) => redis.once('exit', resolve));
       // Down long enough for ioredis to give up on queued commands (maxRetriesPerRequest).
@@ -160,7 +161,7 @@ describe('Redis killed in the middle of a storm and restarted empty', () => {
     const unavailable = expectSuccessOrUnavailable(outcomes);
     expect(unavailable.length, 'the outage hit requests').toBeGreaterThan(0);
 
-    const answers = await grabUntilAnswered(server.url, packetId, tokens, names);
+    const answers = await grabUntilAnswered(server.url, packetId, names);
     await waitFor('the journal to drain', async () => (await stores.redis.xlen(`{rp:${packetId}}:journal`)) === 0, { timeoutMs: 15_000 });
     await expectGrantsKept(stores, packetId, outcomes, answers);
   }, 180_000);
@@ -205,10 +206,10 @@ describe('PostgreSQL unreachable in the middle of a storm', () => {
     const viaProxy = new URL(env.vars.DATABASE_URL!);
     viaProxy.host = `127.0.0.1:${proxy.port}`;
     env.vars.DATABASE_URL = viaProxy.toString();
-    const { stores, server, packetId, tokens, names } = await setUp(env, 2000);
+    const { stores, server, packetId, names } = await setUp(env, 2000);
 
     const CUT_MS = 8000;
-    const outcomes = await stormWithOutage(server.url, packetId, tokens, 40, async () => {
+    const outcomes = await stormWithOutage(server.url, packetId, names, 40, async () => {
       await proxy.cut();
       await sleep(CUT_MS);
       await proxy.restore();
@@ -218,7 +219,7 @@ describe('PostgreSQL unreachable in the middle of a storm', () => {
     // Fast: no request waits out the outage (about 1.3 s at worst here, on a loaded machine).
     for (const outcome of unavailable) expect(outcome.ms, outcome.user).toBeLessThan(CUT_MS / 2);
 
-    const answers = await grabUntilAnswered(server.url, packetId, tokens, names);
+    const answers = await grabUntilAnswered(server.url, packetId, names);
     await waitFor('the journal to drain', async () => (await stores.redis.xlen(`{rp:${packetId}}:journal`)) === 0, { timeoutMs: 20_000 });
     await expectGrantsKept(stores, packetId, outcomes, answers);
   }, 180_000);

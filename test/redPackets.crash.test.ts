@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CreateRedPacketDocument, GrabRedPacketDocument, type GrabRedPacketMutation, RedPacketDocument } from './gql/generated.ts';
-import { gql, gqlData, tokenFor } from './support/client.ts';
+import { unlessCutOff } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { waitFor } from './support/poll.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
+import { redPacketsAt } from './support/redPackets.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
+import { signAhead } from './support/tokens.ts';
 
 // The sweeper of the restarted server persists what the killed one left in the journal.
 const env = testEnv('rp_crash', { JOURNAL_SWEEP_AFTER_MS: '500', SWEEP_INTERVAL_MS: '200' });
@@ -21,19 +22,6 @@ afterAll(async () => {
   await stores?.cleanup();
 });
 
-type GrabResult = GrabRedPacketMutation['grabRedPacket'];
-
-/** One grab that never throws: a dead server shows up as `failed`. */
-async function tryGrab(url: string, packetId: string, token: string): Promise<{ result?: GrabResult; errors?: unknown; failed?: unknown }> {
-  try {
-    const { body } = await gql(url, GrabRedPacketDocument, { packetId }, token);
-    if (body.errors?.length || !body.data) return { errors: body.errors };
-    return { result: body.data.grabRedPacket };
-  } catch (error) {
-    return { failed: error };
-  }
-}
-
 describe('a server killed with SIGKILL in the middle of a storm', () => {
   it('loses no acknowledged grab, grants no share twice, and the survivors finish the packet exactly', async () => {
     const COUNT = 400;
@@ -42,13 +30,13 @@ describe('a server killed with SIGKILL in the middle of a storm', () => {
 
     const first = await startServerProcess(env.vars);
     servers.push(first);
-    const sender = await tokenFor('crash-sender');
-    const { createRedPacket: packet } = await gqlData(first.url, CreateRedPacketDocument, { input: { totalAmount: TOTAL, count: COUNT, mode: 'RANDOM' } }, sender);
+    const onFirst = redPacketsAt(first.url);
+    const packet = await onFirst.create('crash-sender', { totalAmount: TOTAL, count: COUNT, mode: 'RANDOM' });
     const journalKey = `{rp:${packet.id}}:journal`;
     const grabsKey = `{rp:${packet.id}}:grabs`;
 
     const users = Array.from({ length: 1000 }, (_, i) => `crash-user-${i}`);
-    const tokens = new Map(await Promise.all(users.map(async (user) => [user, await tokenFor(user)] as const)));
+    await signAhead(users);
 
     // Phase 1: every user grabs once, all at once. After KILL_AFTER acks the database
     // turns slow (the test holds the packet's row lock, which every grab commit waits
@@ -74,7 +62,8 @@ describe('a server killed with SIGKILL in the middle of a storm', () => {
     };
     const phase1 = await Promise.all(
       users.map(async (user) => {
-        const outcome = await tryGrab(first.url, packet.id, tokens.get(user)!);
+        // A grab the kill cuts off shows up as `failed`.
+        const outcome = await unlessCutOff(onFirst.tryGrab(user, packet.id));
         if (outcome.result?.__typename === 'GrabbedShare') {
           expect(acknowledged.has(user), `${user} acknowledged twice`).toBe(false);
           acknowledged.set(user, outcome.result.amount);
@@ -115,6 +104,7 @@ describe('a server killed with SIGKILL in the middle of a storm', () => {
     // Restart with the same environment; its sweeper persists the dead process's journal.
     const second = await startServerProcess(env.vars);
     servers.push(second);
+    const onSecond = redPacketsAt(second.url);
     await waitFor('the journal to be swept', async () => (await stores.redis.xlen(journalKey)) === 0, { timeoutMs: 15_000, intervalMs: 100 });
 
     // 3. After the sweep the database holds exactly what Redis granted.
@@ -127,7 +117,7 @@ describe('a server killed with SIGKILL in the middle of a storm', () => {
     for (const [user, amount] of acknowledged) expect(afterSweep.find((grab) => grab.user_id === user)?.amount).toBe(amount);
 
     // Phase 2: the storm goes on against the new server; every user grabs once more.
-    const phase2 = await Promise.all(users.map(async (user) => ({ user, ...(await tryGrab(second.url, packet.id, tokens.get(user)!)) })));
+    const phase2 = await Promise.all(users.map(async (user) => ({ user, ...(await unlessCutOff(onSecond.tryGrab(user, packet.id))) })));
     const durableAfterSweep = new Map(afterSweep.map((grab) => [grab.user_id, grab.amount]));
     const wonInPhase2 = new Map<string, number>();
     for (const { user, result, errors, failed } of phase2) {
@@ -151,7 +141,7 @@ describe('a server killed with SIGKILL in the middle of a storm', () => {
     expect(new Map(final.map((grab) => [grab.user_id, grab.amount]))).toEqual(new Map([...durableAfterSweep, ...wonInPhase2]));
     expect(await stores.redis.xlen(journalKey)).toBe(0);
 
-    const { redPacket } = await gqlData(second.url, RedPacketDocument, { id: packet.id }, sender);
+    const redPacket = await onSecond.packet('crash-sender', packet.id);
     expect(redPacket).toMatchObject({ status: 'EMPTY', remainingCount: 0, remainingAmount: 0 });
     expect(redPacket?.shares).toHaveLength(COUNT);
   });

@@ -1,21 +1,24 @@
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { aliasScope } from '../src/domain/privacy.ts';
-import { CloseRedPacketDocument, CreateRedPacketDocument, GrabRedPacketDocument, RedPacketDocument } from './gql/generated.ts';
-import { gqlData, tokenFor } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
 import { waitFor } from './support/poll.ts';
 import { aliasOf } from './support/privacy.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
+import { type RedPacketsClient, redPacketsAt } from './support/redPackets.ts';
 
 // The settlement worker looks for expired packets five times a second.
 const env = testEnv('rp_expiry', { SWEEP_INTERVAL_MS: '200' });
 const started = startedServer(env);
+let redPackets: RedPacketsClient;
 
-const grab = async (user: string, packetId: string) =>
-  (await gqlData(started.server.url, GrabRedPacketDocument, { packetId }, await tokenFor(user))).grabRedPacket;
+beforeAll(() => {
+  redPackets = redPacketsAt(started.server.url);
+});
 
-const readPacket = async (id: string) => (await gqlData(started.server.url, RedPacketDocument, { id }, await tokenFor('reader'))).redPacket;
+const grab = (user: string, packetId: string) => redPackets.grab(user, packetId);
+
+const readPacket = (id: string) => redPackets.packet('reader', id);
 
 interface SettlementRow {
   refunded_at: Date | null;
@@ -42,8 +45,7 @@ const settled = (packetId: string) =>
 describe('expiry and refunds', () => {
   it('refunds what is left of an expired packet that nobody looks at, then reports it EXPIRED', async () => {
     const TOTAL = 1_000;
-    const sender = await tokenFor('expiry-sender');
-    const { createRedPacket: packet } = await gqlData(started.server.url, CreateRedPacketDocument, { input: { totalAmount: TOTAL, count: 5, mode: 'RANDOM', expiresInSeconds: 2 } }, sender);
+    const packet = await redPackets.create('expiry-sender', { totalAmount: TOTAL, count: 5, mode: 'RANDOM', expiresInSeconds: 2 });
     expect(packet.status).toBe('ACTIVE');
 
     const won = new Map<string, number>();
@@ -87,8 +89,7 @@ describe('expiry and refunds', () => {
 
   it('reports a fully grabbed packet EMPTY with nothing to refund, before and after expiry', async () => {
     const TOTAL = 900;
-    const sender = await tokenFor('expiry-sender');
-    const { createRedPacket: packet } = await gqlData(started.server.url, CreateRedPacketDocument, { input: { totalAmount: TOTAL, count: 3, mode: 'EQUAL', expiresInSeconds: 2 } }, sender);
+    const packet = await redPackets.create('expiry-sender', { totalAmount: TOTAL, count: 3, mode: 'EQUAL', expiresInSeconds: 2 });
     for (const user of ['full-1', 'full-2', 'full-3']) expect((await grab(user, packet.id)).__typename).toBe('GrabbedShare');
     expect((await grab('full-4', packet.id)).__typename).toBe('RedPacketEmpty');
 
@@ -105,14 +106,12 @@ describe('expiry and refunds', () => {
 
   it('lets an operator close a packet early; what is left is refunded', async () => {
     const TOTAL = 5_000;
-    const sender = await tokenFor('expiry-sender');
-    const admin = await tokenFor('op', { admin: true });
-    const { createRedPacket: packet } = await gqlData(started.server.url, CreateRedPacketDocument, { input: { totalAmount: TOTAL, count: 10, mode: 'NORMAL' } }, sender);
+    const packet = await redPackets.create('expiry-sender', { totalAmount: TOTAL, count: 10, mode: 'NORMAL' });
     const first = await grab('before-close', packet.id);
     expect(first.__typename).toBe('GrabbedShare');
     const granted = first.__typename === 'GrabbedShare' ? first.amount : 0;
 
-    const { closeRedPacket: closed } = await gqlData(started.server.url, CloseRedPacketDocument, { packetId: packet.id }, admin);
+    const closed = await redPackets.close('op', packet.id);
     expect(closed).toMatchObject({ __typename: 'RedPacket', id: packet.id, status: 'EXPIRED', remainingCount: 9 });
     if (closed.__typename === 'RedPacket') expect(Date.parse(closed.expiresAt)).toBeLessThan(Date.parse(packet.expiresAt));
     expect((await grab('after-close', packet.id)).__typename).toBe('RedPacketExpired');
@@ -127,10 +126,10 @@ describe('expiry and refunds', () => {
     expect(state).toMatchObject({ status: 'EXPIRED', remainingAmount: TOTAL - granted });
 
     // Closing again changes nothing; an unknown packet is NotFound.
-    const { closeRedPacket: again } = await gqlData(started.server.url, CloseRedPacketDocument, { packetId: packet.id }, admin);
+    const again = await redPackets.close('op', packet.id);
     expect(again).toMatchObject({ __typename: 'RedPacket', status: 'EXPIRED', refundedAmount: TOTAL - granted });
     if (again.__typename === 'RedPacket' && closed.__typename === 'RedPacket') expect(again.expiresAt).toBe(closed.expiresAt);
-    const { closeRedPacket: missing } = await gqlData(started.server.url, CloseRedPacketDocument, { packetId: '00000000-0000-0000-0000-000000000000' }, admin);
+    const missing = await redPackets.close('op', '00000000-0000-0000-0000-000000000000');
     expect(missing.__typename).toBe('NotFound');
     expect((await settlement(packet.id)).refunded_amount).toBe(TOTAL - granted);
     expect(await expectRedPacketInvariants(started.stores, packet.id)).toHaveLength(1);

@@ -10,26 +10,31 @@ import {
   GrabRedPacketDocument,
   RedPacketDocument,
 } from './gql/generated.ts';
-import { type GraphqlResponse, errorCodes, gql, gqlData, tokenFor } from './support/client.ts';
+import { type GraphqlResponse, errorCodes, gql } from './support/client.ts';
 import { TEST_JWT_SECRET, testEnv } from './support/env.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
+import { type RedPacketsClient, redPacketsAt } from './support/redPackets.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores, stateKeys } from './support/stores.ts';
+import { tokenOf } from './support/tokens.ts';
 
 const env = testEnv('rp_input');
 let server: ServerProcess;
 let stores: Stores;
-let sender: string;
+let redPackets: RedPacketsClient;
+const SENDER = 'input-sender';
+/** The sender's token, for raw requests. */
+let senderToken: string;
 /** A live packet that the refused requests must leave alone. */
 let packetId: string;
 
 beforeAll(async () => {
   server = await startServerProcess(env.vars);
   stores = openStores(env);
-  sender = await tokenFor('input-sender');
-  const { createRedPacket } = await gqlData(server.url, CreateRedPacketDocument, { input: { totalAmount: 1_000, count: 10 } }, sender);
-  packetId = createRedPacket.id;
-  expect((await gqlData(server.url, GrabRedPacketDocument, { packetId }, await tokenFor('input-grabber'))).grabRedPacket.__typename).toBe('GrabbedShare');
+  redPackets = redPacketsAt(server.url);
+  senderToken = await tokenOf(SENDER);
+  packetId = (await redPackets.create(SENDER, { totalAmount: 1_000, count: 10 })).id;
+  expect((await redPackets.grab('input-grabber', packetId)).__typename).toBe('GrabbedShare');
 });
 
 afterAll(async () => {
@@ -103,7 +108,7 @@ describe('malformed input is BAD_USER_INPUT and changes nothing', () => {
   ];
 
   it.each(badInputs)('createRedPacket with %s, as variables', async (_name, input) => {
-    const response = await unchanged(() => gql(server.url, CreateRedPacketDocument, { input: input as unknown as CreateRedPacketInput }, sender));
+    const response = await unchanged(() => redPackets.raw(CreateRedPacketDocument, { input: input as unknown as CreateRedPacketInput }, SENDER));
     expect(response.body.data?.createRedPacket ?? null).toBeNull();
     expect(errorCodes(response), JSON.stringify(response.body.errors)).toEqual(['BAD_USER_INPUT']);
   });
@@ -121,29 +126,28 @@ describe('malformed input is BAD_USER_INPUT and changes nothing', () => {
   ];
 
   it.each(inlineDocuments)('createRedPacket with %s, inline', async (_name, input) => {
-    const response = await unchanged(() => gql<{ createRedPacket?: { id: string } }, object>(server.url, `mutation { createRedPacket(input: ${input}) { id } }`, {}, sender));
+    const response = await unchanged(() => redPackets.raw<{ createRedPacket?: { id: string } }, object>(`mutation { createRedPacket(input: ${input}) { id } }`, {}, SENDER));
     expect(response.body.data?.createRedPacket ?? null).toBeNull();
     expect(errorCodes(response), JSON.stringify(response.body.errors)).toEqual(['BAD_USER_INPUT']);
   });
 
   it('rejects an unknown enum value given through an enum-typed variable', async () => {
     const response = await unchanged(() =>
-      gql(server.url, 'mutation ($mode: SplitMode!) { createRedPacket(input: { totalAmount: 100, count: 1, mode: $mode }) { id } }', { mode: 'LUCKY' }, sender),
+      redPackets.raw('mutation ($mode: SplitMode!) { createRedPacket(input: { totalAmount: 100, count: 1, mode: $mode }) { id } }', { mode: 'LUCKY' }, SENDER),
     );
     expect(errorCodes(response)).toEqual(['BAD_USER_INPUT']);
   });
 
   it('rejects a grab without its packetId, or with a packetId of the wrong type', async () => {
-    const token = await tokenFor('input-grabber-2');
     for (const variables of [{}, { packetId: null }, { packetId: { id: 1 } }, { packetId: [packetId] }]) {
-      const response = await unchanged(() => gql(server.url, GrabRedPacketDocument, variables as unknown as { packetId: string }, token));
+      const response = await unchanged(() => redPackets.raw(GrabRedPacketDocument, variables as unknown as { packetId: string }, 'input-grabber-2'));
       expect(errorCodes(response), JSON.stringify(variables)).toEqual(['BAD_USER_INPUT']);
     }
   });
 
   it('rejects an empty query and a syntax error (GraphQL over HTTP answers those with a body of errors)', async () => {
     for (const query of ['', '   ', '# only a comment', 'mutation { createRedPacket(', '{ redPackets { id } }', 'mutation { createRedPacket(input: { totalAmount: 100, count: 1 }) }']) {
-      const response = await unchanged(() => post(JSON.stringify({ query }), { 'content-type': 'application/json', authorization: `Bearer ${sender}` }));
+      const response = await unchanged(() => post(JSON.stringify({ query }), { 'content-type': 'application/json', authorization: `Bearer ${senderToken}` }));
       expect(response.json?.data ?? null, query).toBeNull();
       expect(codesOf(response.json), `${JSON.stringify(query)} -> ${response.text}`).toEqual(['BAD_USER_INPUT']);
     }
@@ -151,7 +155,7 @@ describe('malformed input is BAD_USER_INPUT and changes nothing', () => {
 
   it('rejects a request without a query string', async () => {
     for (const body of [{}, { query: 42 }, { query: null, variables: { id: 1 } }, { query: ['{ __typename }'] }]) {
-      const response = await unchanged(() => post(JSON.stringify(body), { 'content-type': 'application/json', authorization: `Bearer ${sender}` }));
+      const response = await unchanged(() => post(JSON.stringify(body), { 'content-type': 'application/json', authorization: `Bearer ${senderToken}` }));
       expect(response.json?.data ?? null).toBeNull();
       // Yoga's own request checks: BAD_REQUEST, not a GraphQL document at all.
       expect(codesOf(response.json), `${JSON.stringify(body)} -> ${response.text}`).toEqual([expect.stringMatching(/^(BAD_REQUEST|BAD_USER_INPUT)$/)]);
@@ -167,7 +171,7 @@ describe('malformed input is BAD_USER_INPUT and changes nothing', () => {
       ['\u0000\u0001\u0002', { 'content-type': 'application/octet-stream' }],
     ];
     for (const [body, headers] of garbage) {
-      const response = await unchanged(() => post(body, { ...headers, authorization: `Bearer ${sender}` }));
+      const response = await unchanged(() => post(body, { ...headers, authorization: `Bearer ${senderToken}` }));
       expect(response.status, `${JSON.stringify(body)} -> ${response.text}`).toBeGreaterThanOrEqual(400);
       expect(response.status, `${JSON.stringify(body)} -> ${response.text}`).toBeLessThan(500);
     }
@@ -192,12 +196,12 @@ describe('callers without a valid token, or without the role', () => {
     ['unsigned (alg none)', async () => `${base64url({ alg: 'none', typ: 'JWT' })}.${base64url({ sub: 'mallory', roles: ['admin'], exp: 4_102_444_800 })}.`],
     [
       'with its signature cut off',
-      async () => (await tokenFor('mallory', { admin: true })).split('.').slice(0, 2).join('.') + '.',
+      async () => (await tokenOf('mallory', { admin: true })).split('.').slice(0, 2).join('.') + '.',
     ],
     [
       'with a tampered payload',
       async () => {
-        const [header, , signature] = (await tokenFor('mallory')).split('.');
+        const [header, , signature] = (await tokenOf('mallory')).split('.');
         return `${header}.${base64url({ sub: 'mallory', roles: ['admin'], exp: 4_102_444_800 })}.${signature}`;
       },
     ],
@@ -235,7 +239,7 @@ describe('callers without a valid token, or without the role', () => {
   });
 
   it('UNAUTHENTICATED with an Authorization header that is not a bearer token', async () => {
-    const token = await tokenFor('input-grabber-3');
+    const token = await tokenOf('input-grabber-3');
     for (const authorization of [`Basic ${Buffer.from('a:b').toString('base64')}`, token, `Bearer ${token} extra`, 'Bearer']) {
       const response = await unchanged(() =>
         post(JSON.stringify({ query: 'mutation ($id: ID!) { grabRedPacket(packetId: $id) { __typename } }', variables: { id: packetId } }), {
@@ -248,17 +252,16 @@ describe('callers without a valid token, or without the role', () => {
   });
 
   it('FORBIDDEN for a signed-in user who is not an operator closing a packet', async () => {
-    const response = await unchanged(async () => gql(server.url, CloseRedPacketDocument, { packetId }, await tokenFor('not-an-op')));
+    const response = await unchanged(() => redPackets.raw(CloseRedPacketDocument, { packetId }, 'not-an-op'));
     expect(errorCodes(response)).toEqual(['FORBIDDEN']);
-    expect((await gqlData(server.url, RedPacketDocument, { id: packetId }, sender)).redPacket?.status).toBe('ACTIVE');
+    expect((await redPackets.packet(SENDER, packetId))?.status).toBe('ACTIVE');
   });
 
   it('NotFound for a grab on a packet that does not exist, leaving no key behind', async () => {
-    const token = await tokenFor('input-grabber-4');
     for (const id of ['00000000-0000-0000-0000-000000000000', 'nope', '{rp:x}', '*']) {
-      const { grabRedPacket } = await unchanged(() => gqlData(server.url, GrabRedPacketDocument, { packetId: id }, token));
+      const grabRedPacket = await unchanged(() => redPackets.grab('input-grabber-4', id));
       expect(grabRedPacket.__typename, id).toBe('NotFound');
-      expect((await unchanged(() => gqlData(server.url, RedPacketDocument, { id }, token))).redPacket).toBeNull();
+      expect(await unchanged(() => redPackets.packet('input-grabber-4', id))).toBeNull();
     }
   });
 });
@@ -288,12 +291,12 @@ describe('valid input, at random', () => {
     await fc.assert(
       fc.asyncProperty(spec, async ({ input, minAmount, mode }) => {
         run++;
-        const { createRedPacket: packet } = await gqlData(server.url, CreateRedPacketDocument, { input }, sender);
+        const packet = await redPackets.create(SENDER, input);
         expect(packet).toMatchObject({ totalAmount: input.totalAmount, count: input.count, status: 'ACTIVE', remainingCount: input.count, remainingAmount: input.totalAmount });
         const maxAmount = input.maxAmount ?? input.totalAmount - (input.count - 1) * minAmount;
 
         const users = Array.from({ length: input.count + 2 }, (_, i) => `prop-${run}-${i}`);
-        const results = await Promise.all(users.map(async (user) => (await gqlData(server.url, GrabRedPacketDocument, { packetId: packet.id }, await tokenFor(user))).grabRedPacket));
+        const results = await Promise.all(users.map((user) => redPackets.grab(user, packet.id)));
         const amounts = results.flatMap((result) => (result.__typename === 'GrabbedShare' ? [result.amount] : []));
         expect(amounts).toHaveLength(input.count);
         expect(results.filter((result) => result.__typename === 'RedPacketEmpty')).toHaveLength(2);

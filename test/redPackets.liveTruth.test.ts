@@ -1,12 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import type { ExecutionResult } from 'graphql';
 import { describe, expect, it } from 'vitest';
-import { CloseRedPacketDocument, CreateRedPacketDocument, GrabRedPacketDocument, RedPacketLiveDocument, type RedPacketLiveSubscription } from './gql/generated.ts';
-import { type Subscription, gqlData, subscribeSse, subscribeWs, tokenFor } from './support/client.ts';
+import { RedPacketLiveDocument, type RedPacketLiveSubscription } from './gql/generated.ts';
+import { type Subscription, subscribeSse, subscribeWs } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { twoInstances } from './support/lifecycle.ts';
 import { sleep } from './support/poll.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
+import { redPacketsAt } from './support/redPackets.ts';
+import { tokenOf } from './support/tokens.ts';
 
 // The default sweep interval: the refund comes up to a second after expiry, EXPIRED must not wait for it.
 const env = testEnv('rp_truth', { SWEEP_INTERVAL_MS: '1000' });
@@ -32,11 +34,11 @@ const states = (events: ExecutionResult<RedPacketLiveSubscription>[]) => {
 };
 
 async function createPacket(url: string, input: { totalAmount: number; count: number; expiresInSeconds?: number }) {
-  return (await gqlData(url, CreateRedPacketDocument, { input: { ...input, mode: 'RANDOM' } }, await tokenFor(`sender-${randomUUID()}`))).createRedPacket;
+  return redPacketsAt(url).create(`sender-${randomUUID()}`, { ...input, mode: 'RANDOM' });
 }
 
 async function grab(url: string, packetId: string) {
-  return (await gqlData(url, GrabRedPacketDocument, { packetId }, await tokenFor(`grabber-${randomUUID()}`))).grabRedPacket;
+  return redPacketsAt(url).grab(`grabber-${randomUUID()}`, packetId);
 }
 
 /** One snapshot: counts and amounts agree with its own shares. */
@@ -64,7 +66,7 @@ describe.each(transports)('redPacketUpdated over %s', (_name, subscribe) => {
     const COUNT = 150;
     const TOTAL = 15_000;
     const packet = await createPacket(instances.server.url, { totalAmount: TOTAL, count: COUNT });
-    const token = await tokenFor('storm-watcher');
+    const token = await tokenOf('storm-watcher');
     const grabs = Array.from({ length: COUNT }, (_, i) => grab(i % 2 ? instances.server.url : instances.other.url, packet.id));
     // Subscribers join all through the storm, on both instances, while grabs are in flight.
     const watchers: Subscription<RedPacketLiveSubscription>[] = [];
@@ -93,7 +95,7 @@ describe.each(transports)('redPacketUpdated over %s', (_name, subscribe) => {
 
   it('pushes EXPIRED at the expiry instant, then the refund, then completes; a late subscriber gets the final state and completion', async () => {
     const packets = await Promise.all([instances.server.url, instances.other.url].map((url) => createPacket(url, { totalAmount: 300, count: 3, expiresInSeconds: 2 })));
-    const token = await tokenFor('expiry-watcher');
+    const token = await tokenOf('expiry-watcher');
     // Watched on the instance that did not create it, as well as on the one that did.
     const watchers = packets.flatMap((packet) => [watch(subscribe, instances.server.url, packet.id, token), watch(subscribe, instances.other.url, packet.id, token)]);
     const expiredAfterMs: number[] = [];
@@ -126,10 +128,10 @@ describe.each(transports)('redPacketUpdated over %s', (_name, subscribe) => {
 
   it("pushes EXPIRED as soon as an operator closes the packet, before the refund", async () => {
     const packet = await createPacket(instances.other.url, { totalAmount: 300, count: 3 });
-    const watcher = watch(subscribe, instances.server.url, packet.id, await tokenFor('close-watcher'));
+    const watcher = watch(subscribe, instances.server.url, packet.id, await tokenOf('close-watcher'));
     await watcher.until((events) => events.length >= 1);
     const closedAt = Date.now();
-    await gqlData(instances.server.url, CloseRedPacketDocument, { packetId: packet.id }, await tokenFor('op', { admin: true }));
+    await redPacketsAt(instances.server.url).close('op', packet.id);
     await watcher.until((events) => events.at(-1)?.data?.redPacketUpdated.status === 'EXPIRED', 10_000);
     const expiredAfterMs = Date.now() - closedAt;
     await watcher.until(() => watcher.completed(), 10_000);
@@ -145,7 +147,7 @@ describe.each(transports)('redPacketUpdated over %s', (_name, subscribe) => {
     const packet = await createPacket(instances.server.url, { totalAmount: 200, count: 2 });
     await grab(instances.server.url, packet.id);
     await grab(instances.other.url, packet.id);
-    const late = watch(subscribe, instances.other.url, packet.id, await tokenFor('late-watcher'));
+    const late = watch(subscribe, instances.other.url, packet.id, await tokenOf('late-watcher'));
     await late.until(() => late.completed(), 10_000);
     const seen = states(late.events);
     expect(seen).toHaveLength(1);

@@ -1,31 +1,38 @@
 import { randomUUID } from 'node:crypto';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { RedPacketStore, redPacketKeys } from '../src/domain/redPackets/store.ts';
 import { Scripts } from '../src/infra/redis/scripts.ts';
-import { CreateRedPacketDocument, GrabRedPacketDocument, type GrabRedPacketMutation, RedPacketDocument } from './gql/generated.ts';
-import { type GraphqlResponse, gql, gqlData, tokenFor } from './support/client.ts';
+import { GrabRedPacketDocument, type GrabRedPacketMutation } from './gql/generated.ts';
+import type { GraphqlResponse } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
 import { sleep, waitFor } from './support/poll.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
+import { type RedPacketsClient, redPacketsAt } from './support/redPackets.ts';
 import { loseKeysAtOnce } from './support/stores.ts';
+import { signAhead } from './support/tokens.ts';
 
 // The sweeper takes the poisoned entries while the storm's grabs are being group-committed;
 // a longer batch wait puts them in the same group commits on a slow shared machine too.
 const env = testEnv('rp_poison', { JOURNAL_SWEEP_AFTER_MS: '300', SWEEP_INTERVAL_MS: '100', JOURNAL_BATCH_WAIT_MS: '100' });
 const started = startedServer(env);
 const POISONED = 5;
+let redPackets: RedPacketsClient;
+
+beforeAll(() => {
+  redPackets = redPacketsAt(started.server.url);
+});
 
 type Answer = { user: string; response: GraphqlResponse<GrabRedPacketMutation> };
 
 /** Grabs for `users`, `connections` at a time, until they run out or `stopAt.index` is reached. */
 async function storm(packetId: string, users: string[], connections: number, answers: Answer[], stopAt: { index: number }): Promise<void> {
-  const tokens = await Promise.all(users.map((user) => tokenFor(user)));
+  await signAhead(users);
   let next = 0;
   const worker = async () => {
     while (next < Math.min(users.length, stopAt.index)) {
       const index = next++;
-      answers.push({ user: users[index]!, response: await gql(started.server.url, GrabRedPacketDocument, { packetId }, tokens[index]) });
+      answers.push({ user: users[index]!, response: await redPackets.raw(GrabRedPacketDocument, { packetId }, users[index]!) });
     }
   };
   await Promise.all(Array.from({ length: connections }, worker));
@@ -52,8 +59,8 @@ async function durableGrabs(packetId: string): Promise<Map<string, number>> {
 describe('a journal entry poisoned by hand during a storm of grabs', () => {
   it('is dead-lettered while every healthy grab commits; Redis and PostgreSQL agree, and a Redis loss afterwards rebuilds cleanly', async () => {
     const COUNT = 3_000;
-    const sender = await tokenFor('poison-sender');
-    const { createRedPacket: packet } = await gqlData(started.server.url, CreateRedPacketDocument, { input: { totalAmount: COUNT * 50, count: COUNT, mode: 'RANDOM' } }, sender);
+    const sender = 'poison-sender';
+    const packet = await redPackets.create(sender, { totalAmount: COUNT * 50, count: COUNT, mode: 'RANDOM' });
     const keys = redPacketKeys(packet.id);
 
     const answers: Answer[] = [];
@@ -105,7 +112,7 @@ describe('a journal entry poisoned by hand during a storm of grabs', () => {
     await waitFor('the journal to be empty', async () => (await started.stores.redis.xlen(keys.journal)) === 0);
 
     // The poisoned share went back to the packet: Redis, rebuilt from PostgreSQL, agrees with it.
-    const { redPacket } = await gqlData(started.server.url, RedPacketDocument, { id: packet.id }, sender);
+    const redPacket = await redPackets.packet(sender, packet.id);
     expect(redPacket?.remainingCount).toBe(COUNT - won.size);
     await expectRedPacketInvariants(started.stores, packet.id);
 
@@ -120,8 +127,8 @@ describe('a journal entry poisoned by hand during a storm of grabs', () => {
     await storm(packet.id, Array.from({ length: 200 }, (_, i) => `after-loss-${i}`), 100, later, { index: Number.POSITIVE_INFINITY });
     const wonLater = expectShares(later);
     expect(await durableGrabs(packet.id)).toEqual(new Map([...won, ...wonLater]));
-    const after = await gqlData(started.server.url, RedPacketDocument, { id: packet.id }, sender);
-    expect(after.redPacket?.remainingCount).toBe(COUNT - won.size - wonLater.size);
+    const after = await redPackets.packet(sender, packet.id);
+    expect(after?.remainingCount).toBe(COUNT - won.size - wonLater.size);
     await expectRedPacketInvariants(started.stores, packet.id);
   });
 });

@@ -8,23 +8,26 @@ import { RedPacketExpired } from '../src/domain/redPackets/problems.ts';
 import { RedPacketStore, redPacketKeys } from '../src/domain/redPackets/store.ts';
 import { journalEntry } from '../src/infra/journal/journal.ts';
 import { createLogger } from '../src/infra/logger.ts';
-import { CreateRedPacketDocument, GrabRedPacketDocument, type GrabRedPacketMutation, RedPacketDocument } from './gql/generated.ts';
-import { gql, gqlData, tokenFor } from './support/client.ts';
+import { RedPacketDocument } from './gql/generated.ts';
 import { TEST_JWT_SECRET, TEST_REDIS_URL, testEnv } from './support/env.ts';
 import { holdCalls } from './support/hold.ts';
 import { sleep, waitFor } from './support/poll.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
+import { type RedPacketsClient, redPacketsAt } from './support/redPackets.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, deleteKeys, loseKeysAtOnce, openStores } from './support/stores.ts';
+import { signAhead, tokenOf } from './support/tokens.ts';
 
 const env = testEnv('rp_recovery', { JOURNAL_SWEEP_AFTER_MS: '500', SWEEP_INTERVAL_MS: '200' });
 let server: ServerProcess;
 let stores: Stores;
+let redPackets: RedPacketsClient;
 const apps: App[] = [];
 
 beforeAll(async () => {
   server = await startServerProcess(env.vars);
   stores = openStores(env);
+  redPackets = redPacketsAt(server.url);
 });
 
 afterAll(async () => {
@@ -33,19 +36,7 @@ afterAll(async () => {
   await stores?.cleanup();
 });
 
-type GrabResult = GrabRedPacketMutation['grabRedPacket'];
-
-const tokens = new Map<string, Promise<string>>();
-const tokenOf = (user: string) => {
-  if (!tokens.has(user)) tokens.set(user, tokenFor(user));
-  return tokens.get(user)!;
-};
-
-async function grab(user: string, packetId: string): Promise<{ user: string; result?: GrabResult; errors?: unknown }> {
-  const { body } = await gql(server.url, GrabRedPacketDocument, { packetId }, await tokenOf(user));
-  if (body.errors?.length || !body.data) return { user, errors: body.errors };
-  return { user, result: body.data.grabRedPacket };
-}
+const grab = async (user: string, packetId: string) => ({ user, ...(await redPackets.tryGrab(user, packetId)) });
 
 async function durableGrabs(packetId: string): Promise<Map<string, number>> {
   const { rows } = await stores.sql.query<{ user_id: string; amount: number }>('SELECT user_id, amount FROM red_packet_grab WHERE packet_id = $1', [packetId]);
@@ -58,8 +49,8 @@ describe('Redis loses a packet', () => {
   it("rebuilds it from PostgreSQL on the next grab; earlier grabbers keep their share; the rest is handed out exactly", async () => {
     const COUNT = 30;
     const TOTAL = 10_000;
-    const sender = await tokenOf('recovery-sender');
-    const { createRedPacket: packet } = await gqlData(server.url, CreateRedPacketDocument, { input: { totalAmount: TOTAL, count: COUNT, mode: 'NORMAL' } }, sender);
+    const sender = 'recovery-sender';
+    const packet = await redPackets.create(sender, { totalAmount: TOTAL, count: COUNT, mode: 'NORMAL' });
     const keys = redPacketKeys(packet.id);
 
     const early = Array.from({ length: 10 }, (_, i) => `early-${i}`);
@@ -106,7 +97,7 @@ describe('Redis loses a packet', () => {
     expect(grabs).toHaveLength(COUNT);
     expect(grabs.reduce((sum, row) => sum + row.amount, 0)).toBe(TOTAL);
     expect(await durableGrabs(packet.id)).toEqual(new Map([...wonEarly, ...wonLate]));
-    const { redPacket } = await gqlData(server.url, RedPacketDocument, { id: packet.id }, sender);
+    const redPacket = await redPackets.packet(sender, packet.id);
     expect(redPacket).toMatchObject({ status: 'EMPTY', remainingCount: 0, remainingAmount: 0 });
   });
 
@@ -114,12 +105,12 @@ describe('Redis loses a packet', () => {
     const COUNT = 500;
     const TOTAL = 150_000;
     const LOSE_AFTER = 40;
-    const sender = await tokenOf('recovery-sender');
-    const { createRedPacket: packet } = await gqlData(server.url, CreateRedPacketDocument, { input: { totalAmount: TOTAL, count: COUNT } }, sender);
+    const sender = 'recovery-sender';
+    const packet = await redPackets.create(sender, { totalAmount: TOTAL, count: COUNT });
     const keys = redPacketKeys(packet.id);
 
     const users = Array.from({ length: 700 }, (_, i) => `storm-${i}`);
-    await Promise.all(users.map(tokenOf));
+    await signAhead(users);
     const acknowledged = new Map<string, number>();
     // The harsh case: Redis is lost while grants are on their way to PostgreSQL. The test
     // holds the packet's row lock (grab commits wait for it) until grants pile up, drops
@@ -138,7 +129,7 @@ describe('Redis loses a packet', () => {
         void fetch(server.url, {
           method: 'POST',
           dispatcher: reader,
-          headers: { 'content-type': 'application/json', authorization: `Bearer ${sender}` },
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${await tokenOf(sender)}` },
           body: JSON.stringify({ query: print(RedPacketDocument), variables: { id: packet.id } }),
         })
           .then((response) => response.text())
@@ -207,7 +198,7 @@ describe('Redis loses a packet', () => {
     await waitFor('the journal to be empty', async () => (await stores.redis.xlen(keys.journal)) === 0, { timeoutMs: 10_000 });
 
     // Reading the packet rebuilds it if the last conflict dropped it; then both stores agree.
-    const { redPacket } = await gqlData(server.url, RedPacketDocument, { id: packet.id }, sender);
+    const redPacket = await redPackets.packet(sender, packet.id);
     expect(redPacket).toMatchObject({ status: 'EMPTY', remainingCount: 0, remainingAmount: 0 });
     const final = await expectRedPacketInvariants(stores, packet.id);
     expect(await stores.redis.exists(keys.meta)).toBe(1);

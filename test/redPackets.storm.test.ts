@@ -1,9 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { CreateRedPacketDocument, GrabRedPacketDocument, RedPacketDocument } from './gql/generated.ts';
-import { gql, gqlData, tokenFor } from './support/client.ts';
+import { GrabRedPacketDocument } from './gql/generated.ts';
 import { testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
+import { redPacketsAt } from './support/redPackets.ts';
+import { signAhead } from './support/tokens.ts';
 
 const env = testEnv('rp_storm');
 const started = startedServer(env);
@@ -11,15 +12,15 @@ const started = startedServer(env);
 describe('a storm of grabs', () => {
   it('hands out exactly 500 shares to 1,000 users firing 2,000 grabs at once', async () => {
     const TOTAL = 88_888;
-    const sender = await tokenFor('sender');
-    const { createRedPacket: packet } = await gqlData(started.server.url, CreateRedPacketDocument, { input: { totalAmount: TOTAL, count: 500, mode: 'RANDOM' } }, sender);
+    const redPackets = redPacketsAt(started.server.url);
+    const packet = await redPackets.create('sender', { totalAmount: TOTAL, count: 500, mode: 'RANDOM' });
 
     const users = Array.from({ length: 1000 }, (_, i) => `storm-user-${i}`);
-    const tokens = new Map(await Promise.all(users.map(async (user) => [user, await tokenFor(user)] as const)));
+    await signAhead(users);
     const attempts = [...users, ...users].sort(() => Math.random() - 0.5);
 
     const results = await Promise.all(
-      attempts.map(async (user) => ({ user, response: await gql(started.server.url, GrabRedPacketDocument, { packetId: packet.id }, tokens.get(user)) })),
+      attempts.map(async (user) => ({ user, response: await redPackets.raw(GrabRedPacketDocument, { packetId: packet.id }, user) })),
     );
 
     const byType = new Map<string, number>();
@@ -49,7 +50,7 @@ describe('a storm of grabs', () => {
     expect(grabs).toHaveLength(500);
     expect(new Map(grabs.map((grab) => [grab.user_id, grab.amount]))).toEqual(wonBy);
 
-    const { redPacket } = await gqlData(started.server.url, RedPacketDocument, { id: packet.id }, sender);
+    const redPacket = await redPackets.packet('sender', packet.id);
     expect(redPacket?.status).toBe('EMPTY');
     expect(redPacket?.remainingAmount).toBe(0);
     expect(redPacket?.shares).toHaveLength(500);

@@ -2,17 +2,13 @@ import { randomUUID } from 'node:crypto';
 import type { ExecutionResult } from 'graphql';
 import { describe, expect, it } from 'vitest';
 import { signToken } from '../src/infra/auth/tokens.ts';
-import {
-  CloseRedPacketDocument,
-  CreateRedPacketDocument,
-  GrabRedPacketDocument,
-  RedPacketUpdatedDocument,
-  type RedPacketUpdatedSubscription,
-} from './gql/generated.ts';
-import { gqlData, subscribeSse, subscribeWs, tokenFor } from './support/client.ts';
+import { RedPacketUpdatedDocument, type RedPacketUpdatedSubscription } from './gql/generated.ts';
+import { subscribeSse, subscribeWs } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { twoInstances } from './support/lifecycle.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
+import { redPacketsAt } from './support/redPackets.ts';
+import { tokenOf } from './support/tokens.ts';
 
 // A fast settlement worker, so a closed packet is refunded (and announced) within a fraction of a second.
 const env = testEnv('rp_subs', { SWEEP_INTERVAL_MS: '200' });
@@ -33,13 +29,11 @@ const lastState = (events: Event[]) => states(events).at(-1);
 const firstErrorCode = (events: Event[]) => events[0]?.errors?.[0]?.extensions?.code;
 
 async function createPacket(url: string, input: { totalAmount: number; count: number }) {
-  const sender = await tokenFor(`sender-${randomUUID()}`);
-  const { createRedPacket } = await gqlData(url, CreateRedPacketDocument, { input: { ...input, mode: 'RANDOM' } }, sender);
-  return createRedPacket;
+  return redPacketsAt(url).create(`sender-${randomUUID()}`, { ...input, mode: 'RANDOM' });
 }
 
 async function grab(url: string, packetId: string, userId: string) {
-  const { grabRedPacket } = await gqlData(url, GrabRedPacketDocument, { packetId }, await tokenFor(userId));
+  const grabRedPacket = await redPacketsAt(url).grab(userId, packetId);
   if (grabRedPacket.__typename !== 'GrabbedShare') throw new Error(`grab by ${userId} got ${grabRedPacket.__typename}`);
   return grabRedPacket;
 }
@@ -48,7 +42,7 @@ describe.each(transports)('redPacketUpdated over %s', (_name, subscribe) => {
   it('yields the current state, then the state after each grab, then the settlement', async () => {
     const TOTAL = 1_000;
     const packet = await createPacket(instances.server.url, { totalAmount: TOTAL, count: 5 });
-    const watcher = await tokenFor(`watcher-${randomUUID()}`);
+    const watcher = await tokenOf(`watcher-${randomUUID()}`);
     const subscription = track(subscribe(instances.server.url, RedPacketUpdatedDocument, { packetId: packet.id }, watcher));
 
     // First event: the current state, before anything happened.
@@ -79,8 +73,7 @@ describe.each(transports)('redPacketUpdated over %s', (_name, subscribe) => {
     expect(states(subscription.events).map((state) => state.remainingCount)).toEqual([5, 4, 3, 2]);
 
     // An operator ends the packet; the settlement worker refunds what is left and announces it.
-    const admin = await tokenFor('op', { admin: true });
-    const { closeRedPacket } = await gqlData(instances.server.url, CloseRedPacketDocument, { packetId: packet.id }, admin);
+    const closeRedPacket = await redPacketsAt(instances.server.url).close('op', packet.id);
     expect(closeRedPacket.__typename).toBe('RedPacket');
     const events = await subscription.until((all) => lastState(all)?.status === 'EXPIRED' && lastState(all)!.refundedAmount > 0, 10_000);
     const final = lastState(events)!;
@@ -100,10 +93,9 @@ describe.each(transports)('redPacketUpdated over %s', (_name, subscribe) => {
 
   it('announces a packet that runs out of time on its own, with the refund', async () => {
     const lasting = await createPacket(instances.server.url, { totalAmount: 300, count: 3 });
-    const sender = await tokenFor('hasty-sender');
-    const { createRedPacket: short } = await gqlData(instances.server.url, CreateRedPacketDocument, { input: { totalAmount: 300, count: 3, expiresInSeconds: 2 } }, sender);
+    const short = await redPacketsAt(instances.server.url).create('hasty-sender', { totalAmount: 300, count: 3, expiresInSeconds: 2 });
     const share = await grab(instances.server.url, short.id, `quick-${randomUUID()}`);
-    const subscription = track(subscribe(instances.server.url, RedPacketUpdatedDocument, { packetId: short.id }, await tokenFor('watcher')));
+    const subscription = track(subscribe(instances.server.url, RedPacketUpdatedDocument, { packetId: short.id }, await tokenOf('watcher')));
     const [first] = await subscription.until((events) => events.length >= 1);
     expect(first!.data?.redPacketUpdated.remainingCount).toBe(2);
 
@@ -134,7 +126,7 @@ describe.each(transports)('redPacketUpdated over %s', (_name, subscribe) => {
   });
 
   it('gives an error for an unknown packet id', async () => {
-    const token = await tokenFor('curious');
+    const token = await tokenOf('curious');
     const subscription = track(subscribe(instances.server.url, RedPacketUpdatedDocument, { packetId: randomUUID() }, token));
     const events = await subscription.until((all) => all.length >= 1);
     expect(events[0]!.data?.redPacketUpdated ?? null).toBeNull();
@@ -147,7 +139,7 @@ describe.each(transports)('redPacketUpdated over %s', (_name, subscribe) => {
 describe('across instances', () => {
   it.each(transports)('a %s subscriber on one instance sees grabs made through another', async (_name, subscribe) => {
     const packet = await createPacket(instances.other.url, { totalAmount: 600, count: 3 });
-    const subscription = track(subscribe(instances.server.url, RedPacketUpdatedDocument, { packetId: packet.id }, await tokenFor('watcher')));
+    const subscription = track(subscribe(instances.server.url, RedPacketUpdatedDocument, { packetId: packet.id }, await tokenOf('watcher')));
     await subscription.until((events) => lastState(events)?.remainingCount === 3);
 
     for (let i = 1; i <= 2; i++) {

@@ -2,15 +2,17 @@ import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CreateRedPacketDocument, GrabRedPacketDocument, RedPacketDocument } from './gql/generated.ts';
-import { errorCodes, gql, gqlData, tokenFor } from './support/client.ts';
+import { CreateRedPacketDocument, GrabRedPacketDocument } from './gql/generated.ts';
+import { errorCodes, gql } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { stopAll, stopWithin, withTimeout } from './support/lifecycle.ts';
 import { waitFor } from './support/poll.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
+import { redPacketsAt } from './support/redPackets.ts';
 import { startThrowawayRedis, stopChild } from './support/redisServer.ts';
 import { type ServerProcess, freePort, runUntilExit, startServerProcess } from './support/server.ts';
 import { type Stores, deleteKeys, loseKeysAtOnce, openStores } from './support/stores.ts';
+import { signAhead, tokenOf } from './support/tokens.ts';
 
 /** The one line the server printed on stderr before exiting; fails on more, or on a stack trace. */
 function expectOneLineRefusal(result: { code: number | null; stderr: string }, names: string) {
@@ -156,44 +158,43 @@ describe('a running server', () => {
   });
 
   it('limits mutations per user: the 6th in the window is RATE_LIMITED and changes nothing; others are unaffected', async () => {
-    const aliceId = `rl-alice-${randomUUID()}`;
-    const alice = await tokenFor(aliceId);
-    const bob = await tokenFor(`rl-bob-${randomUUID()}`);
+    const redPackets = redPacketsAt(server.url);
+    const alice = `rl-alice-${randomUUID()}`;
+    const bob = `rl-bob-${randomUUID()}`;
 
     // Five mutations: all allowed.
     const packets: string[] = [];
     for (let i = 0; i < 5; i++) {
-      const { createRedPacket } = await gqlData(server.url, CreateRedPacketDocument, { input: { totalAmount: 500, count: 5 } }, alice);
-      packets.push(createRedPacket.id);
+      packets.push((await redPackets.create(alice, { totalAmount: 500, count: 5 })).id);
     }
     const target = packets[0]!;
 
     // The 6th (a grab) and a 7th (a create) are refused, and neither leaves a trace.
-    const grab = await gql(server.url, GrabRedPacketDocument, { packetId: target }, alice);
+    const grab = await redPackets.raw(GrabRedPacketDocument, { packetId: target }, alice);
     expect(errorCodes(grab)).toEqual(['RATE_LIMITED']);
     expect(grab.body.data ?? null).toBeNull();
     const retryAfterMs = grab.body.errors![0]!.extensions?.retryAfterMs as number;
     expect(retryAfterMs).toBeGreaterThan(0);
     expect(retryAfterMs).toBeLessThanOrEqual(60_000);
 
-    const create = await gql(server.url, CreateRedPacketDocument, { input: { totalAmount: 500, count: 5 } }, alice);
+    const create = await redPackets.raw(CreateRedPacketDocument, { input: { totalAmount: 500, count: 5 } }, alice);
     expect(errorCodes(create)).toEqual(['RATE_LIMITED']);
 
-    const { rows: created } = await stores.sql.query<{ id: string }>('SELECT id FROM red_packet WHERE sender_id = $1', [aliceId]);
+    const { rows: created } = await stores.sql.query<{ id: string }>('SELECT id FROM red_packet WHERE sender_id = $1', [alice]);
     expect(created.map((row) => row.id).sort()).toEqual([...packets].sort());
     const { rows: grabs } = await stores.sql.query('SELECT id FROM red_packet_grab WHERE packet_id = $1', [target]);
     expect(grabs).toHaveLength(0);
     expect(await stores.redis.hget(`{rp:${target}}:meta`, 'remainingCount')).toBe('5');
 
     // Reads are not limited.
-    const { redPacket } = await gqlData(server.url, RedPacketDocument, { id: target }, alice);
+    const redPacket = await redPackets.packet(alice, target);
     expect(redPacket?.remainingCount).toBe(5);
 
     // Another user mutates freely.
-    const bobGrab = await gqlData(server.url, GrabRedPacketDocument, { packetId: target }, bob);
-    expect(bobGrab.grabRedPacket.__typename).toBe('GrabbedShare');
-    const bobCreate = await gqlData(server.url, CreateRedPacketDocument, { input: { totalAmount: 100, count: 1 } }, bob);
-    expect(bobCreate.createRedPacket.remainingCount).toBe(1);
+    const bobGrab = await redPackets.grab(bob, target);
+    expect(bobGrab.__typename).toBe('GrabbedShare');
+    const bobCreate = await redPackets.create(bob, { totalAmount: 100, count: 1 });
+    expect(bobCreate.remainingCount).toBe(1);
     const after = await expectRedPacketInvariants(stores, target);
     expect(after).toHaveLength(1);
   });
@@ -210,7 +211,7 @@ describe('a running server', () => {
   });
 
   it('rejects a query nested deeper than GRAPHQL_MAX_DEPTH', async () => {
-    const token = await tokenFor('deep-diver');
+    const token = await tokenOf('deep-diver');
     const nested = (fragments: number) =>
       `query { redPacket(id: "${randomUUID()}") { ${'... on RedPacket { '.repeat(fragments)} shares { userId } ${'} '.repeat(fragments)} } }`;
 
@@ -226,7 +227,7 @@ describe('a running server', () => {
   });
 
   it('rejects too many aliases', async () => {
-    const token = await tokenFor('alias-lover');
+    const token = await tokenOf('alias-lover');
     const aliased = (count: number) =>
       `query { ${Array.from({ length: count }, (_, i) => `a${i}: redPacket(id: "${randomUUID()}") { id }`).join(' ')} }`;
 
@@ -255,15 +256,16 @@ describe('SIGTERM', () => {
   it('exits 0, and every grab acknowledged before it is in PostgreSQL', async () => {
     const server = await startServerProcess(env.vars);
     try {
-      const { createRedPacket: packet } = await gqlData(server.url, CreateRedPacketDocument, { input: { totalAmount: 10_000, count: 300 } }, await tokenFor('stop-sender'));
+      const redPackets = redPacketsAt(server.url);
+      const packet = await redPackets.create('stop-sender', { totalAmount: 10_000, count: 300 });
       const users = Array.from({ length: 300 }, (_, i) => `stop-user-${i}`);
-      const tokens = await Promise.all(users.map((user) => tokenFor(user)));
+      await signAhead(users);
 
       let firstAck!: () => void;
       const acked = new Promise<void>((resolve) => (firstAck = resolve));
       const grabs = Promise.allSettled(
-        users.map(async (user, i) => {
-          const response = await gql(server.url, GrabRedPacketDocument, { packetId: packet.id }, tokens[i]);
+        users.map(async (user) => {
+          const response = await redPackets.raw(GrabRedPacketDocument, { packetId: packet.id }, user);
           const result = response.body.data?.grabRedPacket;
           if (result?.__typename === 'GrabbedShare') firstAck();
           return { user, result };

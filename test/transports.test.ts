@@ -3,12 +3,14 @@ import { type ExecutionResult, print } from 'graphql';
 import { createClient as createSseClient } from 'graphql-sse';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signToken } from '../src/infra/auth/tokens.ts';
-import { CreateRedPacketDocument, GrabRedPacketDocument, RedPacketUpdatedDocument, type RedPacketUpdatedSubscription } from './gql/generated.ts';
-import { type Subscription, collector, gqlData, openWs, tokenFor } from './support/client.ts';
+import { RedPacketUpdatedDocument, type RedPacketUpdatedSubscription } from './gql/generated.ts';
+import { type Subscription, collector, openWs } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { stopAll } from './support/lifecycle.ts';
+import { redPacketsAt } from './support/redPackets.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
+import { tokenOf } from './support/tokens.ts';
 
 // What real clients send: GraphiQL's per-operation headers, Apollo's connectionParams.headers,
 // several operations on one socket, and graphql-sse's single connection mode.
@@ -38,12 +40,9 @@ const remaining = (events: Event[]) => events.flatMap((event) => (event.data ? [
 const failures = (events: ExecutionResult<unknown>[]) => events.flatMap((event) => (event.errors ?? []).map((error) => [error.extensions?.code, error.extensions?.reason]));
 
 async function createPacket(count = 3) {
-  const sender = await tokenFor(`sender-${randomUUID()}`);
-  const { createRedPacket } = await gqlData(server.url, CreateRedPacketDocument, { input: { totalAmount: count * 10, count } }, sender);
-  return {
-    id: createRedPacket.id,
-    grab: async () => gqlData(server.url, GrabRedPacketDocument, { packetId: createRedPacket.id }, await tokenFor(`grabber-${randomUUID()}`)),
-  };
+  const redPackets = redPacketsAt(server.url);
+  const { id } = await redPackets.create(`sender-${randomUUID()}`, { totalAmount: count * 10, count });
+  return { id, grab: () => redPackets.grab(`grabber-${randomUUID()}`, id) };
 }
 
 /** The subscription shows the packet, then the grab made after its first event. */
@@ -69,7 +68,7 @@ describe('signing in over graphql-ws', () => {
     ["GraphiQL's extensions.headers, with an empty connection_init", (bearer: string) => [{}, { headers: { Authorization: bearer } }]],
   ] as const)('takes %s', async (_name, place) => {
     const packet = await createPacket();
-    const [connectionParams, extensions] = place(`Bearer ${await tokenFor('ws-user')}`);
+    const [connectionParams, extensions] = place(`Bearer ${await tokenOf('ws-user')}`);
     const connection = ws(connectionParams);
     const me = connection.subscribe({ query: ME, extensions });
     expect(await me.until((events) => events.length > 0)).toEqual([{ data: { me: { userId: 'ws-user' } } }]);
@@ -77,8 +76,8 @@ describe('signing in over graphql-ws', () => {
   });
 
   it("the operation's own header wins over the socket's, for that operation only", async () => {
-    const connection = ws({ authorization: `Bearer ${await tokenFor('socket-user')}` });
-    const own = connection.subscribe({ query: ME, extensions: { headers: { authorization: `Bearer ${await tokenFor('operation-user')}` } } });
+    const connection = ws({ authorization: `Bearer ${await tokenOf('socket-user')}` });
+    const own = connection.subscribe({ query: ME, extensions: { headers: { authorization: `Bearer ${await tokenOf('operation-user')}` } } });
     const plain = connection.subscribe({ query: ME });
     const stale = connection.subscribe({ query: ME, extensions: { headers: { Authorization: 'Bearer not-a-jwt' } } });
     // A headers tab with other headers, or an empty Authorization, leaves the socket's token.
@@ -103,7 +102,7 @@ describe('signing in over graphql-ws', () => {
 describe('one bad operation stays one', () => {
   it('answers a syntax error, a validation error and a bad token on their own, and the other subscription on the socket lives on', async () => {
     const packet = await createPacket();
-    const connection = ws({ authorization: `Bearer ${await tokenFor('steady')}` });
+    const connection = ws({ authorization: `Bearer ${await tokenOf('steady')}` });
     const live = connection.subscribe<RedPacketUpdatedSubscription>({ query: SUBSCRIPTION, variables: { packetId: packet.id } });
     await live.until((events) => remaining(events).includes(3));
     const bad = [
@@ -144,7 +143,7 @@ describe('graphql-sse single connection mode', () => {
 
   it('streams several operations on one connection, signed in with the Authorization header', async () => {
     const [first, second] = [await createPacket(), await createPacket()];
-    const client = sse({ authorization: `Bearer ${await tokenFor('sse-user')}` });
+    const client = sse({ authorization: `Bearer ${await tokenOf('sse-user')}` });
     const me = client.subscribe(ME);
     expect(await me.until((events) => events.length > 0)).toEqual([{ data: { me: { userId: 'sse-user' } } }]);
     const subscriptions = [first, second].map((packet) => client.subscribe<RedPacketUpdatedSubscription>(SUBSCRIPTION, { packetId: packet.id }));
@@ -155,7 +154,7 @@ describe('graphql-sse single connection mode', () => {
     const packet = await createPacket();
     const search = new URLSearchParams({ query: `mutation { grabRedPacket(packetId: "${packet.id}") { __typename } }` });
     const response = await fetch(`${server.url}/stream?${search}`, {
-      headers: { accept: 'text/event-stream', authorization: `Bearer ${await tokenFor('sse-get-mutation')}` },
+      headers: { accept: 'text/event-stream', authorization: `Bearer ${await tokenOf('sse-get-mutation')}` },
     });
     // Yoga's own rule, run by the envelop this lane shares: a mutation needs a POST.
     expect(response.status).toBe(400);
@@ -167,7 +166,7 @@ describe('graphql-sse single connection mode', () => {
 
   it('answers a bad document with 400 and its errors, and the client streams on', async () => {
     const packet = await createPacket();
-    const client = sse({ authorization: `Bearer ${await tokenFor('sse-typist')}` });
+    const client = sse({ authorization: `Bearer ${await tokenOf('sse-typist')}` });
     const live = client.subscribe<RedPacketUpdatedSubscription>(SUBSCRIPTION, { packetId: packet.id });
     await live.until((events) => remaining(events).includes(3));
     for (const query of ['subscription { redPacketUpdated(packetId: ', 'subscription { noSuchField }']) {
