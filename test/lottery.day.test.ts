@@ -1,23 +1,32 @@
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { localDay, localHourOfDay, localHourStart, nextLocalMidnight, utcOffsetTable } from '../src/domain/lottery/timezone.ts';
-import { lotteryServer } from './support/lottery.ts';
+import { testEnv } from './support/env.ts';
+import { startedServer } from './support/lifecycle.ts';
+import { type LotteryClient, lotteryAt } from './support/lottery.ts';
 import { expectLotteryInvariants, loadDraws } from './support/lotteryInvariants.ts';
 import { moveClockTo } from './support/testClock.ts';
 
 // The scripts take "now" from Redis TIME plus the test clock's offset (TEST_CLOCK=1), so
 // the test crosses midnights without waiting for one.
-const lot = lotteryServer('lot_day', { TEST_CLOCK: '1' });
+const env = testEnv('lot_day', { TEST_CLOCK: '1' });
+const lot = startedServer(env);
+const OPERATOR = 'lot_day-op';
+let lottery: LotteryClient;
+
+beforeAll(() => {
+  lottery = lotteryAt(lot.server.url);
+});
 
 const kinds = async (activityId: string, users: string[]) => {
   const results: string[] = [];
-  for (const user of users) results.push((await lot.draw(activityId, user)).__typename);
+  for (const user of users) results.push((await lottery.draw(user, activityId)).__typename);
   return results;
 };
 
 describe('daily limits and daily stock reset at midnight in the activity’s timezone', () => {
   it('Asia/Shanghai: limits and stock hold all day, up to the last seconds before midnight, and reset at 00:00 local (16:00 UTC)', async () => {
     // One prize with a daily stock of 2 and no no-prize weight: a draw wins whenever the stock and the win limit allow.
-    const activity = await lot.create({
+    const activity = await lottery.create(OPERATOR, {
       title: 'shanghai day',
       startsAt: '2027-01-09T00:00:00+08:00',
       endsAt: '2027-01-13T00:00:00+08:00',
@@ -29,7 +38,7 @@ describe('daily limits and daily stock reset at midnight in the activity’s tim
     await moveClockTo(lot.stores.redis, Date.parse('2027-01-10T12:00:00+08:00'));
     // u1: a win, then losses (win limit 1), then the draw limit (3).
     expect(await kinds(activity.id, ['u1', 'u1', 'u1'])).toEqual(['LotteryWin', 'LotteryLose', 'LotteryLose']);
-    const limited = await lot.draw(activity.id, 'u1');
+    const limited = await lottery.draw('u1', activity.id);
     expect(limited).toMatchObject({ __typename: 'DrawLimitReached', dailyDrawLimit: 3, resetsAt: '2027-01-10T16:00:00.000Z' });
     // u2 takes the last unit of today's stock; u3 can only lose.
     expect(await kinds(activity.id, ['u2', 'u3'])).toEqual(['LotteryWin', 'LotteryLose']);
@@ -39,7 +48,7 @@ describe('daily limits and daily stock reset at midnight in the activity’s tim
 
     await moveClockTo(lot.stores.redis, Date.parse('2027-01-11T00:00:00.500+08:00'));
     expect(await kinds(activity.id, ['u1', 'u3', 'u2', 'u1', 'u1'])).toEqual(['LotteryWin', 'LotteryWin', 'LotteryLose', 'LotteryLose', 'LotteryLose']);
-    expect(await lot.draw(activity.id, 'u1')).toMatchObject({ __typename: 'DrawLimitReached', resetsAt: '2027-01-11T16:00:00.000Z' });
+    expect(await lottery.draw('u1', activity.id)).toMatchObject({ __typename: 'DrawLimitReached', resetsAt: '2027-01-11T16:00:00.000Z' });
 
     const draws = await expectLotteryInvariants(lot.stores, activity.id);
     // Refused draws were not counted.
@@ -65,7 +74,7 @@ describe('daily limits and daily stock reset at midnight in the activity’s tim
   });
 
   it('America/New_York across the start of DST: midnight is 05:00 UTC, then 04:00 UTC after a 23-hour day', async () => {
-    const activity = await lot.create({
+    const activity = await lottery.create(OPERATOR, {
       title: 'new york dst',
       startsAt: '2027-03-13T00:00:00-05:00',
       endsAt: '2027-03-16T00:00:00-04:00',
@@ -83,7 +92,7 @@ describe('daily limits and daily stock reset at midnight in the activity’s tim
     ];
     for (const [at, expected, resetsAt] of steps) {
       await moveClockTo(lot.stores.redis, Date.parse(at));
-      const result = await lot.draw(activity.id, 'ny');
+      const result = await lottery.draw('ny', activity.id);
       expect(result.__typename, at).toBe(expected);
       if (resetsAt && result.__typename === 'DrawLimitReached') expect(result.resetsAt, at).toBe(resetsAt);
     }

@@ -1,28 +1,36 @@
 import { print } from 'graphql';
 import { Agent, fetch } from 'undici';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import {
   type CreateLotteryInput,
   DrawLotteryDocument,
   type DrawLotteryMutation,
-  LotteryActivityDocument,
-  LotteryDrawAuditDocument,
   UpdateLotteryDocument,
   type UpdateLotteryInput,
   type UpdateLotteryMutation,
 } from './gql/generated.ts';
-import { type GraphqlResponse, gqlData, tokenFor } from './support/client.ts';
-import { lotteryServer, runningWindow } from './support/lottery.ts';
+import type { GraphqlResponse } from './support/client.ts';
+import { testEnv } from './support/env.ts';
+import { startedServer } from './support/lifecycle.ts';
+import { type LotteryClient, lotteryAt, runningWindow } from './support/lottery.ts';
 import { expectLotteryInvariants, loadDraws } from './support/lotteryInvariants.ts';
 import { waitFor } from './support/poll.ts';
+import { tokenOf } from './support/tokens.ts';
 
-const lot = lotteryServer('lot_hot');
+const env = testEnv('lot_hot');
+const lot = startedServer(env);
+const OPERATOR = 'lot_hot-op';
+let lottery: LotteryClient;
 
-const create = (input: Omit<CreateLotteryInput, 'startsAt' | 'endsAt'>) => lot.create({ ...runningWindow(), ...input });
-const draw = (activityId: string, user: string) => lot.draw(activityId, user);
+beforeAll(() => {
+  lottery = lotteryAt(lot.server.url);
+});
+
+const create = (input: Omit<CreateLotteryInput, 'startsAt' | 'endsAt'>) => lottery.create(OPERATOR, { ...runningWindow(), ...input });
+const draw = (activityId: string, user: string) => lottery.draw(user, activityId);
 
 async function update(activityId: string, input: UpdateLotteryInput) {
-  const { updateLotteryActivity } = await gqlData(lot.server.url, UpdateLotteryDocument, { activityId, input }, lot.admin);
+  const updateLotteryActivity = await lottery.update(OPERATOR, activityId, input);
   if (updateLotteryActivity.__typename !== 'LotteryActivity') throw new Error(JSON.stringify(updateLotteryActivity));
   return updateLotteryActivity;
 }
@@ -32,7 +40,7 @@ describe('operators change a running activity', () => {
     const oldWeights = [1, 3, 6, 10, 20, 60];
     const newWeights = [60, 20, 10, 6, 3, 1];
     const activity = await create({ title: 'hot', noPrizeWeight: 0, prizes: oldWeights.map((weight, i) => ({ title: `p${i}`, weight, totalStock: 100_000 })) });
-    const tokens = await Promise.all(Array.from({ length: 500 }, (_, i) => tokenFor(`hot-${i}`)));
+    const tokens = await Promise.all(Array.from({ length: 500 }, (_, i) => tokenOf(`hot-${i}`)));
 
     // 500 draws sent at once over 50 connections, so the server always has a few dozen
     // in hand; the change goes on a connection of its own once 50 are answered.
@@ -55,7 +63,7 @@ describe('operators change a running activity', () => {
     const response = await fetch(lot.server.url, {
       method: 'POST',
       dispatcher: operator,
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${lot.admin}` },
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${await tokenOf(OPERATOR, { admin: true })}` },
       body: JSON.stringify({
         query: print(UpdateLotteryDocument),
         variables: { activityId: activity.id, input: { noPrizeWeight: 25, prizes: activity.prizes.map((prize, i) => ({ prizeId: prize.id, weight: newWeights[i] })) } },
@@ -95,7 +103,7 @@ describe('operators change a running activity', () => {
     expect(lastOld).toBeLessThanOrEqual(firstNew);
 
     for (const row of [rows[0]!, rows.at(-1)!]) {
-      const { lotteryDrawAudit } = await gqlData(lot.server.url, LotteryDrawAuditDocument, { drawId: row.id }, lot.admin);
+      const lotteryDrawAudit = await lottery.audit(OPERATOR, row.id);
       expect(lotteryDrawAudit).toMatchObject({ drawId: row.id, settingsVersion: row.settings_version, recordedPrizeId: row.prize_id, replayedPrizeId: row.prize_id, matches: true });
     }
   });
@@ -134,7 +142,7 @@ describe('operators change a running activity', () => {
     expect(ended.status).toBe('ENDED');
     expect(await draw(activity.id, 'topper-1')).toMatchObject({ __typename: 'ActivityNotActive', reason: 'ENDED' });
 
-    const { lotteryActivity } = await gqlData(lot.server.url, LotteryActivityDocument, { id: activity.id }, lot.admin);
+    const lotteryActivity = await lottery.activity(OPERATOR, activity.id, { admin: true });
     expect(lotteryActivity).toMatchObject({ settingsVersion: 4, dailyDrawLimit: 4, prizes: [{ totalStock: 5, remainingStock: 0 }] });
     const rows = await expectLotteryInvariants(lot.stores, activity.id);
     expect(rows.map((row) => row.settings_version)).toEqual([1, 1, 1, 1, 2, 2, 2, 3]);

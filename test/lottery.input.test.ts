@@ -8,12 +8,18 @@ import {
   UpdateLotteryDocument,
   type UpdateLotteryInput,
 } from './gql/generated.ts';
-import { type GraphqlResponse, errorCodes, gql, gqlData, tokenFor } from './support/client.ts';
-import { lotteryServer, runningWindow } from './support/lottery.ts';
+import { type GraphqlResponse, errorCodes, gql } from './support/client.ts';
+import { testEnv } from './support/env.ts';
+import { startedServer } from './support/lifecycle.ts';
+import { type LotteryClient, lotteryAt, runningWindow } from './support/lottery.ts';
 import { stateKeys } from './support/stores.ts';
+import { tokenOf } from './support/tokens.ts';
 
-const lot = lotteryServer('lot_input');
-let player: string;
+const env = testEnv('lot_input');
+const lot = startedServer(env);
+const OPERATOR = 'lot_input-op';
+const PLAYER = 'input-player';
+let lottery: LotteryClient;
 /** A live WEIGHTED and a live TIMED activity that refused requests must leave alone. */
 let weighted: { id: string; prizeIds: string[] };
 let timed: { id: string; prizeIds: string[] };
@@ -34,12 +40,12 @@ const validTimed: CreateLotteryInput = {
 };
 
 beforeAll(async () => {
-  player = await tokenFor('input-player');
-  const created = await lot.create(valid);
+  lottery = lotteryAt(lot.server.url);
+  const created = await lottery.create(OPERATOR, valid);
   weighted = { id: created.id, prizeIds: created.prizes.map((prize) => prize.id) };
-  const createdTimed = await lot.create(validTimed);
+  const createdTimed = await lottery.create(OPERATOR, validTimed);
   timed = { id: createdTimed.id, prizeIds: createdTimed.prizes.map((prize) => prize.id) };
-  const drawn = await lot.draw(weighted.id, 'input-player');
+  const drawn = await lottery.draw(PLAYER, weighted.id);
   if (drawn.__typename !== 'LotteryWin' && drawn.__typename !== 'LotteryLose') throw new Error(JSON.stringify(drawn));
   drawId = drawn.drawId;
 });
@@ -49,7 +55,7 @@ const TABLES = ['lottery_activity', 'lottery_prize', 'lottery_settings', 'lotter
 /** Every row of every lottery table, every Redis key under the prefix, and the live activities' Redis state. */
 async function state() {
   const rows = await Promise.all(TABLES.map(async (table) => (await lot.stores.sql.query(`SELECT * FROM ${table} ORDER BY 1, 2`)).rows));
-  const keys = (await stateKeys(lot.stores.redis, lot.env.keyPrefix)).filter((key) => !key.includes('journal:streams'));
+  const keys = (await stateKeys(lot.stores.redis, env.keyPrefix)).filter((key) => !key.includes('journal:streams'));
   const live = await Promise.all(
     [weighted.id, timed.id].flatMap((id) => [lot.stores.redis.hgetall(`{lot:${id}}:meta`), lot.stores.redis.hgetall(`{lot:${id}}:stock`), lot.stores.redis.hgetall(`{lot:${id}}:daily`)]),
   );
@@ -105,13 +111,13 @@ describe('createLotteryActivity refuses malformed input with BAD_USER_INPUT and 
   ];
 
   it.each(bad)('%s', async (_name, input) => {
-    const response = await unchanged(() => gql(lot.server.url, CreateLotteryDocument, { input: input as unknown as CreateLotteryInput }, lot.admin));
+    const response = await unchanged(() => lottery.raw(CreateLotteryDocument, { input: input as unknown as CreateLotteryInput }, OPERATOR, { admin: true }));
     expect(response.body.data?.createLotteryActivity ?? null).toBeNull();
     expectBadInput(response, _name);
   });
 
   it('reports which field is wrong', async () => {
-    const response = await gql(lot.server.url, CreateLotteryDocument, { input: { ...valid, endsAt: valid.startsAt } }, lot.admin);
+    const response = await lottery.raw(CreateLotteryDocument, { input: { ...valid, endsAt: valid.startsAt } }, OPERATOR, { admin: true });
     expect(response.body.errors?.[0]?.extensions?.issues).toEqual([{ path: ['input', 'endsAt'], message: 'endsAt must be after startsAt' }]);
   });
 });
@@ -119,31 +125,31 @@ describe('createLotteryActivity refuses malformed input with BAD_USER_INPUT and 
 describe('drawLottery', () => {
   it('refuses a malformed requestId or activityId', async () => {
     for (const variables of [{ activityId: weighted.id, requestId: '' }, { activityId: weighted.id, requestId: 'r'.repeat(65) }, {}, { activityId: null }, { activityId: [weighted.id] }]) {
-      const response = await unchanged(() => gql(lot.server.url, DrawLotteryDocument, variables as { activityId: string }, player));
+      const response = await unchanged(() => lottery.raw(DrawLotteryDocument, variables as { activityId: string }, PLAYER));
       expectBadInput(response, JSON.stringify(variables));
     }
   });
 
   it('answers NotFound for an activity that does not exist, leaving no key behind', async () => {
     for (const id of ['00000000-0000-0000-0000-000000000000', 'nope', '{lot:x}', '*']) {
-      const { drawLottery } = await unchanged(() => gqlData(lot.server.url, DrawLotteryDocument, { activityId: id }, player));
+      const drawLottery = await unchanged(() => lottery.draw(PLAYER, id));
       expect(drawLottery.__typename, id).toBe('NotFound');
-      expect((await unchanged(() => gqlData(lot.server.url, LotteryActivityDocument, { id }, player))).lotteryActivity).toBeNull();
+      expect(await unchanged(() => lottery.activity(PLAYER, id))).toBeNull();
     }
   });
 
   it('refuses a draw after the end without counting it, long after the end too', async () => {
     const day = 86_400_000;
-    const ended = await lot.create({ ...valid, startsAt: new Date(now - 12 * day).toISOString(), endsAt: new Date(now - 10 * day).toISOString() });
+    const ended = await lottery.create(OPERATOR, { ...valid, startsAt: new Date(now - 12 * day).toISOString(), endsAt: new Date(now - 10 * day).toISOString() });
     expect(ended.status).toBe('ENDED');
-    const { drawLottery } = await unchanged(() => gqlData(lot.server.url, DrawLotteryDocument, { activityId: ended.id }, player));
+    const drawLottery = await unchanged(() => lottery.draw(PLAYER, ended.id));
     expect(drawLottery).toMatchObject({ __typename: 'ActivityNotActive', reason: 'ENDED' });
   });
 
   it('refuses a draw before the start without counting it', async () => {
-    const upcoming = await lot.create({ ...valid, startsAt: new Date(now + 3_600_000).toISOString(), endsAt: new Date(now + 7_200_000).toISOString() });
+    const upcoming = await lottery.create(OPERATOR, { ...valid, startsAt: new Date(now + 3_600_000).toISOString(), endsAt: new Date(now + 7_200_000).toISOString() });
     expect(upcoming.status).toBe('UPCOMING');
-    const { drawLottery } = await unchanged(() => gqlData(lot.server.url, DrawLotteryDocument, { activityId: upcoming.id, requestId: 'early' }, player));
+    const drawLottery = await unchanged(() => lottery.draw(PLAYER, upcoming.id, 'early'));
     expect(drawLottery).toMatchObject({ __typename: 'ActivityNotActive', reason: 'NOT_STARTED', startsAt: new Date(now + 3_600_000).toISOString() });
   });
 });
@@ -168,7 +174,7 @@ describe('updateLotteryActivity refuses changes that do not fit, with BAD_USER_I
 
   it('for each bad change', async () => {
     for (const [name, activityId, input] of cases()) {
-      const response = await unchanged(() => gql(lot.server.url, UpdateLotteryDocument, { activityId, input }, lot.admin));
+      const response = await unchanged(() => lottery.raw(UpdateLotteryDocument, { activityId, input }, OPERATOR, { admin: true }));
       expectBadInput(response, name);
     }
   });
@@ -176,13 +182,13 @@ describe('updateLotteryActivity refuses changes that do not fit, with BAD_USER_I
   it('for input of the wrong shape', async () => {
     const garbage = [{ paused: 'yes' }, { prizes: [{ weight: 1 }] }, { endsAt: 'soon' }, { dailyWinLimit: 2 ** 31 }, { color: 'red' }];
     for (const input of garbage) {
-      const response = await unchanged(() => gql(lot.server.url, UpdateLotteryDocument, { activityId: weighted.id, input: input as unknown as UpdateLotteryInput }, lot.admin));
+      const response = await unchanged(() => lottery.raw(UpdateLotteryDocument, { activityId: weighted.id, input: input as unknown as UpdateLotteryInput }, OPERATOR, { admin: true }));
       expectBadInput(response, JSON.stringify(input));
     }
   });
 
   it('answers NotFound for an activity that does not exist', async () => {
-    const { updateLotteryActivity } = await unchanged(() => gqlData(lot.server.url, UpdateLotteryDocument, { activityId: 'nope', input: { paused: true } }, lot.admin));
+    const updateLotteryActivity = await unchanged(() => lottery.update(OPERATOR, 'nope', { paused: true }));
     expect(updateLotteryActivity.__typename).toBe('NotFound');
   });
 });
@@ -198,7 +204,7 @@ describe('callers without a token, or without the role', () => {
   ];
 
   it('UNAUTHENTICATED without a token or with a forged one', async () => {
-    const forged = `${(await tokenFor('mallory', { admin: true })).split('.').slice(0, 2).join('.')}.forged`;
+    const forged = `${(await tokenOf('mallory', { admin: true })).split('.').slice(0, 2).join('.')}.forged`;
     for (const token of [undefined, 'not-a-jwt', forged]) {
       for (const [name, run] of operations()) {
         const response = await unchanged(() => run(token));
@@ -209,12 +215,13 @@ describe('callers without a token, or without the role', () => {
   });
 
   it('FORBIDDEN for a signed-in user who is not an operator', async () => {
+    const player = await tokenOf(PLAYER);
     for (const [name, run] of operations().filter(([name]) => !['drawLottery', 'lotteryActivity'].includes(name))) {
       const response = await unchanged(() => run(player));
       expect(response.body.data?.[name] ?? null, name).toBeNull();
       expect(errorCodes(response), name).toEqual(['FORBIDDEN']);
     }
-    const { lotteryActivity } = await gqlData(lot.server.url, LotteryActivityDocument, { id: weighted.id }, player);
+    const lotteryActivity = await lottery.activity(PLAYER, weighted.id);
     expect(lotteryActivity).toMatchObject({ status: 'ACTIVE', paused: false, settingsVersion: 1 });
   });
 });

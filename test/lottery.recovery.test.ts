@@ -1,27 +1,27 @@
-import { describe, expect, it } from 'vitest';
-import { type CreateLotteryInput, DrawLotteryDocument, type DrawLotteryMutation, LotteryActivityDocument } from './gql/generated.ts';
-import { gql, gqlData, tokenFor } from './support/client.ts';
-import { lotteryServer, runningWindow } from './support/lottery.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { type CreateLotteryInput, type DrawLotteryMutation, LotteryActivityDocument } from './gql/generated.ts';
+import { testEnv } from './support/env.ts';
+import { startedServer } from './support/lifecycle.ts';
+import { type LotteryClient, lotteryAt, runningWindow } from './support/lottery.ts';
 import { expectLotteryInvariants } from './support/lotteryInvariants.ts';
 import { sleep, waitFor } from './support/poll.ts';
 import { loseKeysAtOnce } from './support/stores.ts';
+import { signAhead } from './support/tokens.ts';
 
-const lot = lotteryServer('lot_recovery', { JOURNAL_SWEEP_AFTER_MS: '500', SWEEP_INTERVAL_MS: '200' });
+const env = testEnv('lot_recovery', { JOURNAL_SWEEP_AFTER_MS: '500', SWEEP_INTERVAL_MS: '200' });
+const lot = startedServer(env);
+const OPERATOR = 'lot_recovery-op';
+let lottery: LotteryClient;
+
+beforeAll(() => {
+  lottery = lotteryAt(lot.server.url);
+});
 
 type DrawResult = DrawLotteryMutation['drawLottery'];
 
-const create = (input: Omit<CreateLotteryInput, 'startsAt' | 'endsAt' | 'title'>) => lot.create({ title: 'recovery', ...runningWindow(), ...input });
+const create = (input: Omit<CreateLotteryInput, 'startsAt' | 'endsAt' | 'title'>) => lottery.create(OPERATOR, { title: 'recovery', ...runningWindow(), ...input });
 
-const tokens = new Map<string, Promise<string>>();
-const tokenOf = (user: string) => {
-  if (!tokens.has(user)) tokens.set(user, tokenFor(user));
-  return tokens.get(user)!;
-};
-
-async function draw(activityId: string, user: string, requestId?: string): Promise<{ result?: DrawResult; errors?: { extensions?: Record<string, unknown> }[] }> {
-  const { body } = await gql(lot.server.url, DrawLotteryDocument, { activityId, requestId }, await tokenOf(user));
-  return body.errors?.length ? { errors: body.errors } : { result: body.data!.drawLottery };
-}
+const draw = (activityId: string, user: string, requestId?: string) => lottery.tryDraw(user, activityId, requestId);
 
 const drawIdOf = (result: DrawResult | undefined) => (result?.__typename === 'LotteryWin' || result?.__typename === 'LotteryLose' ? result.drawId : null);
 const keysOf = (activityId: string) => ({ meta: `{lot:${activityId}}:meta`, journal: `{lot:${activityId}}:journal` });
@@ -42,7 +42,7 @@ describe('Redis loses the lottery', () => {
     for (const { errors } of first) expect(errors).toBeUndefined();
     await expectLotteryInvariants(lot.stores, activity.id);
 
-    expect(await loseKeysAtOnce(lot.stores.redis, lot.env.keyPrefix)).toBeGreaterThan(0);
+    expect(await loseKeysAtOnce(lot.stores.redis, env.keyPrefix)).toBeGreaterThan(0);
 
     // The same requests: the first results, counted once.
     const repeated = await Promise.all(first.map(async ({ user, tag }) => draw(activity.id, user, `${user}-${tag}`)));
@@ -63,7 +63,7 @@ describe('Redis loses the lottery', () => {
     const activity = await create({ noPrizeWeight: 10, dailyDrawLimit: 2, prizes: [{ title: 'gold', weight: 90, totalStock: 150 }] });
     const keys = keysOf(activity.id);
     const users = Array.from({ length: 300 }, (_, i) => `storm-${i}`);
-    await Promise.all(users.map(tokenOf));
+    await signAhead(users);
 
     // The harsh case: PostgreSQL takes no draw (the test holds a lock that inserts wait
     // for) until draws pile up in the journal; Redis then loses everything, is rebuilt
@@ -76,8 +76,8 @@ describe('Redis loses the lottery', () => {
     const storm = Promise.all(users.flatMap((user) => [1, 2].map(async (n) => ({ user, ...(await draw(activity.id, user, `${user}-${n}`)) }))));
     try {
       await waitFor('draws waiting for PostgreSQL', async () => (await lot.stores.redis.xlen(keys.journal)) >= 40, { timeoutMs: 10_000, intervalMs: 10 });
-      lost = await loseKeysAtOnce(lot.stores.redis, lot.env.keyPrefix);
-      void gql(lot.server.url, LotteryActivityDocument, { id: activity.id }, lot.admin);
+      lost = await loseKeysAtOnce(lot.stores.redis, env.keyPrefix);
+      void lottery.raw(LotteryActivityDocument, { id: activity.id }, OPERATOR, { admin: true });
       await waitFor('the activity to be rebuilt', async () => (await lot.stores.redis.exists(keys.meta)) === 1, { timeoutMs: 10_000, intervalMs: 10 });
       await sleep(200);
     } finally {
@@ -103,7 +103,7 @@ describe('Redis loses the lottery', () => {
     // later clash forces a rebuild, so the test forces that rebuild itself.)
     await waitFor('the journal to drain', async () => (await lot.stores.redis.xlen(keys.journal)) === 0, { timeoutMs: 10_000 });
     await lot.stores.redis.del(keys.meta);
-    await gqlData(lot.server.url, DrawLotteryDocument, { activityId: activity.id }, await tokenFor('rebuild-trigger'));
+    await lottery.draw('rebuild-trigger', activity.id);
     const rows = await expectLotteryInvariants(lot.stores, activity.id);
     const durable = new Map(rows.map((row) => [row.id, row]));
     for (const [drawId, result] of acknowledged) {

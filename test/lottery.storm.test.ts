@@ -1,10 +1,19 @@
-import { describe, expect, it } from 'vitest';
-import { DrawLotteryDocument, type DrawLotteryMutation, LotteryActivityDocument } from './gql/generated.ts';
-import { gql, gqlData, tokenFor } from './support/client.ts';
-import { lotteryServer, runningWindow } from './support/lottery.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { DrawLotteryDocument, type DrawLotteryMutation } from './gql/generated.ts';
+import { testEnv } from './support/env.ts';
+import { startedServer } from './support/lifecycle.ts';
+import { type LotteryClient, lotteryAt, runningWindow } from './support/lottery.ts';
 import { expectLotteryInvariants } from './support/lotteryInvariants.ts';
+import { signAhead } from './support/tokens.ts';
 
-const lot = lotteryServer('lot_storm');
+const env = testEnv('lot_storm');
+const lot = startedServer(env);
+const OPERATOR = 'lot_storm-op';
+let lottery: LotteryClient;
+
+beforeAll(() => {
+  lottery = lotteryAt(lot.server.url);
+});
 
 type DrawResult = DrawLotteryMutation['drawLottery'];
 
@@ -12,7 +21,7 @@ const shuffled = <T>(items: T[]) => items.map((item) => [Math.random(), item] as
 
 describe('1,000 users drawing at once over HTTP', () => {
   it('never exceeds total or daily stock, nor any user’s daily draw or win limit; a repeated requestId counts once', async () => {
-    const activity = await lot.create({
+    const activity = await lottery.create(OPERATOR, {
       title: 'storm',
       ...runningWindow(),
       noPrizeWeight: 30,
@@ -28,10 +37,10 @@ describe('1,000 users drawing at once over HTTP', () => {
 
     // Each user: four requestIds, the first one sent twice; 5,000 requests in flight at once.
     const users = Array.from({ length: 1000 }, (_, i) => `storm-${i}`);
-    const tokens = new Map(await Promise.all(users.map(async (user) => [user, await tokenFor(user)] as const)));
+    await signAhead(users);
     const requests = shuffled(users.flatMap((user) => [1, 2, 3, 4, 1].map((n) => ({ user, requestId: `${user}-r${n}` }))));
     const draw = async ({ user, requestId }: { user: string; requestId: string }) => {
-      const { body } = await gql(lot.server.url, DrawLotteryDocument, { activityId: activity.id, requestId }, tokens.get(user));
+      const { body } = await lottery.raw(DrawLotteryDocument, { activityId: activity.id, requestId }, user);
       expect(body.errors, JSON.stringify(body.errors)).toBeUndefined();
       return { user, requestId, result: body.data!.drawLottery };
     };
@@ -85,7 +94,7 @@ describe('1,000 users drawing at once over HTTP', () => {
     for (const { requestId, result } of again) expect(drawIdOf(result), requestId).toBe(drawIdOf(byRequest.get(requestId)![0]!));
     expect(await expectLotteryInvariants(lot.stores, activity.id)).toHaveLength(draws.length);
 
-    const { lotteryActivity } = await gqlData(lot.server.url, LotteryActivityDocument, { id: activity.id }, lot.admin);
+    const lotteryActivity = await lottery.activity(OPERATOR, activity.id, { admin: true });
     expect(lotteryActivity?.prizes.map((prize) => prize.remainingStock)).toEqual([40 - 25, 0, 100_000 - 300]);
   });
 });

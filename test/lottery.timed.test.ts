@@ -3,9 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type App, createApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
 import { createLogger } from '../src/infra/logger.ts';
-import { LotteryActivityDocument, UpdateLotteryDocument } from './gql/generated.ts';
-import { gqlData } from './support/client.ts';
-import { lotteryServer } from './support/lottery.ts';
+import { testEnv } from './support/env.ts';
+import { startedServer } from './support/lifecycle.ts';
+import { type LotteryClient, lotteryAt } from './support/lottery.ts';
 import { expectLotteryInvariants } from './support/lotteryInvariants.ts';
 import { moveClockTo } from './support/testClock.ts';
 
@@ -13,11 +13,15 @@ import { moveClockTo } from './support/testClock.ts';
 // process, on demand (their timers, and the server's, are an hour apart). All of them
 // see the test clock.
 const HOUR = 3_600_000;
-const lot = lotteryServer('lot_timed', { TEST_CLOCK: '1', LOTTERY_SCHEDULE_INTERVAL_MS: String(HOUR) });
+const env = testEnv('lot_timed', { TEST_CLOCK: '1', LOTTERY_SCHEDULE_INTERVAL_MS: String(HOUR) });
+const lot = startedServer(env);
+const OPERATOR = 'lot_timed-op';
+let lottery: LotteryClient;
 const apps: App[] = [];
 
 beforeAll(async () => {
-  const config = loadConfig({ ...lot.env.vars, LOG_LEVEL: 'silent' });
+  lottery = lotteryAt(lot.server.url);
+  const config = loadConfig({ ...env.vars, LOG_LEVEL: 'silent' });
   for (let i = 0; i < 2; i++) apps.push(await createApp(config, createLogger(config.LOG_LEVEL)));
 });
 
@@ -27,7 +31,7 @@ afterAll(async () => {
 
 const sum = (values: number[]) => values.reduce((a, b) => a + b, 0);
 let drawer = 0;
-const draw = (activityId: string, user = `drawer-${drawer++}`) => lot.draw(activityId, user);
+const draw = (activityId: string, user = `drawer-${drawer++}`) => lottery.draw(user, activityId);
 
 /** Draws until the consolation prize comes out; returns the titles of the prizes won before it. */
 async function drawUntilConsolation(activityId: string): Promise<string[]> {
@@ -48,7 +52,7 @@ describe('TIMED: prizes released over the day', () => {
     const gold = quotas(3);
     const points = quotas(2);
     await moveClockTo(lot.stores.redis, start - 3 * HOUR);
-    const activity = await lot.create({
+    const activity = await lottery.create(OPERATOR, {
       title: 'a day of releases',
       strategy: 'TIMED',
       startsAt: new Date(start).toISOString(),
@@ -92,7 +96,7 @@ describe('TIMED: prizes released over the day', () => {
     expect(released).toHaveLength(sum(gold) + sum(points));
     for (const row of released) expect(row.release_at!.getTime(), 'drawn after its release').toBeLessThanOrEqual(row.drawn_at.getTime());
 
-    const { lotteryActivity } = await gqlData(lot.server.url, LotteryActivityDocument, { id: activity.id }, lot.admin);
+    const lotteryActivity = await lottery.activity(OPERATOR, activity.id, { admin: true });
     expect(lotteryActivity?.prizes.map((prize) => prize.remainingStock)).toEqual([1_000 - sum(gold), 1_000 - sum(points), 100_000 - (draws.length - released.length)]);
   });
 
@@ -100,7 +104,7 @@ describe('TIMED: prizes released over the day', () => {
     const start = Date.parse('2027-03-01T00:00:00+08:00');
     const gold = quotas(4);
     await moveClockTo(lot.stores.redis, start - 3 * HOUR);
-    const activity = await lot.create({
+    const activity = await lottery.create(OPERATOR, {
       title: 'two schedulers',
       strategy: 'TIMED',
       startsAt: new Date(start).toISOString(),
@@ -137,7 +141,7 @@ describe('TIMED: prizes released over the day', () => {
   it('takes the stock when it schedules: a short stock runs out in the schedule, a top-up and a new quota feed later hours', async () => {
     const start = Date.parse('2027-04-01T00:00:00+08:00');
     await moveClockTo(lot.stores.redis, start - 3 * HOUR);
-    const activity = await lot.create({
+    const activity = await lottery.create(OPERATOR, {
       title: 'short stock',
       strategy: 'TIMED',
       startsAt: new Date(start).toISOString(),
@@ -161,12 +165,7 @@ describe('TIMED: prizes released over the day', () => {
     expect(first).toMatchObject({ __typename: 'LotteryWin', prize: { title: 'gold' } });
     expect(await draw(activity.id, 'limited')).toMatchObject({ __typename: 'LotteryWin', prize: { title: 'thanks' } });
 
-    const { updateLotteryActivity } = await gqlData(
-      lot.server.url,
-      UpdateLotteryDocument,
-      { activityId: activity.id, input: { prizes: [{ prizeId: gold!.id, addStock: 10, hourlyQuota: Array(24).fill(4) }] } },
-      lot.admin,
-    );
+    const updateLotteryActivity = await lottery.update(OPERATOR, activity.id, { prizes: [{ prizeId: gold!.id, addStock: 10, hourlyQuota: Array(24).fill(4) }] });
     expect(updateLotteryActivity).toMatchObject({ __typename: 'LotteryActivity', settingsVersion: 2 });
     await moveClockTo(lot.stores.redis, start + 3.5 * HOUR);
     await apps[1]!.lottery.scheduleDue();

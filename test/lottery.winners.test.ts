@@ -1,11 +1,13 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { aliasScope } from '../src/domain/privacy.ts';
-import { CreateLotteryDocument, DrawLotteryDocument, LotteryWinnersDocument, type LotteryWinnersSubscription } from './gql/generated.ts';
-import { type Subscription, gqlData, subscribeSse, subscribeWs, tokenFor } from './support/client.ts';
+import { LotteryWinnersDocument, type LotteryWinnersSubscription } from './gql/generated.ts';
+import { type Subscription, subscribeSse, subscribeWs } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { twoInstances } from './support/lifecycle.ts';
+import { lotteryAt } from './support/lottery.ts';
 import { sleep } from './support/poll.ts';
 import { aliasOf } from './support/privacy.ts';
+import { tokenOf } from './support/tokens.ts';
 
 // Two instances of one deployment: wins drawn on one reach subscribers of the other.
 const env = testEnv('lot_winners');
@@ -14,25 +16,23 @@ const { track } = instances;
 let admin: string;
 
 beforeAll(async () => {
-  admin = await tokenFor('winners-op', { admin: true });
+  admin = await tokenOf('winners-op', { admin: true });
 });
 
 const now = Date.now();
 
 /** Every draw wins, until the stock runs out. */
 async function createActivity(totalStock: number) {
-  const { createLotteryActivity } = await gqlData(
-    instances.server.url,
-    CreateLotteryDocument,
-    { input: { title: 'ticker', startsAt: new Date(now - 60_000).toISOString(), endsAt: new Date(now + 3_600_000).toISOString(), prizes: [{ title: '谢谢参与大奖', weight: 1, totalStock }] } },
-    admin,
-  );
-  return createLotteryActivity;
+  return lotteryAt(instances.server.url).create('winners-op', {
+    title: 'ticker',
+    startsAt: new Date(now - 60_000).toISOString(),
+    endsAt: new Date(now + 3_600_000).toISOString(),
+    prizes: [{ title: '谢谢参与大奖', weight: 1, totalStock }],
+  });
 }
 
 async function draw(activityId: string, user: string) {
-  const { drawLottery } = await gqlData(instances.other.url, DrawLotteryDocument, { activityId }, await tokenFor(user));
-  return drawLottery;
+  return lotteryAt(instances.other.url).draw(user, activityId);
 }
 
 /** What users other than the winner (operators aside) see of them in the activity. */
@@ -45,10 +45,10 @@ describe('lotteryWinners streams wins for the "恭喜 xxx 抽中了…" ticker',
     const activity = await createActivity(100);
     for (const user of ['early-alice', 'early-bob', 'early-carol']) await draw(activity.id, user);
 
-    const viewer = track(subscribeSse(instances.server.url, LotteryWinnersDocument, { activityId: activity.id, recent: 2 }, await tokenFor('viewer')));
+    const viewer = track(subscribeSse(instances.server.url, LotteryWinnersDocument, { activityId: activity.id, recent: 2 }, await tokenOf('viewer')));
     // A recent win arrives only once a subscription listens: then nothing new can be missed.
     const operator = track(subscribeWs(instances.server.url, LotteryWinnersDocument, { activityId: activity.id, recent: 1 }, admin));
-    const winner = track(subscribeWs(instances.server.url, LotteryWinnersDocument, { activityId: activity.id, recent: 1 }, await tokenFor('late-0')));
+    const winner = track(subscribeWs(instances.server.url, LotteryWinnersDocument, { activityId: activity.id, recent: 1 }, await tokenOf('late-0')));
     await Promise.all([viewer, operator, winner].map((subscription, i) => subscription.until((events) => wins(events).length === (i === 0 ? 2 : 1))));
     expect(wins(viewer.events).map((win) => win.userId)).toEqual([alias(activity.id, 'early-bob'), alias(activity.id, 'early-carol')]);
     expect(wins(operator.events).map((win) => win.userId)).toEqual(['early-carol']);
@@ -75,7 +75,7 @@ describe('lotteryWinners streams wins for the "恭喜 xxx 抽中了…" ticker',
   it('does not stream losses', async () => {
     const activity = await createActivity(2);
     expect((await draw(activity.id, 'first')).__typename).toBe('LotteryWin');
-    const watcher = track(subscribeSse(instances.server.url, LotteryWinnersDocument, { activityId: activity.id, recent: 1 }, await tokenFor('watcher')));
+    const watcher = track(subscribeSse(instances.server.url, LotteryWinnersDocument, { activityId: activity.id, recent: 1 }, await tokenOf('watcher')));
     await watcher.until((events) => wins(events).length === 1);
     expect((await draw(activity.id, 'lucky')).__typename).toBe('LotteryWin');
     expect((await draw(activity.id, 'unlucky')).__typename).toBe('LotteryLose');

@@ -1,13 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { LotteryWinnersDocument, type LotteryWinnersSubscription, TeamStatusDocument, type TeamStatusSubscription } from './gql/generated.ts';
-import { type Subscription, gql, subscribeSse, subscribeWs, tokenFor } from './support/client.ts';
-import { lotteryServer } from './support/lottery.ts';
+import { DrawLotteryDocument, LotteryWinnersDocument, type LotteryWinnersSubscription, TeamStatusDocument, type TeamStatusSubscription } from './gql/generated.ts';
+import { type Subscription, subscribeSse, subscribeWs } from './support/client.ts';
+import { testEnv } from './support/env.ts';
+import { startedServer } from './support/lifecycle.ts';
+import { lotteryAt } from './support/lottery.ts';
 import { teamsAt } from './support/teams.ts';
-import { DrawLotteryDocument } from './gql/generated.ts';
+import { tokenOf } from './support/tokens.ts';
 
 // A fast deadline sweeper, so a team past its deadline is FAILED within a fraction of a second.
-const lottery = lotteryServer('subs_completion', { SWEEP_INTERVAL_MS: '200' });
+const env = testEnv('subs_completion', { SWEEP_INTERVAL_MS: '200' });
+const started = startedServer(env);
+const OPERATOR = 'subs_completion-op';
 
 type Subscribe = typeof subscribeSse;
 const transports: [string, Subscribe][] = [
@@ -21,9 +25,9 @@ const winIds = (subscription: Subscription<LotteryWinnersSubscription>) => subsc
 
 describe.each(transports)('streams complete at the end, over %s', (_name, subscribe) => {
   it('teamStatus completes after COMPLETE, and at once for a subscriber who comes after', async () => {
-    const teams = teamsAt(lottery.server.url);
+    const teams = teamsAt(started.server.url);
     const team = await teams.open('leader', { activityId: activityId(), capacity: 2 });
-    const watcher = subscribe(lottery.server.url, TeamStatusDocument, { teamId: team.id }, await tokenFor('leader'));
+    const watcher = subscribe(started.server.url, TeamStatusDocument, { teamId: team.id }, await tokenOf('leader'));
     await watcher.until((events) => events.length >= 1);
     await teams.lock('buyer', team.id);
     await teams.confirm('buyer', team.id, `pay-${randomUUID()}`);
@@ -31,18 +35,18 @@ describe.each(transports)('streams complete at the end, over %s', (_name, subscr
     expect(teamStates(watcher).at(-1)).toBe('COMPLETE');
     expect(teamStates(watcher).slice(0, -1).every((status) => status === 'OPEN')).toBe(true);
 
-    const late = subscribe(lottery.server.url, TeamStatusDocument, { teamId: team.id }, await tokenFor('leader'));
+    const late = subscribe(started.server.url, TeamStatusDocument, { teamId: team.id }, await tokenOf('leader'));
     await late.until(() => late.completed(), 10_000);
     expect(teamStates(late)).toEqual(['COMPLETE']);
   });
 
   it('teamStatus completes after FAILED at the deadline', async () => {
-    const team = await teamsAt(lottery.server.url).open('hopeful', { activityId: activityId(), capacity: 3, formationSeconds: 1 });
-    const watcher = subscribe(lottery.server.url, TeamStatusDocument, { teamId: team.id }, await tokenFor('hopeful'));
+    const team = await teamsAt(started.server.url).open('hopeful', { activityId: activityId(), capacity: 3, formationSeconds: 1 });
+    const watcher = subscribe(started.server.url, TeamStatusDocument, { teamId: team.id }, await tokenOf('hopeful'));
     await watcher.until(() => watcher.completed(), 10_000);
     expect(teamStates(watcher)).toEqual(['OPEN', 'FAILED']);
 
-    const late = subscribe(lottery.server.url, TeamStatusDocument, { teamId: team.id }, await tokenFor('hopeful'));
+    const late = subscribe(started.server.url, TeamStatusDocument, { teamId: team.id }, await tokenOf('hopeful'));
     await late.until(() => late.completed(), 10_000);
     expect(teamStates(late)).toEqual(['FAILED']);
   });
@@ -50,30 +54,30 @@ describe.each(transports)('streams complete at the end, over %s', (_name, subscr
   it('lotteryWinners completes once the activity has ENDED, after every win drawn before the end', async () => {
     const now = Date.now();
     const endsAt = now + 2_000;
-    const activity = await lottery.create({
+    const lottery = lotteryAt(started.server.url);
+    const activity = await lottery.create(OPERATOR, {
       title: 'last call',
       startsAt: new Date(now - 60_000).toISOString(),
       endsAt: new Date(endsAt).toISOString(),
       prizes: [{ title: 'mug', weight: 1, totalStock: 10_000 }],
     });
-    const watcher = subscribe(lottery.server.url, LotteryWinnersDocument, { activityId: activity.id }, lottery.admin);
+    const watcher = subscribe(started.server.url, LotteryWinnersDocument, { activityId: activity.id }, await tokenOf(OPERATOR, { admin: true }));
     await new Promise((resolve) => setTimeout(resolve, 300));
     // A crowd draws across the end: some draws are in flight when it comes.
-    const token = await tokenFor('crowd');
     const draws: Promise<unknown>[] = [];
     while (Date.now() < endsAt + 200) {
-      for (let i = 0; i < 10; i++) draws.push(gql(lottery.server.url, DrawLotteryDocument, { activityId: activity.id, requestId: randomUUID() }, token));
+      for (let i = 0; i < 10; i++) draws.push(lottery.raw(DrawLotteryDocument, { activityId: activity.id, requestId: randomUUID() }, 'crowd'));
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
     await watcher.until(() => watcher.completed(), 10_000);
     const completedAfterMs = Date.now() - endsAt;
     await Promise.all(draws);
-    const { rows } = await lottery.stores.sql.query<{ id: string }>('SELECT id FROM lottery_draw WHERE activity_id = $1 AND prize_id IS NOT NULL ORDER BY id', [activity.id]);
+    const { rows } = await started.stores.sql.query<{ id: string }>('SELECT id FROM lottery_draw WHERE activity_id = $1 AND prize_id IS NOT NULL ORDER BY id', [activity.id]);
     expect(rows.length).toBeGreaterThan(0);
     expect([...(winIds(watcher) as string[])].sort()).toEqual(rows.map((row) => row.id));
     expect(completedAfterMs).toBeLessThan(5_000);
 
-    const late = subscribe(lottery.server.url, LotteryWinnersDocument, { activityId: activity.id, recent: 3 }, lottery.admin);
+    const late = subscribe(started.server.url, LotteryWinnersDocument, { activityId: activity.id, recent: 3 }, await tokenOf(OPERATOR, { admin: true }));
     await late.until(() => late.completed(), 10_000);
     expect(winIds(late)).toHaveLength(3);
   }, 30_000);

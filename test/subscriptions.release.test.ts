@@ -5,17 +5,21 @@ import { type Client, createClient } from 'graphql-ws';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { CreateRedPacketDocument, LotteryWinnersDocument, RedPacketUpdatedDocument, TeamStatusDocument } from './gql/generated.ts';
-import { gqlData, subscribeSse, tokenFor } from './support/client.ts';
-import { TEST_REDIS_URL } from './support/env.ts';
-import { lotteryServer, runningWindow } from './support/lottery.ts';
+import { LotteryWinnersDocument, RedPacketUpdatedDocument, TeamStatusDocument } from './gql/generated.ts';
+import { subscribeSse } from './support/client.ts';
+import { TEST_REDIS_URL, testEnv } from './support/env.ts';
+import { startedServer } from './support/lifecycle.ts';
+import { lotteryAt, runningWindow } from './support/lottery.ts';
 import { waitFor } from './support/poll.ts';
+import { redPacketsAt } from './support/redPackets.ts';
 import { teamsAt } from './support/teams.ts';
+import { tokenOf } from './support/tokens.ts';
 
 // Quiet topics: a packet nobody grabs, a team nobody joins, a lottery nobody draws. Their
 // subscriptions get one event (the current state, or the one recent win) and then nothing.
 // The inspector (test only) lets the test collect garbage in the server and read its heap.
-const lottery = lotteryServer('subs_release', { NODE_OPTIONS: '--inspect=127.0.0.1:0' });
+const env = testEnv('subs_release', { NODE_OPTIONS: '--inspect=127.0.0.1:0' });
+const started = startedServer(env);
 const ROUNDS = 10;
 const PER_ROUND = 2_000;
 /** One user per socket: 100 subscriptions each, under any per-socket or per-user limit an operator would set. */
@@ -34,15 +38,14 @@ interface Topic {
 }
 
 let topics: Topic[];
-let token: string;
 
 beforeAll(async () => {
-  const { server, env } = lottery;
-  token = await tokenFor('quiet-watcher');
-  const { createRedPacket: packet } = await gqlData(server.url, CreateRedPacketDocument, { input: { totalAmount: 500, count: 5 } }, token);
+  const { server } = started;
+  const packet = await redPacketsAt(server.url).create('quiet-watcher', { totalAmount: 500, count: 5 });
   const team = await teamsAt(server.url).open('quiet-leader', { activityId: `quiet-${randomUUID().slice(0, 8)}` });
-  const activity = await lottery.create({ title: 'quiet', ...runningWindow(), prizes: [{ title: 'mug', weight: 1, totalStock: 10 }] });
-  expect((await lottery.draw(activity.id, 'only-winner')).__typename).toBe('LotteryWin');
+  const lottery = lotteryAt(server.url);
+  const activity = await lottery.create('subs_release-op', { title: 'quiet', ...runningWindow(), prizes: [{ title: 'mug', weight: 1, totalStock: 10 }] });
+  expect((await lottery.draw('only-winner', activity.id)).__typename).toBe('LotteryWin');
 
   const on = <V extends Record<string, unknown>>(query: string, variables: V) => (client: Client, onEvent: (failed: boolean) => void) =>
     client.subscribe({ query, variables }, { next: (event) => onEvent(event.errors !== undefined), error: () => onEvent(true), complete: () => undefined });
@@ -55,9 +58,9 @@ beforeAll(async () => {
 
 async function connect(socket: number): Promise<Client> {
   return createClient({
-    url: lottery.server.url.replace(/^http/, 'ws'),
+    url: started.server.url.replace(/^http/, 'ws'),
     webSocketImpl: WebSocket,
-    connectionParams: { authorization: `Bearer ${await tokenFor(`quiet-watcher-${socket}`)}` },
+    connectionParams: { authorization: `Bearer ${await tokenOf(`quiet-watcher-${socket}`)}` },
     retryAttempts: 0,
     lazy: false,
   });
@@ -97,7 +100,7 @@ async function releaseTime(closedAt: number): Promise<number> {
 
 /** The server's heap in use after a full garbage collection, over the inspector protocol. */
 async function inspector(): Promise<{ heapUsedMb(): Promise<number>; close(): void }> {
-  const url = await waitFor('the inspector URL', () => /Debugger listening on (ws:\/\/\S+)/.exec(lottery.server.output())?.[1]);
+  const url = await waitFor('the inspector URL', () => /Debugger listening on (ws:\/\/\S+)/.exec(started.server.output())?.[1]);
   const socket = new WebSocket(url);
   await once(socket, 'open');
   let lastId = 0;
@@ -153,7 +156,8 @@ describe('closing a subscription on a quiet topic', () => {
 
   it('over SSE, releases the channel when the client disconnects', async () => {
     const packetId = topics[0]!.channel.split(':').at(-1)!;
-    const open = Array.from({ length: 300 }, () => subscribeSse(lottery.server.url, RedPacketUpdatedDocument, { packetId }, token));
+    const token = await tokenOf('quiet-watcher');
+    const open = Array.from({ length: 300 }, () => subscribeSse(started.server.url, RedPacketUpdatedDocument, { packetId }, token));
     await Promise.all(open.map((subscription) => subscription.until((events) => events.length >= 1, 30_000)));
     expect((await subscribers())[0]).toBe(1);
     const closedAt = Date.now();

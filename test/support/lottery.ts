@@ -1,41 +1,43 @@
-import { afterAll, beforeAll } from 'vitest';
-import { CreateLotteryDocument, type CreateLotteryInput, type CreateLotteryMutation, DrawLotteryDocument, type DrawLotteryMutation } from '../gql/generated.ts';
-import { gqlData, tokenFor } from './client.ts';
-import { type TestEnv, testEnv } from './env.ts';
-import { type ServerProcess, startServerProcess } from './server.ts';
-import { type Stores, openStores } from './stores.ts';
+import {
+  CreateLotteryDocument,
+  type CreateLotteryInput,
+  DrawLotteryDocument,
+  LotteryActivityDocument,
+  LotteryDrawAuditDocument,
+  UpdateLotteryDocument,
+  type UpdateLotteryInput,
+} from '../gql/generated.ts';
+import { requestsAt } from './client.ts';
+import type { As } from './tokens.ts';
 
-export interface LotteryServer {
-  env: TestEnv;
-  server: ServerProcess;
-  stores: Stores;
-  /** An operator's token. */
-  admin: string;
-  create(input: CreateLotteryInput): Promise<CreateLotteryMutation['createLotteryActivity']>;
-  draw(activityId: string, user: string, requestId?: string): Promise<DrawLotteryMutation['drawLottery']>;
+/** The lottery operations as one user at a time, against one server; operators' ones signed as operators. */
+export function lotteryAt(url: string) {
+  const { raw, data, attempt } = requestsAt(url);
+  return {
+    raw,
+    async create(operator: string, input: CreateLotteryInput) {
+      return (await data(CreateLotteryDocument, { input }, operator, { admin: true })).createLotteryActivity;
+    },
+    async update(operator: string, activityId: string, input: UpdateLotteryInput) {
+      return (await data(UpdateLotteryDocument, { activityId, input }, operator, { admin: true })).updateLotteryActivity;
+    },
+    async draw(user: string, activityId: string, requestId?: string) {
+      return (await data(DrawLotteryDocument, { activityId, requestId }, user)).drawLottery;
+    },
+    /** A draw that answers its errors instead of throwing them. */
+    tryDraw(user: string, activityId: string, requestId?: string) {
+      return attempt(DrawLotteryDocument, { activityId, requestId }, 'drawLottery', user);
+    },
+    async activity(viewer: string, id: string, as: As = {}) {
+      return (await data(LotteryActivityDocument, { id }, viewer, as)).lotteryActivity;
+    },
+    async audit(operator: string, drawId: string) {
+      return (await data(LotteryDrawAuditDocument, { drawId }, operator, { admin: true })).lotteryDrawAudit;
+    },
+  };
 }
 
-/**
- * One server for the test file (its own schema and key prefix), direct connections to
- * its stores, and an operator; started before the file's tests, stopped after.
- */
-export function lotteryServer(name: string, overrides: Record<string, string> = {}): LotteryServer {
-  const env = testEnv(name, overrides);
-  const context = { env } as LotteryServer;
-  beforeAll(async () => {
-    context.server = await startServerProcess(env.vars);
-    context.stores = openStores(env);
-    context.admin = await tokenFor(`${name}-op`, { admin: true });
-  });
-  afterAll(async () => {
-    await context.server?.stop();
-    await context.stores?.cleanup();
-  });
-  context.create = async (input) => (await gqlData(context.server.url, CreateLotteryDocument, { input }, context.admin)).createLotteryActivity;
-  context.draw = async (activityId, user, requestId) =>
-    (await gqlData(context.server.url, DrawLotteryDocument, { activityId, requestId }, await tokenFor(user))).drawLottery;
-  return context;
-}
+export type LotteryClient = ReturnType<typeof lotteryAt>;
 
 /** startsAt a minute ago, endsAt in an hour. */
 export function runningWindow(): { startsAt: string; endsAt: string } {
