@@ -5,14 +5,15 @@ import { type App, createApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
 import { RedPacketStore, redPacketKeys } from '../src/domain/redPackets/store.ts';
 import { type JournalEntry, journalEntry } from '../src/infra/journal/journal.ts';
-import { GoodsDocument, JournalDeadLettersDocument, MeDocument, RedeemPointsDocument } from './gql/generated.ts';
-import { errorCodes, gql, gqlData, tokenFor } from './support/client.ts';
+import { JournalDeadLettersDocument, RedeemPointsDocument } from './gql/generated.ts';
+import { errorCodes, gql } from './support/client.ts';
 import { testEnv } from './support/env.ts';
-import { ShopClient } from './support/points.ts';
+import { pointsAt } from './support/points.ts';
 import { sleep } from './support/poll.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
+import { tokenOf } from './support/tokens.ts';
 
 const env = testEnv('journal_dead', { JOURNAL_SWEEP_AFTER_MS: '100', SWEEP_INTERVAL_MS: '600000', LOG_LEVEL: 'silent' });
 let stores: Stores;
@@ -217,11 +218,11 @@ describe('journalDeadLetters', () => {
   it('is for operators: UNAUTHENTICATED anonymously, FORBIDDEN for a user, the dead letters for an operator', async () => {
     const anonymous = await gql(server.url, JournalDeadLettersDocument, { limit: 10 });
     expect(errorCodes(anonymous)).toEqual(['UNAUTHENTICATED']);
-    const user = await gql(server.url, JournalDeadLettersDocument, { limit: 10 }, await tokenFor('curious-user'));
+    const user = await gql(server.url, JournalDeadLettersDocument, { limit: 10 }, await tokenOf('curious-user'));
     expect(errorCodes(user)).toEqual(['FORBIDDEN']);
     expect(user.body.data).toBeNull();
 
-    const { body } = await gql(server.url, JournalDeadLettersDocument, { limit: 10 }, await tokenFor('ops', { admin: true }));
+    const { body } = await gql(server.url, JournalDeadLettersDocument, { limit: 10 }, await tokenOf('ops', { admin: true }));
     expect(body.errors).toBeUndefined();
     const letters = body.data!.journalDeadLetters;
     // The earlier tests' entries, newest first.
@@ -231,7 +232,7 @@ describe('journalDeadLetters', () => {
     expect(withUser).toMatchObject({ kind: 'redPacket.grab', code: '22021', error: expect.stringContaining('0x00') });
     expect(withUser!.stream).toMatch(/^\{rp:.+\}:journal$/);
     expect(withUser!.entryId).toMatch(/^\d+-\d+$/);
-    const invalid = await gql(server.url, JournalDeadLettersDocument, { limit: 0 }, await tokenFor('ops', { admin: true }));
+    const invalid = await gql(server.url, JournalDeadLettersDocument, { limit: 0 }, await tokenOf('ops', { admin: true }));
     expect(errorCodes(invalid)).toEqual(['BAD_USER_INPUT']);
   });
 });
@@ -254,19 +255,18 @@ describe('the caller of an entry PostgreSQL refuses', () => {
   // With NUL refused at the GraphQL edge the same request gets BAD_USER_INPUT before Redis;
   // either way nothing changes.
   it('gets BAD_USER_INPUT, and the balance and stock are as before', async () => {
-    const shop = new ShopClient(() => server.url);
-    const goods = await shop.createGoods({ title: 'mug', pointsCost: 10, stock: 5 });
-    await shop.award('nul-redeemer', 100);
-    const token = await shop.tokenOf('nul-redeemer');
+    const points = pointsAt(server.url);
+    const goods = await points.createGoods('operator', { title: 'mug', pointsCost: 10, stock: 5 });
+    await points.award('operator', { userId: 'nul-redeemer', amount: 100 });
     const state = async () => ({
-      balance: (await gqlData(server.url, MeDocument, {}, token)).me.pointsBalance,
-      stock: (await gqlData(server.url, GoodsDocument, { id: goods.id }, token)).goods?.remainingStock,
+      balance: (await points.me('nul-redeemer')).pointsBalance,
+      stock: (await points.goods('nul-redeemer', goods.id))?.remainingStock,
     });
 
-    const refused = await gql(server.url, RedeemPointsDocument, { goodsId: goods.id, requestId: 'request\u0000id' }, token);
+    const refused = await points.raw(RedeemPointsDocument, { goodsId: goods.id, requestId: 'request\u0000id' }, 'nul-redeemer');
     expect(errorCodes(refused)).toEqual(['BAD_USER_INPUT']);
     expect(await state()).toEqual({ balance: 100, stock: 5 });
-    expect((await shop.redeem('nul-redeemer', goods.id, 'a-plain-request')).result?.__typename).toBe('Redemption');
+    expect((await points.tryRedeem('nul-redeemer', goods.id, 'a-plain-request')).result?.__typename).toBe('Redemption');
     expect(await state()).toEqual({ balance: 90, stock: 4 });
   });
 });

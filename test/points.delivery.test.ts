@@ -7,12 +7,10 @@ import { loadConfig } from '../src/config.ts';
 import { type LeasedRedemption, VoucherDeliveryWorker, dueClaim } from '../src/domain/points/deliveryWorker.ts';
 import { LogVoucherNotifier, VOUCHER_DELIVERED_TOPIC, type VoucherDelivery, type VoucherNotifier } from '../src/domain/points/notifiers.ts';
 import { createLogger } from '../src/infra/logger.ts';
-import { MeDocument } from './gql/generated.ts';
-import { gqlData } from './support/client.ts';
 import { TEST_JWT_SECRET, TEST_REDIS_URL, testEnv } from './support/env.ts';
 import { stopAll, stopWithin } from './support/lifecycle.ts';
 import { expectPointsInvariants } from './support/pointsInvariants.ts';
-import { ShopClient, voucherCodes } from './support/points.ts';
+import { type PointsClient, pointsAt, voucherCodes } from './support/points.ts';
 import { waitFor } from './support/poll.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
@@ -113,10 +111,10 @@ async function statuses(stores: Stores, ids: string[]) {
 const allDelivered = (stores: Stores, ids: string[]) => async () => [...(await statuses(stores, ids)).values()].filter((row) => row.status === 'DELIVERED').length === ids.length;
 
 /** Redeems one unit for each user, each awarded just enough; returns the redemptions. */
-async function redeemFor(shop: ShopClient, users: string[]) {
-  const goods = await shop.createGoods({ title: 'voucher', pointsCost: 10, stock: users.length, voucherCodes: voucherCodes(`V${users[0]}`, users.length) });
-  await Promise.all(users.map((user) => shop.award(user, 10)));
-  const results = await Promise.all(users.map((user) => shop.redeem(user, goods.id, 'r')));
+async function redeemFor(points: PointsClient, users: string[]) {
+  const goods = await points.createGoods('operator', { title: 'voucher', pointsCost: 10, stock: users.length, voucherCodes: voucherCodes(`V${users[0]}`, users.length) });
+  await Promise.all(users.map((user) => points.award('operator', { userId: user, amount: 10 })));
+  const results = await Promise.all(users.map((user) => points.tryRedeem(user, goods.id, 'r')));
   return results.map(({ result }) => {
     if (result?.__typename !== 'Redemption') throw new Error(`expected a redemption: ${JSON.stringify(result)}`);
     expect(result.status).toBe('PENDING');
@@ -127,9 +125,9 @@ async function redeemFor(shop: ShopClient, users: string[]) {
 describe('a delivery webhook that fails', () => {
   it('is retried with growing delays until it succeeds, then the redemption is DELIVERED', async () => {
     const server = await start(webhookEnv.vars);
-    const shop = new ShopClient(() => server.url);
+    const points = pointsAt(server.url);
     receiver.answer = (_key, nth) => (nth <= 3 ? 'fail' : 'ok');
-    const redemptions = await redeemFor(shop, ['flaky-0', 'flaky-1', 'flaky-2']);
+    const redemptions = await redeemFor(points, ['flaky-0', 'flaky-1', 'flaky-2']);
     const ids = redemptions.map((redemption) => redemption.id);
     await waitFor('every voucher to be delivered', allDelivered(webhookStores, ids), { timeoutMs: 15_000 });
 
@@ -145,7 +143,7 @@ describe('a delivery webhook that fails', () => {
       gaps.forEach((gap, i) => expect(gap, `gap before attempt ${i + 2}`).toBeGreaterThanOrEqual(RETRY_MS * 2 ** i * 0.9));
       expect(rows.get(redemption.id)).toMatchObject({ status: 'DELIVERED', delivery_attempts: 4, last_error: null });
     }
-    const { me } = await gqlData(server.url, MeDocument, {}, await shop.tokenOf('flaky-0'));
+    const me = await points.me('flaky-0');
     expect(me.redemptions).toEqual([expect.objectContaining({ id: ids[0], status: 'DELIVERED', deliveryAttempts: 4, deliveredAt: expect.any(String) })]);
     await expectPointsInvariants(webhookStores);
     await stopWithin(server);
@@ -153,14 +151,14 @@ describe('a delivery webhook that fails', () => {
 
   it('is not delivered again after a restart once it was marked DELIVERED; a delivery cut off by the crash is retried with the same key', async () => {
     const first = await start(webhookEnv.vars);
-    const shop = new ShopClient(() => first.url);
+    const points = pointsAt(first.url);
     receiver.answer = () => 'ok';
-    const done = (await redeemFor(shop, Array.from({ length: 20 }, (_, i) => `done-${i}`))).map((redemption) => redemption.id);
+    const done = (await redeemFor(points, Array.from({ length: 20 }, (_, i) => `done-${i}`))).map((redemption) => redemption.id);
     await waitFor('the first vouchers to be delivered', allDelivered(webhookStores, done));
 
     // The next vouchers' first requests never get an answer: the server dies while it waits.
     receiver.answer = (_key, nth) => (nth === 1 ? 'hang' : 'ok');
-    const cutOff = (await redeemFor(shop, Array.from({ length: 10 }, (_, i) => `cut-${i}`))).map((redemption) => redemption.id);
+    const cutOff = (await redeemFor(points, Array.from({ length: 10 }, (_, i) => `cut-${i}`))).map((redemption) => redemption.id);
     await waitFor('the next vouchers to be requested', () => cutOff.every((id) => receiver.of(id).length === 1));
     await first.kill();
     expect([...(await statuses(webhookStores, cutOff)).values()].map((row) => row.status)).toEqual(Array(10).fill('PENDING'));
@@ -187,8 +185,7 @@ describe('the default notifier', () => {
     subscriber.on('message', (_channel, message: string) => announced.push(JSON.parse(message) as VoucherDelivery));
     try {
       const [a] = await Promise.all([start(noticeEnv.vars), start(noticeEnv.vars)]);
-      const shop = new ShopClient(() => a!.url);
-      const redemptions = await redeemFor(shop, Array.from({ length: 60 }, (_, i) => `notice-${i}`));
+      const redemptions = await redeemFor(pointsAt(a!.url), Array.from({ length: 60 }, (_, i) => `notice-${i}`));
       const ids = redemptions.map((redemption) => redemption.id);
       await waitFor('every voucher to be delivered', allDelivered(noticeStores, ids));
       await waitFor('every voucher to be announced', () => announced.length >= ids.length);
@@ -218,7 +215,7 @@ describe('the default notifier', () => {
 describe('a delivery worker told to stop', () => {
   it('finishes the batch in hand and leaves the rest of the backlog PENDING', async () => {
     const server = await start(backlogEnv.vars);
-    const ids = (await redeemFor(new ShopClient(() => server.url), Array.from({ length: 120 }, (_, i) => `backlog-${i}`))).map((redemption) => redemption.id);
+    const ids = (await redeemFor(pointsAt(server.url), Array.from({ length: 120 }, (_, i) => `backlog-${i}`))).map((redemption) => redemption.id);
     await waitFor('the fresh deliveries', allDelivered(backlogStores, ids));
     // A backlog, as a long fulfilment outage leaves one.
     await backlogStores.sql.query("UPDATE redemption SET status = 'PENDING', delivery_attempts = 0, locked_until = NULL, next_attempt_at = now(), delivered_at = NULL");
@@ -289,7 +286,7 @@ describe('an instance that stops with fresh deliveries queued', () => {
 describe('a delivery that fails after its lease ran out', () => {
   it('leaves the retry to the worker that holds the lease now', async () => {
     const server = await start(backlogEnv.vars);
-    const [id] = (await redeemFor(new ShopClient(() => server.url), ['late-0'])).map((redemption) => redemption.id);
+    const [id] = (await redeemFor(pointsAt(server.url), ['late-0'])).map((redemption) => redemption.id);
     await waitFor('the fresh delivery', allDelivered(backlogStores, [id!]));
     await backlogStores.sql.query("UPDATE redemption SET status = 'PENDING', delivery_attempts = 0, locked_until = NULL, next_attempt_at = now(), delivered_at = NULL WHERE id = $1", [id]);
     const config = loadConfig({ ...backlogEnv.vars, LOG_LEVEL: 'silent', JWT_SECRET: TEST_JWT_SECRET });

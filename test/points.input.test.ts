@@ -10,18 +10,20 @@ import {
   MeDocument,
   RedeemPointsDocument,
 } from './gql/generated.ts';
-import { type GraphqlResponse, errorCodes, gql, gqlData } from './support/client.ts';
+import { type GraphqlResponse, errorCodes, gql } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { stopAll } from './support/lifecycle.ts';
 import { expectPointsInvariants } from './support/pointsInvariants.ts';
-import { ShopClient, voucherCodes } from './support/points.ts';
+import { type PointsClient, pointsAt, voucherCodes } from './support/points.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores, stateKeys } from './support/stores.ts';
+import { tokenOf } from './support/tokens.ts';
 
 const env = testEnv('points_input');
 let server: ServerProcess;
 let stores: Stores;
-const shop = new ShopClient(() => server.url);
+let points: PointsClient;
+/** An operator's token, for the requests made with a token of the test's choosing. */
 let admin: string;
 /** A live goods item the refused requests must leave alone. */
 let goodsId: string;
@@ -29,10 +31,11 @@ let goodsId: string;
 beforeAll(async () => {
   server = await startServerProcess(env.vars);
   stores = openStores(env);
-  admin = await shop.tokenOf('operator', true);
-  goodsId = (await shop.createGoods({ title: 'gift card', pointsCost: 50, stock: 3, perUserLimit: 1, voucherCodes: ['IN-1', 'IN-2', 'IN-3'] })).id;
-  await shop.award('holder', 120);
-  expect((await shop.redeem('holder', goodsId, 'setup')).result?.__typename).toBe('Redemption');
+  points = pointsAt(server.url);
+  admin = await tokenOf('operator', { admin: true });
+  goodsId = (await points.createGoods('operator', { title: 'gift card', pointsCost: 50, stock: 3, perUserLimit: 1, voucherCodes: ['IN-1', 'IN-2', 'IN-3'] })).id;
+  await points.award('operator', { userId: 'holder', amount: 120 });
+  expect((await points.tryRedeem('holder', goodsId, 'setup')).result?.__typename).toBe('Redemption');
 });
 
 afterAll(async () => {
@@ -111,12 +114,12 @@ describe('awardPoints', () => {
       const response = await unchanged(() => award(variables, admin));
       expect(errorCodes(response), JSON.stringify(response.body.errors)).toEqual(['BAD_USER_INPUT']);
     }
-    expect((await gqlData(server.url, MeDocument, {}, await shop.tokenOf('holder'))).me.pointsBalance).toBe(70);
+    expect((await points.me('holder')).pointsBalance).toBe(70);
   });
 
   it('UNAUTHENTICATED without a token or with a bad one, FORBIDDEN for a user who is not an operator', async () => {
     const forged = await signToken('another-secret-that-is-also-32-characters-long', { userId: 'mallory', roles: ['admin'] });
-    for (const [token, code] of [[undefined, 'UNAUTHENTICATED'], ['not-a-jwt', 'UNAUTHENTICATED'], [forged, 'UNAUTHENTICATED'], [await shop.tokenOf('mallory'), 'FORBIDDEN']] as const) {
+    for (const [token, code] of [[undefined, 'UNAUTHENTICATED'], ['not-a-jwt', 'UNAUTHENTICATED'], [forged, 'UNAUTHENTICATED'], [await tokenOf('mallory'), 'FORBIDDEN']] as const) {
       const response = await unchanged(() => award({ ...goodAward, userId: 'mallory', amount: 1_000_000 }, token));
       expect(response.body.data?.awardPoints ?? null).toBeNull();
       expect(errorCodes(response)).toEqual([code]);
@@ -124,15 +127,15 @@ describe('awardPoints', () => {
   });
 
   it('is idempotent per requestId, even concurrently, and refuses a requestId reused for another award', async () => {
-    const answers = await Promise.all(Array.from({ length: 10 }, () => gqlData(server.url, AwardPointsDocument, { ...goodAward, userId: 'viewer', requestId: 'video-7' }, admin)));
-    expect(answers.map((answer) => answer.awardPoints)).toEqual(Array(10).fill(10));
+    const answers = await Promise.all(Array.from({ length: 10 }, () => points.award('operator', { ...goodAward, userId: 'viewer', requestId: 'video-7' })));
+    expect(answers).toEqual(Array(10).fill(10));
     const { rows } = await stores.sql.query('SELECT delta FROM points_ledger WHERE user_id = $1', ['viewer']);
     expect(rows).toEqual([{ delta: 10 }]);
     const reused = await unchanged(() => award({ ...goodAward, userId: 'viewer', amount: 99, requestId: 'video-7' }, admin));
     expect(errorCodes(reused)).toEqual(['BAD_USER_INPUT']);
     // A correction takes points back, down to exactly zero.
-    expect((await gqlData(server.url, AwardPointsDocument, { ...goodAward, userId: 'viewer', amount: -10, requestId: 'undo-7' }, admin)).awardPoints).toBe(0);
-    expect((await gqlData(server.url, MeDocument, {}, await shop.tokenOf('viewer'))).me.pointsBalance).toBe(0);
+    expect(await points.award('operator', { ...goodAward, userId: 'viewer', amount: -10, requestId: 'undo-7' })).toBe(0);
+    expect((await points.me('viewer')).pointsBalance).toBe(0);
     await expectPointsInvariants(stores);
   });
 });
@@ -165,7 +168,7 @@ describe('createGoods', () => {
   });
 
   it('UNAUTHENTICATED without a token, FORBIDDEN for a user who is not an operator', async () => {
-    for (const [token, code] of [[undefined, 'UNAUTHENTICATED'], [await shop.tokenOf('mallory'), 'FORBIDDEN']] as const) {
+    for (const [token, code] of [[undefined, 'UNAUTHENTICATED'], [await tokenOf('mallory'), 'FORBIDDEN']] as const) {
       const response = await unchanged(() => gql(server.url, CreateGoodsDocument, { input: good }, token));
       expect(errorCodes(response)).toEqual([code]);
     }
@@ -175,16 +178,15 @@ describe('createGoods', () => {
 describe('redeemPoints and the reads', () => {
   it('NotFound for goods that do not exist, leaving no key behind', async () => {
     for (const id of ['00000000-0000-0000-0000-000000000000', 'nope', '{shop}:goods', '*', 'a:b']) {
-      const { result } = await unchanged(() => shop.redeem('holder', id, `missing-${id}`));
+      const { result } = await unchanged(() => points.tryRedeem('holder', id, `missing-${id}`));
       expect(result?.__typename, id).toBe('NotFound');
-      expect((await unchanged(() => gqlData(server.url, GoodsDocument, { id }, admin))).goods).toBeNull();
+      expect(await unchanged(() => points.goods('operator', id, { admin: true }))).toBeNull();
     }
   });
 
   it('BAD_USER_INPUT for a missing, empty or oversized goodsId or requestId', async () => {
-    const token = await shop.tokenOf('holder');
     for (const variables of [{}, { goodsId }, { requestId: 'r' }, { goodsId, requestId: '' }, { goodsId, requestId: 'r'.repeat(129) }, { goodsId: 'g'.repeat(129), requestId: 'r' }]) {
-      const response = await unchanged(() => gql(server.url, RedeemPointsDocument, variables as { goodsId: string; requestId: string }, token));
+      const response = await unchanged(() => points.raw(RedeemPointsDocument, variables as { goodsId: string; requestId: string }, 'holder'));
       expect(new Set(errorCodes(response)), JSON.stringify(variables)).toEqual(new Set(['BAD_USER_INPUT']));
     }
   });
@@ -197,26 +199,24 @@ describe('redeemPoints and the reads', () => {
       ['goodsRedemptions', (token) => gql(server.url, GoodsRedemptionsDocument, { goodsId }, token)],
     ];
     for (const [name, run] of operations) expect(errorCodes(await unchanged(() => run())), name).toEqual(['UNAUTHENTICATED']);
-    expect(errorCodes(await unchanged(async () => gql(server.url, GoodsRedemptionsDocument, { goodsId }, await shop.tokenOf('holder'))))).toEqual(['FORBIDDEN']);
+    expect(errorCodes(await unchanged(() => points.raw(GoodsRedemptionsDocument, { goodsId }, 'holder')))).toEqual(['FORBIDDEN']);
   });
 
   it('lets operators page through a goods item by status, with bounded pages', async () => {
-    await shop.award('second', 50);
-    const second = (await shop.redeem('second', goodsId, 's')).result;
+    await points.award('operator', { userId: 'second', amount: 50 });
+    const second = (await points.tryRedeem('second', goodsId, 's')).result;
     expect(second?.__typename).toBe('Redemption');
-    const all = (await gqlData(server.url, GoodsRedemptionsDocument, { goodsId }, admin)).goodsRedemptions;
+    const all = await points.redemptions('operator', { goodsId });
     expect(all.map((redemption) => redemption.userId)).toEqual(['holder', 'second']);
-    expect((await gqlData(server.url, GoodsRedemptionsDocument, { goodsId, limit: 1, offset: 1 }, admin)).goodsRedemptions.map((r) => r.userId)).toEqual(['second']);
-    const byStatus = await Promise.all(
-      (['PENDING', 'DELIVERED'] as const).map(async (status) => (await gqlData(server.url, GoodsRedemptionsDocument, { goodsId, status }, admin)).goodsRedemptions),
-    );
+    expect((await points.redemptions('operator', { goodsId, limit: 1, offset: 1 })).map((r) => r.userId)).toEqual(['second']);
+    const byStatus = await Promise.all((['PENDING', 'DELIVERED'] as const).map((status) => points.redemptions('operator', { goodsId, status })));
     expect(byStatus.flat().map((redemption) => redemption.id).sort()).toEqual(all.map((redemption) => redemption.id).sort());
     for (const variables of [{ goodsId, limit: 0 }, { goodsId, limit: 501 }, { goodsId, offset: -1 }]) {
       expect(errorCodes(await gql(server.url, GoodsRedemptionsDocument, variables, admin)), JSON.stringify(variables)).toEqual(['BAD_USER_INPUT']);
     }
     // The per-user limit (1) holds for both; the third code is still there.
-    expect((await shop.redeem('second', goodsId, 's2')).result).toMatchObject({ __typename: 'PerUserLimitReached', perUserLimit: 1 });
-    expect((await gqlData(server.url, GoodsDocument, { id: goodsId }, admin)).goods).toMatchObject({ stock: 3, remainingStock: 1, pooled: true });
+    expect((await points.tryRedeem('second', goodsId, 's2')).result).toMatchObject({ __typename: 'PerUserLimitReached', perUserLimit: 1 });
+    expect(await points.goods('operator', goodsId, { admin: true })).toMatchObject({ stock: 3, remainingStock: 1, pooled: true });
     await expectPointsInvariants(stores);
   });
 });

@@ -2,12 +2,11 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PointsStore, SHOP_JOURNAL, answerKey, balanceKeys, goodsKeys } from '../src/domain/points/store.ts';
 import { Scripts } from '../src/infra/redis/scripts.ts';
-import { GoodsDocument, MeDocument } from './gql/generated.ts';
-import { gqlData } from './support/client.ts';
+import { unlessCutOff } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { stopAll } from './support/lifecycle.ts';
 import { type RedemptionRow, expectPointsInvariants } from './support/pointsInvariants.ts';
-import { type RedeemResult, ShopClient, voucherCodes } from './support/points.ts';
+import { type PointsClient, type RedeemResult, pointsAt, voucherCodes } from './support/points.ts';
 import { sleep, waitFor } from './support/poll.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, loseKeysAtOnce, openStores } from './support/stores.ts';
@@ -17,7 +16,14 @@ const env = testEnv('points_recovery', { JOURNAL_SWEEP_AFTER_MS: '500', SWEEP_IN
 let stores: Stores;
 let server: ServerProcess | undefined;
 const killed: ServerProcess[] = [];
-const shop = new ShopClient(() => server!.url);
+let points: PointsClient;
+
+/** Starts a server (the first one, or a restart) and points the client at it. */
+async function start(): Promise<ServerProcess> {
+  const started = await startServerProcess(env.vars);
+  points = pointsAt(started.url);
+  return started;
+}
 
 beforeAll(() => {
   stores = openStores(env);
@@ -64,11 +70,11 @@ describe('a server killed with SIGKILL in the middle of a storm', () => {
     const POOL = 1_500;
     const COST = 10;
     const AWARD = 30;
-    server = await startServerProcess(env.vars);
+    server = await start();
     const codes = voucherCodes('CRASH', POOL);
-    const goods = await shop.createGoods({ title: 'crash card', pointsCost: COST, stock: POOL, voucherCodes: codes });
+    const goods = await points.createGoods('operator', { title: 'crash card', pointsCost: COST, stock: POOL, voucherCodes: codes });
     const users = Array.from({ length: 600 }, (_, i) => `crash-${i}`);
-    await Promise.all(users.map((user) => shop.award(user, AWARD)));
+    await Promise.all(users.map((user) => points.award('operator', { userId: user, amount: AWARD })));
     const first = server;
 
     // Phase 1: every user redeems twice at once; after 60 acknowledgements the commits
@@ -78,7 +84,7 @@ describe('a server killed with SIGKILL in the middle of a storm', () => {
     const phase1 = await Promise.all(
       users.flatMap((user) =>
         ['a', 'b'].map(async (requestId) => {
-          const outcome = await shop.redeem(user, goods.id, requestId);
+          const outcome = await unlessCutOff(points.tryRedeem(user, goods.id, requestId));
           const redemption = redeemed(outcome.result);
           if (redemption) {
             acknowledged.set(requestKey(user, requestId), redemption);
@@ -107,14 +113,14 @@ describe('a server killed with SIGKILL in the middle of a storm', () => {
     await expectPointsInvariants(stores);
 
     // The restarted server's sweeper persists what the dead one left; then Redis and PostgreSQL agree.
-    server = await startServerProcess(env.vars);
+    server = await start();
     await waitFor('the journal to be swept', async () => (await stores.redis.xlen(SHOP_JOURNAL)) === 0, { timeoutMs: 15_000 });
     const afterSweep = await durableRedemptions(goods.id);
     expect(afterSweep.size).toBe(POOL - (await stores.redis.llen(goodsKeys(goods.id).codes)));
     await expectPointsInvariants(stores);
 
     // Phase 2: everyone retries both requests and asks for one more, which empties the pool.
-    const phase2 = await Promise.all(users.flatMap((user) => ['a', 'b', 'c'].map((requestId) => shop.redeem(user, goods.id, requestId))));
+    const phase2 = await Promise.all(users.flatMap((user) => ['a', 'b', 'c'].map(async (requestId) => ({ userId: user, requestId, ...(await points.tryRedeem(user, goods.id, requestId)) }))));
     for (const { userId, requestId, result, errors, failed } of phase2) {
       expect(errors ?? failed, `${userId}/${requestId}`).toBeUndefined();
       const durable = afterSweep.get(requestKey(userId, requestId));
@@ -142,49 +148,48 @@ describe('a server killed with SIGKILL in the middle of a storm', () => {
 
 describe('Redis loses its data mid-campaign', () => {
   it('rebuilds balances, stock and remembered answers from PostgreSQL', async () => {
-    server ??= await startServerProcess(env.vars);
-    const goods = await shop.createGoods({ title: 'flush card', pointsCost: 40, stock: 20, perUserLimit: 2, voucherCodes: voucherCodes('FLUSH', 20) });
+    server ??= await start();
+    const goods = await points.createGoods('operator', { title: 'flush card', pointsCost: 40, stock: 20, perUserLimit: 2, voucherCodes: voucherCodes('FLUSH', 20) });
     const users = Array.from({ length: 8 }, (_, i) => `flush-${i}`);
-    await Promise.all(users.map((user) => shop.award(user, 100)));
-    const before = await Promise.all(users.map((user) => shop.redeem(user, goods.id, 'first')));
+    await Promise.all(users.map((user) => points.award('operator', { userId: user, amount: 100 })));
+    const before = await Promise.all(users.map((user) => points.tryRedeem(user, goods.id, 'first')));
     for (const { result } of before) expect(result?.__typename).toBe('Redemption');
-    await shop.award('flush-poor', 30);
+    await points.award('operator', { userId: 'flush-poor', amount: 30 });
     const refusal = { __typename: 'InsufficientPoints', balance: 30, pointsCost: 40 };
-    expect((await shop.redeem('flush-poor', goods.id, 'too-soon')).result).toMatchObject(refusal);
+    expect((await points.tryRedeem('flush-poor', goods.id, 'too-soon')).result).toMatchObject(refusal);
 
     expect(await loseKeysAtOnce(stores.redis, env.keyPrefix)).toBeGreaterThan(0);
     expect(await stores.redis.exists(balanceKeys(users[0]!).meta, goodsKeys(goods.id).meta)).toBe(0);
 
-    const token = await shop.tokenOf(users[0]!);
-    expect((await gqlData(server.url, GoodsDocument, { id: goods.id }, token)).goods?.remainingStock).toBe(12);
+    expect((await points.goods(users[0]!, goods.id))?.remainingStock).toBe(12);
     // A retry is answered from PostgreSQL and deducts nothing; the per-user limit counts what PostgreSQL holds.
     for (const [i, user] of users.entries()) {
       const { id, voucherCode } = redeemed(before[i]!.result)!;
-      expect((await shop.redeem(user, goods.id, 'first')).result).toMatchObject({ __typename: 'Redemption', id, voucherCode });
-      expect((await gqlData(server.url, MeDocument, {}, await shop.tokenOf(user))).me.pointsBalance).toBe(60);
+      expect((await points.tryRedeem(user, goods.id, 'first')).result).toMatchObject({ __typename: 'Redemption', id, voucherCode });
+      expect((await points.me(user)).pointsBalance).toBe(60);
     }
     // A refused requestId stays refused after Redis forgot it, even once the points are there.
-    await shop.award('flush-poor', 100);
-    expect((await shop.redeem('flush-poor', goods.id, 'too-soon')).result).toMatchObject(refusal);
+    await points.award('operator', { userId: 'flush-poor', amount: 100 });
+    expect((await points.tryRedeem('flush-poor', goods.id, 'too-soon')).result).toMatchObject(refusal);
     await stores.redis.del(answerKey('flush-poor', 'too-soon'));
-    expect((await shop.redeem('flush-poor', goods.id, 'too-soon')).result).toMatchObject(refusal);
-    expect((await gqlData(server.url, MeDocument, {}, await shop.tokenOf('flush-poor'))).me.pointsBalance).toBe(130);
-    const second = await Promise.all(users.map((user) => shop.redeem(user, goods.id, 'second')));
+    expect((await points.tryRedeem('flush-poor', goods.id, 'too-soon')).result).toMatchObject(refusal);
+    expect((await points.me('flush-poor')).pointsBalance).toBe(130);
+    const second = await Promise.all(users.map((user) => points.tryRedeem(user, goods.id, 'second')));
     for (const { result } of second) expect(result?.__typename).toBe('Redemption');
-    const third = await Promise.all(users.map((user) => shop.redeem(user, goods.id, 'third')));
+    const third = await Promise.all(users.map((user) => points.tryRedeem(user, goods.id, 'third')));
     for (const { result } of third) expect(result).toMatchObject({ __typename: 'PerUserLimitReached', perUserLimit: 2 });
-    expect((await gqlData(server.url, GoodsDocument, { id: goods.id }, token)).goods?.remainingStock).toBe(4);
+    expect((await points.goods(users[0]!, goods.id))?.remainingStock).toBe(4);
     await expectPointsInvariants(stores);
   });
 
   it('keeps every invariant when all of Redis is lost while redemptions are on their way to PostgreSQL', async () => {
-    server ??= await startServerProcess(env.vars);
+    server ??= await start();
     // Codes for every request, so grants keep coming while the commits are stuck.
     const POOL = 900;
     const codes = voucherCodes('LOSS', POOL);
-    const goods = await shop.createGoods({ title: 'loss card', pointsCost: 10, stock: POOL, voucherCodes: codes });
+    const goods = await points.createGoods('operator', { title: 'loss card', pointsCost: 10, stock: POOL, voucherCodes: codes });
     const users = Array.from({ length: 300 }, (_, i) => `loss-${i}`);
-    await Promise.all(users.map((user) => shop.award(user, 40)));
+    await Promise.all(users.map((user) => points.award('operator', { userId: user, amount: 40 })));
 
     // The harsh case: Redis loses everything (balances, stock, answers, the journal)
     // while redemptions wait for PostgreSQL; the storm's own redemptions rebuild the
@@ -204,7 +209,7 @@ describe('Redis loses its data mid-campaign', () => {
     const results = await Promise.all(
       users.flatMap((user) =>
         ['a', 'b', 'c'].map(async (requestId) => {
-          const outcome = await shop.redeem(user, goods.id, requestId);
+          const outcome = await points.tryRedeem(user, goods.id, requestId);
           const redemption = redeemed(outcome.result);
           if (redemption) {
             acknowledged.set(requestKey(user, requestId), redemption);
@@ -229,7 +234,7 @@ describe('Redis loses its data mid-campaign', () => {
     // The dust settles: every user asks again until the pool is empty.
     for (let round = 0; (await stores.sql.query('SELECT 1 FROM redemption WHERE goods_id = $1', [goods.id])).rowCount! < POOL; round++) {
       expect(round, 'the pool empties').toBeLessThan(4);
-      await Promise.all(users.map((user) => shop.redeem(user, goods.id, `after-${round}`)));
+      await Promise.all(users.map((user) => points.tryRedeem(user, goods.id, `after-${round}`)));
     }
     await waitFor('the journal to be empty', async () => (await stores.redis.xlen(SHOP_JOURNAL)) === 0);
     const final = await expectPointsInvariants(stores);
@@ -237,18 +242,18 @@ describe('Redis loses its data mid-campaign', () => {
     // Every cached balance and the stock agree with PostgreSQL (checked above); every user's reads do too.
     const balances = await durableBalances(users);
     for (const user of users.slice(0, 50)) {
-      expect((await gqlData(server.url, MeDocument, {}, await shop.tokenOf(user))).me.pointsBalance, user).toBe(balances.get(user));
+      expect((await points.me(user)).pointsBalance, user).toBe(balances.get(user));
     }
-    expect((await gqlData(server.url, GoodsDocument, { id: goods.id }, await shop.tokenOf(users[0]!))).goods?.remainingStock).toBe(0);
+    expect((await points.goods(users[0]!, goods.id))?.remainingStock).toBe(0);
   });
 });
 
 describe('a requestId retried a day later by a process that dies before committing it', () => {
   it('is turned down when the sweeper commits it, and the points and the code the script took in Redis come back', async () => {
-    server ??= await startServerProcess(env.vars);
-    const goods = await shop.createGoods({ title: 'late card', pointsCost: 25, stock: 3, voucherCodes: voucherCodes('LATE', 3) });
-    await shop.award('late', 100);
-    const first = redeemed((await shop.redeem('late', goods.id, 'once')).result)!;
+    server ??= await start();
+    const goods = await points.createGoods('operator', { title: 'late card', pointsCost: 25, stock: 3, voucherCodes: voucherCodes('LATE', 3) });
+    await points.award('operator', { userId: 'late', amount: 100 });
+    const first = redeemed((await points.tryRedeem('late', goods.id, 'once')).result)!;
     // Redis forgets answers after a day; the retry's script spends again, and its process dies.
     await stores.redis.del(answerKey('late', 'once'));
     const dying = new PointsStore(stores.redis, new Scripts(stores.redis));
@@ -256,10 +261,9 @@ describe('a requestId retried a day later by a process that dies before committi
     expect(await stores.redis.get(balanceKeys('late').meta)).toBe('50');
 
     await waitFor('the sweeper to commit the orphan', async () => (await stores.redis.xlen(SHOP_JOURNAL)) === 0);
-    const token = await shop.tokenOf('late');
-    expect((await gqlData(server.url, MeDocument, {}, token)).me.pointsBalance).toBe(75);
-    expect((await gqlData(server.url, GoodsDocument, { id: goods.id }, token)).goods?.remainingStock).toBe(2);
-    expect((await shop.redeem('late', goods.id, 'once')).result).toMatchObject({ __typename: 'Redemption', id: first.id, voucherCode: first.voucherCode });
+    expect((await points.me('late')).pointsBalance).toBe(75);
+    expect((await points.goods('late', goods.id))?.remainingStock).toBe(2);
+    expect((await points.tryRedeem('late', goods.id, 'once')).result).toMatchObject({ __typename: 'Redemption', id: first.id, voucherCode: first.voucherCode });
     expect([...(await durableRedemptions(goods.id)).values()]).toHaveLength(1);
     await expectPointsInvariants(stores);
   });

@@ -1,22 +1,22 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { answerKey, balanceKeys, goodsKeys } from '../src/domain/points/store.ts';
-import { GoodsDocument, MeDocument } from './gql/generated.ts';
-import { gqlData } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { stopAll } from './support/lifecycle.ts';
 import { type RedemptionRow, expectPointsInvariants } from './support/pointsInvariants.ts';
-import { type RedeemResult, ShopClient, voucherCodes } from './support/points.ts';
+import { type PointsClient, type RedeemResult, pointsAt, voucherCodes } from './support/points.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
+import { signAhead } from './support/tokens.ts';
 
 const env = testEnv('points_storm');
 let server: ServerProcess;
 let stores: Stores;
-const shop = new ShopClient(() => server.url);
+let points: PointsClient;
 
 beforeAll(async () => {
   server = await startServerProcess(env.vars);
   stores = openStores(env);
+  points = pointsAt(server.url);
 });
 
 afterAll(async () => {
@@ -38,8 +38,8 @@ async function redemptionsOf(where: string, params: unknown[]): Promise<Redempti
 
 describe('an overdraw attack', () => {
   it('50 parallel redemptions with points for exactly 3: 3 succeed and the balance is exactly 0 in Redis and PostgreSQL', async () => {
-    const goods = await shop.createGoods({ title: 'gift card 50', pointsCost: 100, stock: 1_000 });
-    expect(await shop.award('attacker', 300)).toBe(300);
+    const goods = await points.createGoods('operator', { title: 'gift card 50', pointsCost: 100, stock: 1_000 });
+    expect(await points.award('operator', { userId: 'attacker', amount: 300 })).toBe(300);
 
     // Watch the cached balance while the attack runs: it must never dip below zero.
     const seen: number[] = [];
@@ -47,7 +47,7 @@ describe('an overdraw attack', () => {
     const watching = (async () => {
       while (attacking) seen.push(Number(await stores.redis.get(balanceKeys('attacker').meta)));
     })();
-    const results = await Promise.all(Array.from({ length: 50 }, (_, i) => shop.redeem('attacker', goods.id, `attack-${i}`)));
+    const results = await Promise.all(Array.from({ length: 50 }, (_, i) => points.tryRedeem('attacker', goods.id, `attack-${i}`)));
     attacking = false;
     await watching;
     expect(seen.length).toBeGreaterThan(1);
@@ -67,7 +67,7 @@ describe('an overdraw attack', () => {
     const { rows: refusals } = await stores.sql.query<{ answer: string }>('SELECT answer FROM redemption_refusal WHERE user_id = $1', ['attacker']);
     expect(refusals).toHaveLength(47);
     for (const { answer } of refusals) expect(answer).toMatch(/^insufficient:\d+:100$/);
-    const { me } = await gqlData(server.url, MeDocument, {}, await shop.tokenOf('attacker'));
+    const me = await points.me('attacker');
     expect(me.pointsBalance).toBe(0);
     expect(me.redemptions.map((redemption) => redemption.id).sort()).toEqual(won.map(({ result }) => redeemed(result)!.id).sort());
     await expectPointsInvariants(stores);
@@ -77,12 +77,12 @@ describe('an overdraw attack', () => {
 describe('a stock storm', () => {
   it('1,000 users race for 100 voucher codes: exactly 100 win, every code once', async () => {
     const codes = voucherCodes('JD100', 100);
-    const goods = await shop.createGoods({ title: 'JD card 100', pointsCost: 10, stock: 100, voucherCodes: codes });
+    const goods = await points.createGoods('operator', { title: 'JD card 100', pointsCost: 10, stock: 100, voucherCodes: codes });
     expect(goods).toMatchObject({ pooled: true, stock: 100, remainingStock: 100 });
     const users = Array.from({ length: 1_000 }, (_, i) => `stormer-${i}`);
-    await Promise.all(users.map((user) => shop.award(user, 25)));
+    await Promise.all(users.map((user) => points.award('operator', { userId: user, amount: 25 })));
 
-    const results = await Promise.all(users.map((user) => shop.redeem(user, goods.id, 'storm')));
+    const results = await Promise.all(users.map((user) => points.tryRedeem(user, goods.id, 'storm')));
     for (const { errors, failed } of results) expect(errors ?? failed).toBeUndefined();
     const won = results.flatMap(({ result }) => redeemed(result) ?? []);
     expect(won).toHaveLength(100);
@@ -95,7 +95,7 @@ describe('a stock storm', () => {
     const durable = await redemptionsOf('goods_id = $1', [goods.id]);
     expect(new Map(durable.map((row) => [row.voucher_code, row.user_id]))).toEqual(new Map(won.map((redemption) => [redemption.voucherCode, redemption.userId])));
     for (const redemption of won) expect(await durableBalance(redemption.userId)).toBe(15);
-    expect((await gqlData(server.url, GoodsDocument, { id: goods.id }, await shop.tokenOf('stormer-0'))).goods?.remainingStock).toBe(0);
+    expect((await points.goods('stormer-0', goods.id))?.remainingStock).toBe(0);
     expect(await stores.redis.llen(goodsKeys(goods.id).codes)).toBe(0);
     await expectPointsInvariants(stores);
   });
@@ -103,11 +103,11 @@ describe('a stock storm', () => {
 
 describe('the per-user limit', () => {
   it('holds when every user fires many redemptions at once', async () => {
-    const goods = await shop.createGoods({ title: 'coupon', pointsCost: 5, stock: 1_000, perUserLimit: 2 });
+    const goods = await points.createGoods('operator', { title: 'coupon', pointsCost: 5, stock: 1_000, perUserLimit: 2 });
     const users = Array.from({ length: 20 }, (_, i) => `limited-${i}`);
-    await Promise.all(users.map((user) => shop.award(user, 100)));
+    await Promise.all(users.map((user) => points.award('operator', { userId: user, amount: 100 })));
 
-    const results = await Promise.all(users.flatMap((user) => Array.from({ length: 10 }, (_, i) => shop.redeem(user, goods.id, `limited-${i}`))));
+    const results = await Promise.all(users.flatMap((user) => Array.from({ length: 10 }, async (_, i) => ({ userId: user, ...(await points.tryRedeem(user, goods.id, `limited-${i}`)) }))));
     for (const { errors, failed } of results) expect(errors ?? failed).toBeUndefined();
     for (const user of users) {
       const ofUser = results.filter(({ userId }) => userId === user);
@@ -124,16 +124,16 @@ describe('the per-user limit', () => {
 
 describe('a requestId', () => {
   it('retried concurrently makes one redemption and one deduction, and every retry gets it', async () => {
-    const goods = await shop.createGoods({ title: 'mug', pointsCost: 100, stock: 10, voucherCodes: voucherCodes('MUG', 10) });
-    await shop.award('retrier', 1_000);
-    const results = await Promise.all(Array.from({ length: 30 }, () => shop.redeem('retrier', goods.id, 'once')));
+    const goods = await points.createGoods('operator', { title: 'mug', pointsCost: 100, stock: 10, voucherCodes: voucherCodes('MUG', 10) });
+    await points.award('operator', { userId: 'retrier', amount: 1_000 });
+    const results = await Promise.all(Array.from({ length: 30 }, () => points.tryRedeem('retrier', goods.id, 'once')));
     for (const { errors, failed } of results) expect(errors ?? failed).toBeUndefined();
     const answers = results.map(({ result }) => redeemed(result));
     expect(new Set(answers.map((answer) => answer?.id)).size).toBe(1);
     expect(new Set(answers.map((answer) => answer?.voucherCode)).size).toBe(1);
     expect(answers[0]).toMatchObject({ pointsSpent: 100, requestId: 'once' });
 
-    const later = redeemed((await shop.redeem('retrier', goods.id, 'once')).result);
+    const later = redeemed((await points.tryRedeem('retrier', goods.id, 'once')).result);
     expect(later).toMatchObject({ id: answers[0]!.id, voucherCode: answers[0]!.voucherCode });
     expect(await durableBalance('retrier')).toBe(900);
     expect(await stores.redis.get(balanceKeys('retrier').meta)).toBe('900');
@@ -142,38 +142,38 @@ describe('a requestId', () => {
   });
 
   it('retried after Redis forgot its answer gets the same redemption from PostgreSQL, and nothing is deducted again', async () => {
-    const goods = await shop.createGoods({ title: 'cap', pointsCost: 30, stock: 5, voucherCodes: voucherCodes('CAP', 5) });
-    await shop.award('forgotten', 100);
-    const first = redeemed((await shop.redeem('forgotten', goods.id, 'r1')).result)!;
+    const goods = await points.createGoods('operator', { title: 'cap', pointsCost: 30, stock: 5, voucherCodes: voucherCodes('CAP', 5) });
+    await points.award('operator', { userId: 'forgotten', amount: 100 });
+    const first = redeemed((await points.tryRedeem('forgotten', goods.id, 'r1')).result)!;
     expect(first).toBeDefined();
 
     // The remembered answer expires (or is lost alone); concurrent retries reach PostgreSQL's unique (user, requestId).
     expect(await stores.redis.del(answerKey('forgotten', 'r1'))).toBe(1);
-    const retries = await Promise.all(Array.from({ length: 5 }, () => shop.redeem('forgotten', goods.id, 'r1')));
+    const retries = await Promise.all(Array.from({ length: 5 }, () => points.tryRedeem('forgotten', goods.id, 'r1')));
     for (const { result, errors } of retries) {
       expect(errors).toBeUndefined();
       expect(result).toMatchObject({ __typename: 'Redemption', id: first.id, voucherCode: first.voucherCode });
     }
     expect(await durableBalance('forgotten')).toBe(70);
-    const { me } = await gqlData(server.url, MeDocument, {}, await shop.tokenOf('forgotten'));
+    const me = await points.me('forgotten');
     expect(me.pointsBalance).toBe(70);
-    expect((await gqlData(server.url, GoodsDocument, { id: goods.id }, await shop.tokenOf('forgotten'))).goods?.remainingStock).toBe(4);
+    expect((await points.goods('forgotten', goods.id))?.remainingStock).toBe(4);
     expect(await redemptionsOf('user_id = $1', ['forgotten'])).toHaveLength(1);
     await expectPointsInvariants(stores);
   });
 
   it('keeps its refusal even after the balance grows, and names the first goods item whatever a retry names', async () => {
-    const cheap = await shop.createGoods({ title: 'sticker', pointsCost: 10, stock: 100 });
-    const dear = await shop.createGoods({ title: 'headphones', pointsCost: 500, stock: 100 });
-    await shop.award('refused', 100);
-    const refusal = (await shop.redeem('refused', dear.id, 'try-1')).result;
+    const cheap = await points.createGoods('operator', { title: 'sticker', pointsCost: 10, stock: 100 });
+    const dear = await points.createGoods('operator', { title: 'headphones', pointsCost: 500, stock: 100 });
+    await points.award('operator', { userId: 'refused', amount: 100 });
+    const refusal = (await points.tryRedeem('refused', dear.id, 'try-1')).result;
     expect(refusal).toMatchObject({ __typename: 'InsufficientPoints', balance: 100, pointsCost: 500 });
-    await shop.award('refused', 1_000);
-    expect((await shop.redeem('refused', dear.id, 'try-1')).result).toEqual(refusal);
-    expect(redeemed((await shop.redeem('refused', dear.id, 'try-2')).result)).toMatchObject({ goodsId: dear.id, pointsSpent: 500 });
+    await points.award('operator', { userId: 'refused', amount: 1_000 });
+    expect((await points.tryRedeem('refused', dear.id, 'try-1')).result).toEqual(refusal);
+    expect(redeemed((await points.tryRedeem('refused', dear.id, 'try-2')).result)).toMatchObject({ goodsId: dear.id, pointsSpent: 500 });
 
-    const sticker = redeemed((await shop.redeem('refused', cheap.id, 'try-3')).result)!;
-    expect((await shop.redeem('refused', dear.id, 'try-3')).result).toMatchObject({ __typename: 'Redemption', id: sticker.id, goodsId: cheap.id });
+    const sticker = redeemed((await points.tryRedeem('refused', cheap.id, 'try-3')).result)!;
+    expect((await points.tryRedeem('refused', dear.id, 'try-3')).result).toMatchObject({ __typename: 'Redemption', id: sticker.id, goodsId: cheap.id });
     expect(await durableBalance('refused')).toBe(590);
     await expectPointsInvariants(stores);
   });
@@ -182,12 +182,12 @@ describe('a requestId', () => {
 describe('awards', () => {
   it('racing the rebuild of a balance that Redis does not hold are counted once, corrections included', async () => {
     const users = Array.from({ length: 100 }, (_, i) => `awarded-${i}`);
-    const balanceOf = async (userId: string) => (await gqlData(server.url, MeDocument, {}, await shop.tokenOf(userId))).me.pointsBalance;
+    const balanceOf = async (userId: string) => (await points.me(userId)).pointsBalance;
     // Each `me` finds no cached balance and rebuilds it from the ledger while the award commits.
     const awardWhileRebuilding = (amount: number) =>
-      Promise.all(users.map((user) => Promise.all([shop.award(user, amount), balanceOf(user), balanceOf(user), balanceOf(user)])));
+      Promise.all(users.map((user) => Promise.all([points.award('operator', { userId: user, amount: amount }), balanceOf(user), balanceOf(user), balanceOf(user)])));
 
-    await Promise.all(users.map((user) => shop.tokenOf(user)));
+    await signAhead(users);
     const firsts = await awardWhileRebuilding(100);
     for (const [awarded] of firsts) expect(awarded).toBe(100);
     await stores.redis.del(...users.map((user) => balanceKeys(user).meta));

@@ -20,7 +20,7 @@ import { createLogger } from '../../src/infra/logger.ts';
 import { Scripts } from '../../src/infra/redis/scripts.ts';
 import { tokenFor } from '../../test/support/client.ts';
 import { TEST_DATABASE_URL, TEST_REDIS_URL, testEnv } from '../../test/support/env.ts';
-import { ShopClient, voucherCodes } from '../../test/support/points.ts';
+import { pointsAt, voucherCodes } from '../../test/support/points.ts';
 import { startServerProcess } from '../../test/support/server.ts';
 import { deleteKeys, openStores } from '../../test/support/stores.ts';
 import { type Measurement, machine, measureConcurrent, option, perSecond, printTable, signedInPosts } from '../support.ts';
@@ -42,7 +42,7 @@ export async function run(args: string[]): Promise<void> {
   const server = await startServerProcess(env.vars);
   const violations: string[] = [];
   try {
-    const a = await viaHttp(new ShopClient(() => server.url), { redemptions, connections, users, pools, award }, stores.sql, violations);
+    const a = await viaHttp(server.url, { redemptions, connections, users, pools, award }, stores.sql, violations);
     const b = await viaPostgres(env.schema, { redemptions, connections, users, pools, award }, violations);
     const c = await viaScript(`${env.keyPrefix}ceiling:`, { redemptions, connections, users, pools, award }, violations);
     const d = await viaService(env.vars, { redemptions, connections, users, pools, award }, violations);
@@ -72,21 +72,22 @@ interface Shape {
 const userId = (i: number) => `bench-user-${i}`;
 
 /** (a) The product: HTTP + GraphQL + Lua + group commit to PostgreSQL before the response. */
-async function viaHttp(shop: ShopClient, shape: Shape, sql: pg.Pool, violations: string[]): Promise<Measurement> {
+async function viaHttp(url: string, shape: Shape, sql: pg.Pool, violations: string[]): Promise<Measurement> {
+  const shop = pointsAt(url);
   const goodsIds: string[] = [];
   for (let p = 0; p < shape.pools; p++) {
     const codes = voucherCodes(`BENCH${p}`, MAX_VOUCHER_CODES);
-    goodsIds.push((await shop.createGoods({ title: `card ${p}`, pointsCost: COST, stock: codes.length, voucherCodes: codes })).id);
+    goodsIds.push((await shop.createGoods('operator', { title: `card ${p}`, pointsCost: COST, stock: codes.length, voucherCodes: codes })).id);
   }
   // Awarding also loads each balance into Redis, as a shop's first day would before its rush.
-  await measureConcurrent('awards', shape.users, SETUP_CONCURRENCY, (i) => shop.award(userId(i), shape.award));
+  await measureConcurrent('awards', shape.users, SETUP_CONCURRENCY, (i) => shop.award('operator', { userId: userId(i), amount: shape.award }));
   const tokens = await Promise.all(Array.from({ length: shape.users }, (_, i) => tokenFor(userId(i))));
   const query = 'mutation ($goodsId: ID!, $requestId: String!) { redeemPoints(goodsId: $goodsId, requestId: $requestId) { __typename ... on Redemption { voucherCode } } }';
 
   let granted = 0;
   let other = 0;
   const { result, measurement } = await signedInPosts('(a) HTTP redeemPoints, durable ack', {
-    url: shop.url(),
+    url,
     connections: shape.connections,
     amount: shape.redemptions,
     request: (i) => ({

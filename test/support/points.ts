@@ -1,40 +1,50 @@
 import { randomUUID } from 'node:crypto';
-import { AwardPointsDocument, CreateGoodsDocument, type CreateGoodsInput, RedeemPointsDocument, type RedeemPointsMutation } from '../gql/generated.ts';
-import { gql, gqlData, tokenFor } from './client.ts';
+import {
+  AwardPointsDocument,
+  type AwardPointsMutationVariables,
+  CreateGoodsDocument,
+  type CreateGoodsInput,
+  GoodsDocument,
+  GoodsRedemptionsDocument,
+  type GoodsRedemptionsQueryVariables,
+  MeDocument,
+  RedeemPointsDocument,
+  type RedeemPointsMutation,
+} from '../gql/generated.ts';
+import { requestsAt } from './client.ts';
+import type { As } from './tokens.ts';
 
 export type RedeemResult = RedeemPointsMutation['redeemPoints'];
 
-/** A points shop over HTTP, as an operator and its users see it. Tokens are minted once per user. */
-export class ShopClient {
-  private readonly tokens = new Map<string, Promise<string>>();
-
-  constructor(readonly url: () => string) {}
-
-  tokenOf(userId: string, admin = false): Promise<string> {
-    const key = `${admin ? 'admin' : 'user'}:${userId}`;
-    if (!this.tokens.has(key)) this.tokens.set(key, tokenFor(userId, { admin }));
-    return this.tokens.get(key)!;
-  }
-
-  async award(userId: string, amount: number, requestId = randomUUID()): Promise<number> {
-    const data = await gqlData(this.url(), AwardPointsDocument, { userId, amount, reason: 'test', requestId }, await this.tokenOf('operator', true));
-    return data.awardPoints;
-  }
-
-  async createGoods(input: CreateGoodsInput) {
-    return (await gqlData(this.url(), CreateGoodsDocument, { input }, await this.tokenOf('operator', true))).createGoods;
-  }
-
-  /** One redemption that never throws: a failed request shows up as `errors` or `failed`. */
-  async redeem(userId: string, goodsId: string, requestId: string): Promise<{ userId: string; requestId: string; result?: RedeemResult; errors?: unknown; failed?: unknown }> {
-    try {
-      const { body } = await gql(this.url(), RedeemPointsDocument, { goodsId, requestId }, await this.tokenOf(userId));
-      if (body.errors?.length || !body.data) return { userId, requestId, errors: body.errors };
-      return { userId, requestId, result: body.data.redeemPoints };
-    } catch (error) {
-      return { userId, requestId, failed: error };
-    }
-  }
+/** The points shop as one user at a time, against one server; operators' operations signed as operators. */
+export function pointsAt(url: string) {
+  const { raw, data, attempt } = requestsAt(url);
+  return {
+    raw,
+    /** Awards points (for a reason 'test' and a new requestId unless given); resolves with the new balance. */
+    async award(operator: string, award: Omit<AwardPointsMutationVariables, 'reason' | 'requestId'> & Partial<AwardPointsMutationVariables>): Promise<number> {
+      const variables = { reason: 'test', requestId: randomUUID(), ...award };
+      return (await data(AwardPointsDocument, variables, operator, { admin: true })).awardPoints;
+    },
+    async createGoods(operator: string, input: CreateGoodsInput) {
+      return (await data(CreateGoodsDocument, { input }, operator, { admin: true })).createGoods;
+    },
+    /** A redemption that answers its errors instead of throwing them. */
+    tryRedeem(user: string, goodsId: string, requestId: string) {
+      return attempt(RedeemPointsDocument, { goodsId, requestId }, 'redeemPoints', user);
+    },
+    async me(user: string) {
+      return (await data(MeDocument, {}, user)).me;
+    },
+    async goods(viewer: string, id: string, as: As = {}) {
+      return (await data(GoodsDocument, { id }, viewer, as)).goods;
+    },
+    async redemptions(operator: string, variables: GoodsRedemptionsQueryVariables) {
+      return (await data(GoodsRedemptionsDocument, variables, operator, { admin: true })).goodsRedemptions;
+    },
+  };
 }
+
+export type PointsClient = ReturnType<typeof pointsAt>;
 
 export const voucherCodes = (prefix: string, count: number) => Array.from({ length: count }, (_, i) => `${prefix}-${String(i).padStart(5, '0')}`);
