@@ -15,23 +15,18 @@ import {
 } from 'graphql';
 import { fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  CreateGoodsDocument,
-  CreateLotteryDocument,
-  CreateRedPacketDocument,
-  LockTeamSeatDocument,
-  LotteryWinnersDocument,
-  OpenTeamDocument,
-  RedPacketUpdatedDocument,
-  TeamStatusDocument,
-} from './gql/generated.ts';
-import { type GraphqlResponse, errorCodes, gql, gqlData, subscribeSse, subscribeWs, tokenFor } from './support/client.ts';
+import { LotteryWinnersDocument, RedPacketUpdatedDocument, TeamStatusDocument } from './gql/generated.ts';
+import { type GraphqlResponse, errorCodes, gql, subscribeSse, subscribeWs } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { stopAll } from './support/lifecycle.ts';
-import { runningWindow } from './support/lottery.ts';
+import { lotteryAt, runningWindow } from './support/lottery.ts';
+import { pointsAt } from './support/points.ts';
 import { sleep } from './support/poll.ts';
+import { redPacketsAt } from './support/redPackets.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores, snapshotStores } from './support/stores.ts';
+import { teamsAt } from './support/teams.ts';
+import { tokenOf } from './support/tokens.ts';
 
 const schema: GraphQLSchema = buildSchema(readFileSync(new URL('../schema.graphql', import.meta.url), 'utf8'));
 const POISONS = { NUL: 'a\u0000b', 'a lone surrogate': 'a\uD800b', 'a trailing low surrogate': 'b\uDC00' };
@@ -42,25 +37,26 @@ let fastLane: ServerProcess;
 let yogaOnly: ServerProcess;
 let stores: Stores;
 const CALLERS = ['admin', 'sender', 'grabber', 'leader', 'buyer', 'other'] as const;
-const tokens = {} as Record<(typeof CALLERS)[number], string>;
+type Caller = (typeof CALLERS)[number];
+const userOf = (caller: Caller) => `chars-${caller}`;
+const tokenOfCaller = (caller: Caller) => tokenOf(userOf(caller), { admin: caller === 'admin' });
 /** Live campaigns the poisoned mutations aim at, so that without the check they would change something. */
 const live = { packetId: '', teamId: '', activityId: '', prizeId: '', goodsId: '' };
 
 beforeAll(async () => {
   stores = openStores(env);
   [fastLane, yogaOnly] = await Promise.all([startServerProcess(env.vars), startServerProcess({ ...env.vars, GRAPHQL_FAST_LANE: '0' })]);
-  for (const name of CALLERS) tokens[name] = await tokenFor(`chars-${name}`, { admin: name === 'admin' });
   const url = fastLane.url;
-  live.packetId = (await gqlData(url, CreateRedPacketDocument, { input: { totalAmount: 1000, count: 10 } }, tokens.sender)).createRedPacket.id;
-  live.teamId = (await gqlData(url, OpenTeamDocument, { input: { activityId: 'chars-activity', capacity: 5 } }, tokens.leader)).openTeam.id;
-  expect((await gqlData(url, LockTeamSeatDocument, { teamId: live.teamId }, tokens.buyer)).lockTeamSeat.__typename).toBe('SeatLocked');
-  const lottery = (
-    await gqlData(url, CreateLotteryDocument, { input: { title: 'Chars', ...runningWindow(), prizes: [{ title: 'Mug', totalStock: 100, weight: 1 }] } }, tokens.admin)
-  ).createLotteryActivity;
+  live.packetId = (await redPacketsAt(url).create(userOf('sender'), { totalAmount: 1000, count: 10 })).id;
+  const teams = teamsAt(url);
+  live.teamId = (await teams.open(userOf('leader'), { activityId: 'chars-activity', capacity: 5 })).id;
+  expect((await teams.lock(userOf('buyer'), live.teamId)).__typename).toBe('SeatLocked');
+  const lottery = await lotteryAt(url).create(userOf('admin'), { title: 'Chars', ...runningWindow(), prizes: [{ title: 'Mug', totalStock: 100, weight: 1 }] });
   live.activityId = lottery.id;
   live.prizeId = lottery.prizes[0]!.id;
-  live.goodsId = (await gqlData(url, CreateGoodsDocument, { input: { title: 'Voucher', pointsCost: 1, stock: 2, voucherCodes: ['V-1', 'V-2'] } }, tokens.admin)).createGoods.id;
-  await gqlData(url, `mutation { awardPoints(userId: "chars-buyer", amount: 100, reason: "start", requestId: "start") }` as never, {}, tokens.admin);
+  const points = pointsAt(url);
+  live.goodsId = (await points.createGoods(userOf('admin'), { title: 'Voucher', pointsCost: 1, stock: 2, voucherCodes: ['V-1', 'V-2'] })).id;
+  await points.award(userOf('admin'), { userId: userOf('buyer'), amount: 100, reason: 'start', requestId: 'start' });
 });
 
 afterAll(async () => {
@@ -72,7 +68,7 @@ afterAll(async () => {
  * A valid call of every mutation, with every String and ID input it has (list items and
  * nested input fields included), by a caller it would succeed for.
  */
-function validMutations(): Record<string, { caller: keyof typeof tokens; args: Record<string, unknown> }> {
+function validMutations(): Record<string, { caller: Caller; args: Record<string, unknown> }> {
   const { packetId, teamId, activityId, prizeId, goodsId } = live;
   return {
     awardPoints: { caller: 'admin', args: { userId: 'chars-other', amount: 5, reason: 'bonus', requestId: 'award-1' } },
@@ -163,8 +159,8 @@ describe('a control character or a lone surrogate in any String or ID input', ()
         for (const [poisonName, poison] of Object.entries(POISONS)) {
           const bad = poisoned(args, '', path, poison) as Record<string, unknown>;
           const { viaVariables, inline } = documents('mutation', mutations[name]!, bad);
-          expectRefused(await gql(server().url, viaVariables, bad, tokens[caller]), `${name} ${path} ${poisonName} via variables`);
-          expectRefused(await gql(server().url, inline, {}, tokens[caller]), `${name} ${path} ${poisonName} inline`);
+          expectRefused(await gql(server().url, viaVariables, bad, await tokenOfCaller(caller)), `${name} ${path} ${poisonName} via variables`);
+          expectRefused(await gql(server().url, inline, {}, await tokenOfCaller(caller)), `${name} ${path} ${poisonName} inline`);
         }
       }
     }
@@ -179,13 +175,13 @@ describe('a control character or a lone surrogate in any String or ID input', ()
         for (const [poisonName, poison] of Object.entries(POISONS)) {
           const { viaVariables, inline } = documents('query', field, { [arg.name]: poison });
           for (const server of [fastLane, yogaOnly]) {
-            expectRefused(await gql(server.url, viaVariables, { [arg.name]: poison }, tokens.admin), `${field.name}(${arg.name}) ${poisonName}`);
-            expectRefused(await gql(server.url, inline, {}, tokens.admin), `${field.name}(${arg.name}) ${poisonName} inline`);
+            expectRefused(await gql(server.url, viaVariables, { [arg.name]: poison }, await tokenOfCaller('admin')), `${field.name}(${arg.name}) ${poisonName}`);
+            expectRefused(await gql(server.url, inline, {}, await tokenOfCaller('admin')), `${field.name}(${arg.name}) ${poisonName} inline`);
           }
           const search = new URLSearchParams({ query: viaVariables, variables: JSON.stringify({ [arg.name]: poison }) });
           const viaGet = await fetch(`${fastLane.url}?${search}`, {
             // A GET must name itself to Yoga's CSRF prevention, as browsers' GraphQL clients do.
-            headers: { authorization: `Bearer ${tokens.admin}`, accept: 'application/json', 'x-graphql-yoga-csrf': '1' },
+            headers: { authorization: `Bearer ${await tokenOfCaller('admin')}`, accept: 'application/json', 'x-graphql-yoga-csrf': '1' },
           });
           expectRefused({ status: viaGet.status, body: (await viaGet.json()) as GraphqlResponse<unknown>['body'] }, `${field.name}(${arg.name}) ${poisonName} via GET`);
         }
@@ -201,7 +197,7 @@ describe('a control character or a lone surrogate in any String or ID input', ()
     ] as const;
     for (const [document, variables] of cases) {
       for (const subscribe of [subscribeWs, subscribeSse]) {
-        const subscription = subscribe(fastLane.url, document as never, variables as never, tokens.admin);
+        const subscription = subscribe(fastLane.url, document as never, variables as never, await tokenOfCaller('admin'));
         try {
           const [first] = await subscription.until((events) => events.length > 0);
           expect(first!.errors?.map((error) => (error as { extensions?: { code?: string } }).extensions?.code), JSON.stringify(first)).toEqual(['BAD_USER_INPUT']);
@@ -214,7 +210,7 @@ describe('a control character or a lone surrogate in any String or ID input', ()
 
   it('accepts tabs, line breaks and every other character in text', async () => {
     const greeting = 'line one\r\nline two\tand 红包 🧧,\u2028"quoted" \\ end';
-    const { createRedPacket } = await gqlData(fastLane.url, CreateRedPacketDocument, { input: { totalAmount: 100, count: 1, greeting } }, tokens.sender);
+    const createRedPacket = await redPacketsAt(fastLane.url).create(userOf('sender'), { totalAmount: 100, count: 1, greeting });
     expect(createRedPacket).toMatchObject({ remainingCount: 1 });
     const { rows } = await stores.sql.query<{ greeting: string }>('SELECT greeting FROM red_packet WHERE id = $1', [createRedPacket.id]);
     expect(rows[0]!.greeting).toBe(greeting);

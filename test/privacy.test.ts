@@ -4,10 +4,6 @@ import { describe, expect, it } from 'vitest';
 import { UserAliases, aliasScope } from '../src/domain/privacy.ts';
 import { ADMIN_ROLE } from '../src/infra/auth/tokens.ts';
 import {
-  CreateLotteryDocument,
-  CreateRedPacketDocument,
-  DrawLotteryDocument,
-  GrabRedPacketDocument,
   LotteryWinnersDocument,
   type LotteryWinnersSubscription,
   PacketPeopleDocument,
@@ -18,12 +14,15 @@ import {
   TeamStatusDocument,
   type TeamStatusSubscription,
 } from './gql/generated.ts';
-import { type Subscription, errorCodes, gql, gqlData, subscribeSse, subscribeWs, tokenFor } from './support/client.ts';
+import { type Subscription, errorCodes, subscribeSse, subscribeWs } from './support/client.ts';
 import { TEST_JWT_SECRET, testEnv } from './support/env.ts';
 import { stopAll, twoInstances } from './support/lifecycle.ts';
+import { lotteryAt } from './support/lottery.ts';
 import { ALIAS_PATTERN } from './support/privacy.ts';
+import { redPacketsAt } from './support/redPackets.ts';
 import { startServerProcess } from './support/server.ts';
-import { teamsAt, tokenOf } from './support/teams.ts';
+import { teamsAt } from './support/teams.ts';
+import { type As, tokenOf } from './support/tokens.ts';
 
 // Two instances of one deployment: subscribers on one, the changes made through the other.
 const env = testEnv('privacy');
@@ -59,17 +58,19 @@ describe('user ids in red packets', () => {
   it('are shown in full to the user and to operators, and as per-packet aliases to anyone else, in queries and per subscriber in every event', async () => {
     const sender = 'rp-sender';
     const grabbers = ['rp-alice', 'rp-bob', 'rp-carol'];
-    const { createRedPacket: packet } = await gqlData(instances.server.url, CreateRedPacketDocument, { input: { totalAmount: 600, count: 3 } }, await tokenFor(sender));
+    const near = redPacketsAt(instances.server.url);
+    const far = redPacketsAt(instances.other.url);
+    const packet = await near.create(sender, { totalAmount: 600, count: 3 });
     const watch = async (subscribe: typeof subscribeWs, token: string) =>
       track(subscribe(instances.server.url, PacketPeopleUpdatedDocument, { packetId: packet.id }, token));
     const subscribers = {
-      stranger: await watch(subscribeSse, await tokenFor('rp-stranger')),
-      alice: await watch(subscribeWs, await tokenFor('rp-alice')),
-      operator: await watch(subscribeWs, await tokenFor('rp-ops', { admin: true })),
+      stranger: await watch(subscribeSse, await tokenOf('rp-stranger')),
+      alice: await watch(subscribeWs, await tokenOf('rp-alice')),
+      operator: await watch(subscribeWs, await tokenOf('rp-ops', { admin: true })),
     };
     await Promise.all(Object.values(subscribers).map((subscription) => subscription.until((events) => events.length >= 1)));
     for (const user of grabbers) {
-      const { grabRedPacket } = await gqlData(instances.other.url, GrabRedPacketDocument, { packetId: packet.id }, await tokenFor(user));
+      const grabRedPacket = await far.grab(user, packet.id);
       expect(grabRedPacket.__typename).toBe('GrabbedShare');
     }
     const views = async (subscription: Subscription<PacketPeopleUpdatedSubscription>) =>
@@ -90,24 +91,24 @@ describe('user ids in red packets', () => {
       expect(views.at(-1)!.bestLuck).not.toBeNull();
     }
     // Queries, on either instance, agree with the events.
-    for (const url of [instances.server.url, instances.other.url]) {
-      const read = async (token: string) => packetPeople((await gqlData(url, PacketPeopleDocument, { id: packet.id }, token)).redPacket!);
-      expect(await read(await tokenFor('rp-stranger'))).toEqual(expected(aliases));
-      expect(await read(await tokenFor('rp-bob'))).toEqual(expected(shownTo('rp-bob', aliases)));
-      expect(await read(await tokenFor(sender))).toEqual(expected(shownTo(sender, aliases)));
-      expect(await read(await tokenFor('rp-ops', { admin: true }))).toEqual(expected(everyone));
+    for (const redPackets of [near, far]) {
+      const read = async (viewer: string, as: As = {}) => packetPeople((await redPackets.people(viewer, packet.id, as))!);
+      expect(await read('rp-stranger')).toEqual(expected(aliases));
+      expect(await read('rp-bob')).toEqual(expected(shownTo('rp-bob', aliases)));
+      expect(await read(sender)).toEqual(expected(shownTo(sender, aliases)));
+      expect(await read('rp-ops', { admin: true })).toEqual(expected(everyone));
     }
-    const again = await gqlData(instances.server.url, GrabRedPacketDocument, { packetId: packet.id }, await tokenFor('rp-alice'));
-    expect(again.grabRedPacket).toMatchObject({ __typename: 'AlreadyGrabbed', share: { userId: 'rp-alice' } });
+    const again = await near.grab('rp-alice', packet.id);
+    expect(again).toMatchObject({ __typename: 'AlreadyGrabbed', share: { userId: 'rp-alice' } });
     // Without a token there is nothing to see at all.
-    const anonymous = await gql(instances.server.url, PacketPeopleDocument, { id: packet.id });
+    const anonymous = await near.raw(PacketPeopleDocument, { id: packet.id });
     expect(errorCodes(anonymous)).toEqual(['UNAUTHENTICATED']);
     expect(anonymous.body.data?.redPacket ?? null).toBeNull();
 
     // Another packet: the same users, unrelated aliases.
-    const { createRedPacket: next } = await gqlData(instances.server.url, CreateRedPacketDocument, { input: { totalAmount: 600, count: 3 } }, await tokenFor(sender));
-    for (const user of grabbers.slice(0, 2)) await gqlData(instances.other.url, GrabRedPacketDocument, { packetId: next.id }, await tokenFor(user));
-    const elsewhere = packetPeople((await gqlData(instances.server.url, PacketPeopleDocument, { id: next.id }, await tokenFor('rp-stranger'))).redPacket!);
+    const next = await near.create(sender, { totalAmount: 600, count: 3 });
+    for (const user of grabbers.slice(0, 2)) await far.grab(user, next.id);
+    const elsewhere = packetPeople((await near.people('rp-stranger', next.id))!);
     aliasesFrom([[sender, elsewhere.senderId], ['rp-alice', elsewhere.shares[0]!], ['rp-bob', elsewhere.shares[1]!]]);
     expect([elsewhere.senderId, ...elsewhere.shares].filter((alias) => [aliases(sender), ...grabbers.map(aliases)].includes(alias))).toEqual([]);
   });
@@ -163,24 +164,21 @@ describe('user ids in teams', () => {
 
 describe('lottery winners', () => {
   it('are aliased per activity, the same for every subscription of the activity on any instance', async () => {
-    const admin = await tokenFor('lw-ops', { admin: true });
     const now = Date.now();
-    const create = async () =>
-      (
-        await gqlData(
-          instances.server.url,
-          CreateLotteryDocument,
-          { input: { title: 'privacy', startsAt: new Date(now - 60_000).toISOString(), endsAt: new Date(now + 3_600_000).toISOString(), prizes: [{ title: 'prize', weight: 1, totalStock: 10 }] } },
-          admin,
-        )
-      ).createLotteryActivity;
+    const create = () =>
+      lotteryAt(instances.server.url).create('lw-ops', {
+        title: 'privacy',
+        startsAt: new Date(now - 60_000).toISOString(),
+        endsAt: new Date(now + 3_600_000).toISOString(),
+        prizes: [{ title: 'prize', weight: 1, totalStock: 10 }],
+      });
     const [first, second] = [await create(), await create()];
     for (const activity of [first, second]) {
       for (const user of ['lw-winner', 'lw-runner-up']) {
-        expect((await gqlData(instances.other.url, DrawLotteryDocument, { activityId: activity.id }, await tokenFor(user))).drawLottery.__typename).toBe('LotteryWin');
+        expect((await lotteryAt(instances.other.url).draw(user, activity.id)).__typename).toBe('LotteryWin');
       }
     }
-    const stranger = await tokenFor('lw-stranger');
+    const stranger = await tokenOf('lw-stranger');
     const winners = async (url: string, activityId: string) => {
       const subscription = track(subscribeWs(url, LotteryWinnersDocument, { activityId, recent: 2 }, stranger));
       const events: ExecutionResult<LotteryWinnersSubscription>[] = await subscription.until((all) => all.length >= 2);
@@ -200,9 +198,10 @@ describe('USER_ALIAS_SECRET', () => {
     const secret = 'a-dedicated-alias-secret-of-32-characters-or-more';
     const custom = await startServerProcess({ ...env.vars, USER_ALIAS_SECRET: secret });
     try {
-      const { createRedPacket: packet } = await gqlData(instances.server.url, CreateRedPacketDocument, { input: { totalAmount: 100, count: 1 } }, await tokenFor('as-sender'));
-      await gqlData(instances.server.url, GrabRedPacketDocument, { packetId: packet.id }, await tokenFor('as-bob'));
-      const shown = async (url: string) => (await gqlData(url, PacketPeopleDocument, { id: packet.id }, await tokenFor('as-stranger'))).redPacket!.shares[0]!.userId;
+      const redPackets = redPacketsAt(instances.server.url);
+      const packet = await redPackets.create('as-sender', { totalAmount: 100, count: 1 });
+      await redPackets.grab('as-bob', packet.id);
+      const shown = async (url: string) => (await redPacketsAt(url).people('as-stranger', packet.id))!.shares[0]!.userId;
       const scope = aliasScope.redPacket(packet.id);
       expect(await shown(instances.server.url)).toBe(new UserAliases(TEST_JWT_SECRET).alias(scope, 'as-bob'));
       expect(await shown(custom.url)).toBe(new UserAliases(secret).alias(scope, 'as-bob'));

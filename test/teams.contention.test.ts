@@ -1,14 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { activityKeys } from '../src/domain/teams/store.ts';
 import { ConfirmTeamSeatDocument, LockTeamSeatDocument, ReleaseTeamSeatDocument } from './gql/generated.ts';
-import { type GraphqlResponse, gql } from './support/client.ts';
+import type { GraphqlResponse } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { stopAll } from './support/lifecycle.ts';
 import { sleep, waitFor } from './support/poll.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
 import { expectTeamInvariants, postgresViolations, readRedisTeams, redisViolations } from './support/teamInvariants.ts';
-import { teamsAt, tokenOf } from './support/teams.ts';
+import { teamsAt } from './support/teams.ts';
+import { signAhead } from './support/tokens.ts';
 
 const env = testEnv('tm_contention');
 let servers: ServerProcess[] = [];
@@ -42,7 +43,8 @@ describe('300 users racing for 100 teams of three', () => {
       Array.from({ length: TEAMS }, async (_, i) => (await teamsAt(servers[i % 2]!.url).open(`leader-${i}`, { activityId: ACTIVITY, lockSeconds: i % 4 === 0 ? 1 : 300 })).id),
     );
     const users = Array.from({ length: USERS }, (_, i) => `user-${i}`);
-    await Promise.all(users.map((user) => tokenOf(user)));
+    await signAhead(users);
+    const clients = servers.map((server) => teamsAt(server.url));
 
     const outcomes = new Map<string, number>();
     const count = (what: string) => outcomes.set(what, (outcomes.get(what) ?? 0) + 1);
@@ -63,20 +65,19 @@ describe('300 users racing for 100 teams of three', () => {
 
     /** Acts at random until the time is up; resolves with the team the user still holds a lock on. */
     const actAs = async (user: string, index: number): Promise<string | null> => {
-      const token = await tokenOf(user);
       let held: string | null = null;
       let request = index;
       while (Date.now() < stopAt) {
-        const url = servers[request++ % 2]!.url;
+        const teams = clients[request++ % 2]!;
         const roll = Math.random();
         if (held && roll < 0.015) {
-          const result = record('confirm', await gql(url, ConfirmTeamSeatDocument, { teamId: held, paymentRef: `pay-${user}-${held}` }, token), 'confirmTeamSeat');
+          const result = record('confirm', await teams.raw(ConfirmTeamSeatDocument, { teamId: held, paymentRef: `pay-${user}-${held}` }, user), 'confirmTeamSeat');
           if (result?.__typename === 'Team') held = null;
         } else if (!held && roll < 0.002) {
           // A payment without a lock: joins only if a seat is free.
-          record('confirm', await gql(url, ConfirmTeamSeatDocument, { teamId: pick(teamIds), paymentRef: `late-${user}-${request}` }, token), 'confirmTeamSeat');
+          record('confirm', await teams.raw(ConfirmTeamSeatDocument, { teamId: pick(teamIds), paymentRef: `late-${user}-${request}` }, user), 'confirmTeamSeat');
         } else if (held && roll < 0.25) {
-          await gql(url, ReleaseTeamSeatDocument, { teamId: held }, token).then((response) => {
+          await teams.raw(ReleaseTeamSeatDocument, { teamId: held }, user).then((response) => {
             if (response.body.errors?.length) failures.push(`release: ${JSON.stringify(response.body.errors)}`);
             else count('release');
           });
@@ -84,7 +85,7 @@ describe('300 users racing for 100 teams of three', () => {
         } else {
           // Lock a random team; while holding a lock this is a move.
           const action = held ? 'move' : 'lock';
-          const result = record(action, await gql(url, LockTeamSeatDocument, { teamId: pick(teamIds) }, token), 'lockTeamSeat') as
+          const result = record(action, await teams.raw(LockTeamSeatDocument, { teamId: pick(teamIds) }, user), 'lockTeamSeat') as
             | { __typename: string; team?: { id: string }; releasedTeamId?: string | null }
             | undefined;
           if (result?.__typename === 'SeatLocked') {
@@ -111,7 +112,7 @@ describe('300 users racing for 100 teams of three', () => {
     await Promise.all(
       holding.map(async (teamId, i) => {
         if (!teamId) return;
-        const response = await gql(servers[i % 2]!.url, ConfirmTeamSeatDocument, { teamId, paymentRef: `final-${i}` }, await tokenOf(users[i]!));
+        const response = await clients[i % 2]!.raw(ConfirmTeamSeatDocument, { teamId, paymentRef: `final-${i}` }, users[i]!);
         record('final confirm', response, 'confirmTeamSeat');
       }),
     );

@@ -9,7 +9,8 @@ import { waitFor } from './support/poll.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, loseKeysAtOnce, openStores } from './support/stores.ts';
 import { expectTeamInvariants } from './support/teamInvariants.ts';
-import { teamsAt, tokenOf } from './support/teams.ts';
+import { teamsAt } from './support/teams.ts';
+import { tokenOf } from './support/tokens.ts';
 
 // The deadline worker runs five times a second; the expiry sweeper at its default (200 ms).
 const env = testEnv('tm_expiry', { SWEEP_INTERVAL_MS: '200' });

@@ -15,12 +15,15 @@ import { type GraphqlResponse, errorCodes, gql, subscribeSse, subscribeWs } from
 import { testEnv } from './support/env.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores, stateKeys } from './support/stores.ts';
-import { teamsAt, tokenOf } from './support/teams.ts';
+import { type TeamsClient, teamsAt } from './support/teams.ts';
+import { tokenOf } from './support/tokens.ts';
 
 const env = testEnv('tm_input');
 let server: ServerProcess;
 let stores: Stores;
-let token: string;
+let teams: TeamsClient;
+/** The caller of the requests that are refused for their input. */
+const USER = 'input-user';
 /** A live team with a member and a lock, which refused requests must leave alone. */
 let teamId: string;
 const ACTIVITY = 'input-activity';
@@ -28,8 +31,7 @@ const ACTIVITY = 'input-activity';
 beforeAll(async () => {
   server = await startServerProcess(env.vars);
   stores = openStores(env);
-  token = await tokenOf('input-user');
-  const teams = teamsAt(server.url);
+  teams = teamsAt(server.url);
   teamId = (await teams.open('input-leader', { activityId: ACTIVITY, capacity: 4 })).id;
   expect((await teams.confirm('input-member', teamId, 'input-pay')).__typename).toBe('Team');
   expect((await teams.lock('input-locker', teamId)).__typename).toBe('SeatLocked');
@@ -86,21 +88,21 @@ describe('malformed input is BAD_USER_INPUT and changes nothing', () => {
   ];
 
   it.each(badInputs)('openTeam with %s', async (_name, input) => {
-    const response = await unchanged(() => gql(server.url, OpenTeamDocument, { input: input as unknown as OpenTeamInput }, token));
+    const response = await unchanged(() => teams.raw(OpenTeamDocument, { input: input as unknown as OpenTeamInput }, USER));
     expect(response.body.data?.openTeam ?? null).toBeNull();
     expect(errorCodes(response), JSON.stringify(response.body.errors)).toEqual(['BAD_USER_INPUT']);
   });
 
   it('openTeam with capacity out of range, inline', async () => {
     for (const capacity of [1, 51]) {
-      const response = await unchanged(() => gql(server.url, `mutation { openTeam(input: { activityId: "a", capacity: ${capacity} }) { id } }`, {}, token));
+      const response = await unchanged(() => teams.raw(`mutation { openTeam(input: { activityId: "a", capacity: ${capacity} }) { id } }`, {}, USER));
       expect(errorCodes(response)).toEqual(['BAD_USER_INPUT']);
     }
   });
 
   it('confirmTeamSeat with an empty, blank or overlong paymentRef', async () => {
     for (const paymentRef of ['', '   ', 'p'.repeat(129)]) {
-      const response = await unchanged(() => gql(server.url, ConfirmTeamSeatDocument, { teamId, paymentRef }, token));
+      const response = await unchanged(() => teams.raw(ConfirmTeamSeatDocument, { teamId, paymentRef }, USER));
       expect(errorCodes(response), JSON.stringify(paymentRef)).toEqual(['BAD_USER_INPUT']);
     }
   });
@@ -109,21 +111,21 @@ describe('malformed input is BAD_USER_INPUT and changes nothing', () => {
     for (const variables of [{}, { teamId: null }, { teamId: { id: 1 } }, { teamId: [teamId] }]) {
       const malformed = variables as unknown as { teamId: string };
       const requests: (() => Promise<GraphqlResponse<unknown>>)[] = [
-        () => gql(server.url, LockTeamSeatDocument, malformed, token),
-        () => gql(server.url, ReleaseTeamSeatDocument, malformed, token),
+        () => teams.raw(LockTeamSeatDocument, malformed, USER),
+        () => teams.raw(ReleaseTeamSeatDocument, malformed, USER),
       ];
       for (const request of requests) {
         const response = await unchanged(request);
         expect(errorCodes(response), JSON.stringify(variables)).toEqual(['BAD_USER_INPUT']);
       }
     }
-    const response = await unchanged(() => gql(server.url, ConfirmTeamSeatDocument, { teamId } as { teamId: string; paymentRef: string }, token));
+    const response = await unchanged(() => teams.raw(ConfirmTeamSeatDocument, { teamId } as { teamId: string; paymentRef: string }, USER));
     expect(errorCodes(response)).toEqual(['BAD_USER_INPUT']);
   });
 
   it('teams with a bad activityId, limit or status', async () => {
     for (const variables of [{ activityId: 'a b' }, { activityId: ACTIVITY, limit: 0 }, { activityId: ACTIVITY, limit: 201 }, { activityId: ACTIVITY, status: 'CLOSED' }]) {
-      const response = await unchanged(() => gql(server.url, TeamsDocument, variables as { activityId: string }, token));
+      const response = await unchanged(() => teams.raw(TeamsDocument, variables as { activityId: string }, USER));
       expect(errorCodes(response), JSON.stringify(variables)).toEqual(['BAD_USER_INPUT']);
     }
   });
@@ -134,13 +136,13 @@ describe('an unknown team', () => {
 
   it('is NotFound for lockTeamSeat and confirmTeamSeat, NOT_FOUND for releaseTeamSeat, null for team; nothing changes', async () => {
     for (const id of unknownIds) {
-      const lock = await unchanged(() => gql(server.url, LockTeamSeatDocument, { teamId: id }, token));
+      const lock = await unchanged(() => teams.raw(LockTeamSeatDocument, { teamId: id }, USER));
       expect(lock.body.data?.lockTeamSeat.__typename, id).toBe('NotFound');
-      const confirm = await unchanged(() => gql(server.url, ConfirmTeamSeatDocument, { teamId: id, paymentRef: 'p' }, token));
+      const confirm = await unchanged(() => teams.raw(ConfirmTeamSeatDocument, { teamId: id, paymentRef: 'p' }, USER));
       expect(confirm.body.data?.confirmTeamSeat.__typename, id).toBe('NotFound');
-      const release = await unchanged(() => gql(server.url, ReleaseTeamSeatDocument, { teamId: id }, token));
+      const release = await unchanged(() => teams.raw(ReleaseTeamSeatDocument, { teamId: id }, USER));
       expect(errorCodes(release), id).toEqual(['NOT_FOUND']);
-      const team = await unchanged(() => gql(server.url, TeamDocument, { id }, token));
+      const team = await unchanged(() => teams.raw(TeamDocument, { id }, USER));
       expect(team.body.errors).toBeUndefined();
       expect(team.body.data?.team, id).toBeNull();
     }
@@ -150,7 +152,7 @@ describe('an unknown team', () => {
     ['SSE', subscribeSse],
     ['graphql-ws', subscribeWs],
   ] as const)('is NOT_FOUND for teamStatus over %s', async (_name, subscribe) => {
-    const subscription = subscribe(server.url, TeamStatusDocument, { teamId: unknownIds[0]! }, token);
+    const subscription = subscribe(server.url, TeamStatusDocument, { teamId: unknownIds[0]! }, await tokenOf(USER));
     const events = await subscription.until((all) => all.length >= 1);
     subscription.close();
     expect(events[0]!.data?.teamStatus ?? null).toBeNull();

@@ -13,7 +13,8 @@ import { holdCalls } from './support/hold.ts';
 import { twoInstances } from './support/lifecycle.ts';
 import { sleep } from './support/poll.ts';
 import { expectTeamInvariants, readRedisTeams, redisViolations } from './support/teamInvariants.ts';
-import { teamsAt, tokenOf } from './support/teams.ts';
+import { teamsAt } from './support/teams.ts';
+import { tokenOf } from './support/tokens.ts';
 
 const env = testEnv('tm_instances');
 // Two processes of one deployment on different ports: same Redis, same database. Subscribers

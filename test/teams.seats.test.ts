@@ -10,7 +10,8 @@ import { aliasOf } from './support/privacy.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, loseKeysAtOnce, openStores } from './support/stores.ts';
 import { expectTeamInvariants, readRedisTeams, redisViolations } from './support/teamInvariants.ts';
-import { teamsAt, tokenOf } from './support/teams.ts';
+import { teamsAt } from './support/teams.ts';
+import { tokenOf } from './support/tokens.ts';
 
 const env = testEnv('tm_seats');
 let server: ServerProcess;

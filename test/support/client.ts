@@ -33,13 +33,6 @@ export async function gql<T, V>(
   return { status: response.status, body: (await response.json()) as GraphqlResponse<T>['body'] };
 }
 
-/** The data of a successful response; fails loudly on errors. */
-export async function gqlData<T, V>(url: string, document: TypedDocumentNode<T, V>, variables: V, token?: string): Promise<T> {
-  const { body } = await gql(url, document, variables, token);
-  if (body.errors?.length || !body.data) throw new Error(`GraphQL errors: ${JSON.stringify(body.errors)}`);
-  return body.data;
-}
-
 export function errorCodes(response: GraphqlResponse<unknown>): unknown[] {
   return (response.body.errors ?? []).map((error) => error.extensions?.code);
 }
