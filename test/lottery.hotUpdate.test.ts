@@ -1,14 +1,7 @@
 import { print } from 'graphql';
 import { Agent, fetch } from 'undici';
 import { beforeAll, describe, expect, it } from 'vitest';
-import {
-  type CreateLotteryInput,
-  DrawLotteryDocument,
-  type DrawLotteryMutation,
-  UpdateLotteryDocument,
-  type UpdateLotteryInput,
-  type UpdateLotteryMutation,
-} from './gql/generated.ts';
+import { type CreateLotteryInput, DrawLotteryDocument, type DrawLotteryMutation, UpdateLotteryDocument, type UpdateLotteryInput, type UpdateLotteryMutation } from './gql/generated.ts';
 import type { GraphqlResponse } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';

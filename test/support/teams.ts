@@ -1,12 +1,4 @@
-import {
-  ConfirmTeamSeatDocument,
-  LockTeamSeatDocument,
-  OpenTeamDocument,
-  type OpenTeamInput,
-  ReleaseTeamSeatDocument,
-  TeamDocument,
-  type TeamStateFragment,
-} from '../gql/generated.ts';
+import { ConfirmTeamSeatDocument, LockTeamSeatDocument, OpenTeamDocument, type OpenTeamInput, ReleaseTeamSeatDocument, TeamDocument, type TeamStateFragment } from '../gql/generated.ts';
 import { requestsAt } from './client.ts';
 import type { As } from './tokens.ts';
 
