@@ -109,7 +109,11 @@ describe('UNAUTHENTICATED says why, over HTTP', () => {
     ['a token of another secret', async () => `Bearer ${await signToken('another-secret-that-is-also-32-characters-long', { userId: 'mallory', roles: ['admin'] })}`, 'BAD_SIGNATURE'],
     ['a token living 8 days', async () => `Bearer ${await rawToken({ sub: 'forever', iat: now(), exp: now() + 8 * 86_400 })}`, 'LIFETIME_TOO_LONG'],
     ['a token living 8 days without iat', async () => `Bearer ${await rawToken({ sub: 'forever', exp: now() + 8 * 86_400 })}`, 'LIFETIME_TOO_LONG'],
-    ['a token dated 10 days ahead, living 1 day from then', async () => `Bearer ${await rawToken({ sub: 'forever', iat: now() + 10 * 86_400, exp: now() + 11 * 86_400 })}`, 'LIFETIME_TOO_LONG'],
+    [
+      'a token dated 10 days ahead, living 1 day from then',
+      async () => `Bearer ${await rawToken({ sub: 'forever', iat: now() + 10 * 86_400, exp: now() + 11 * 86_400 })}`,
+      'LIFETIME_TOO_LONG',
+    ],
   ];
 
   it.each(refusals)('refuses the whole request with %s, even a public field, the same on both lanes', async (_name, authorization, reason) => {
@@ -133,7 +137,10 @@ describe('UNAUTHENTICATED says why, over HTTP', () => {
   it('takes a token living exactly the maximum, and what npm run token mints', async () => {
     const exact = await rawToken({ sub: 'exact', iat: now(), exp: now() + 7 * 86_400 });
     const { stdout } = await run(process.execPath, ['--import', 'tsx', 'scripts/token.ts', 'minted'], { env: { ...process.env, ...env.vars } });
-    for (const [token, userId] of [[exact, 'exact'], [stdout.trim(), 'minted']] as const) {
+    for (const [token, userId] of [
+      [exact, 'exact'],
+      [stdout.trim(), 'minted'],
+    ] as const) {
       for (const answer of await bothLanes(server.url, ME_QUERY, `Bearer ${token}`)) expect(answer.body, answer.lane).toEqual({ data: { me: { userId } } });
     }
   });

@@ -41,9 +41,7 @@ async function answer(server: ServerProcess, request: RawRequest) {
     headers: method === 'POST' ? { 'content-type': 'application/json', ...request.headers } : request.headers,
     body: request.body,
   });
-  const headers = Object.fromEntries(
-    [...response.headers].filter(([name]) => !['date', 'connection', 'keep-alive'].includes(name.toLowerCase())),
-  );
+  const headers = Object.fromEntries([...response.headers].filter(([name]) => !['date', 'connection', 'keep-alive'].includes(name.toLowerCase())));
   return { status: response.status, headers, body: await response.text() };
 }
 

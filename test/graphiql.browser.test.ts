@@ -21,10 +21,7 @@ let browser: Browser;
 
 beforeAll(async () => {
   if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)`);
-  [server, browser] = await Promise.all([
-    startServerProcess(env.vars),
-    chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS, timeout: STEP_MS }),
-  ]);
+  [server, browser] = await Promise.all([startServerProcess(env.vars), chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS, timeout: STEP_MS })]);
   stores = openStores(env);
 });
 
@@ -59,16 +56,24 @@ it('a subscription started in GraphiQL, signed in from its headers tab, shows li
   await page.keyboard.press('Delete');
   await page.keyboard.insertText(JSON.stringify({ Authorization: `Bearer ${await tokenOf('graphiql-user')}` }));
 
-  await page.getByRole('button', { name: /Execute/ }).first().click();
+  await page
+    .getByRole('button', { name: /Execute/ })
+    .first()
+    .click();
   const response = page.locator('.graphiql-response');
-  await response.filter({ hasText: '"remainingCount": 3' }).waitFor().catch(async (error: Error) => {
-    throw new Error(`${error.message}\nthe result pane shows: ${await response.innerText()}`);
-  });
+  await response
+    .filter({ hasText: '"remainingCount": 3' })
+    .waitFor()
+    .catch(async (error: Error) => {
+      // biome-ignore lint/performance/useDomNodeTextContent: Playwright's Locator, not the DOM property
+      throw new Error(`${error.message}\nthe result pane shows: ${await response.innerText()}`);
+    });
 
   // A change made over HTTP reaches the result pane.
   const grab = await redPackets.grab('graphiql-grabber', packet.id);
   expect(grab.__typename).toBe('GrabbedShare');
   await response.filter({ hasText: '"remainingCount": 2' }).waitFor();
+  // biome-ignore lint/performance/useDomNodeTextContent: Playwright's Locator, not the DOM property
   expect(await response.innerText()).not.toContain('UNAUTHENTICATED');
   await page.close();
 });

@@ -200,7 +200,10 @@ describe('a control character or a lone surrogate in any String or ID input', ()
         const subscription = subscribe(fastLane.url, document as never, variables as never, await tokenOfCaller('admin'));
         try {
           const [first] = await subscription.until((events) => events.length > 0);
-          expect(first!.errors?.map((error) => (error as { extensions?: { code?: string } }).extensions?.code), JSON.stringify(first)).toEqual(['BAD_USER_INPUT']);
+          expect(
+            first!.errors?.map((error) => (error as { extensions?: { code?: string } }).extensions?.code),
+            JSON.stringify(first),
+          ).toEqual(['BAD_USER_INPUT']);
         } finally {
           subscription.close();
         }

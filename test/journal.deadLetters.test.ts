@@ -108,8 +108,24 @@ describe('a journal entry PostgreSQL refuses', () => {
     const { packet, keys } = await packetWith(a, 5);
     await grabInRedis(a, packet.id, 'swept-healthy');
     // Written by hand in the format the grab script writes, as an older release or a bug might.
-    const poisonedId = await a.redis.xadd(keys.journal, '*', 'kind', 'redPacket.grab', 'grant', randomUUID(), 'packet', packet.id, 'user', 'x\u0000y',
-      'index', '4', 'amount', '100', 'at', String(Date.now()));
+    const poisonedId = await a.redis.xadd(
+      keys.journal,
+      '*',
+      'kind',
+      'redPacket.grab',
+      'grant',
+      randomUUID(),
+      'packet',
+      packet.id,
+      'user',
+      'x\u0000y',
+      'index',
+      '4',
+      'amount',
+      '100',
+      'at',
+      String(Date.now()),
+    );
     await sleep(150);
     await Promise.all([a.journal.sweep(), b.journal.sweep(), a.journal.sweep()]);
 
@@ -204,7 +220,10 @@ describe('an entry its handler cannot read', () => {
     const outcomes = await Promise.allSettled(entries.map((entry) => app.journal.commit(entry)));
 
     expect(outcomes.map((outcome) => (outcome.status === 'fulfilled' ? outcome.value : (outcome.reason as { extensions: { code: string } }).extensions.code))).toEqual([
-      'persisted', 'persisted', 'BAD_USER_INPUT', 'persisted',
+      'persisted',
+      'persisted',
+      'BAD_USER_INPUT',
+      'persisted',
     ]);
     expect(persisted.sort()).toEqual(['1', '2', '3']);
     expect(await app.redis.xrange(stream, '-', '+')).toEqual([]);
@@ -227,7 +246,12 @@ describe('journalDeadLetters', () => {
     const letters = body.data!.journalDeadLetters;
     // The earlier tests' entries, newest first.
     expect(letters.length).toBeGreaterThanOrEqual(3);
-    expect(letters.map((letter) => letter.createdAt)).toEqual(letters.map((letter) => letter.createdAt).sort().reverse());
+    expect(letters.map((letter) => letter.createdAt)).toEqual(
+      letters
+        .map((letter) => letter.createdAt)
+        .sort()
+        .reverse(),
+    );
     const withUser = letters.find((letter) => JSON.parse(letter.fields).user === POISONED_USER);
     expect(withUser).toMatchObject({ kind: 'redPacket.grab', code: '22021', error: expect.stringContaining('0x00') });
     expect(withUser!.stream).toMatch(/^\{rp:.+\}:journal$/);
@@ -250,7 +274,6 @@ describe('the caller of an entry PostgreSQL refuses', () => {
     const joined = await app.teams.confirm('team-buyer', team.id, 'pay-ref');
     expect(joined.members.map((member) => member.userId)).toEqual(['team-leader', 'team-buyer']);
   });
-
 
   // With NUL refused at the GraphQL edge the same request gets BAD_USER_INPUT before Redis;
   // either way nothing changes.

@@ -91,7 +91,10 @@ describe('WEIGHTED draws are fair', () => {
   }, 120_000);
 
   it('200,000 draws over weights [1, 3, 6, 10, 20, 60] pass a chi-square test at p > 0.001', () => {
-    const counts = tally(prizeIds, drawn.map((draw) => draw.prizeId));
+    const counts = tally(
+      prizeIds,
+      drawn.map((draw) => draw.prizeId),
+    );
     expect(counts.reduce((a, b) => a + b, 0)).toBe(200_000);
     expect(counts.at(-1), 'no-prize weight is 0: every draw wins').toBe(0);
     const { pValue, statistic } = chiSquareTest(counts.slice(0, -1), expectedProbabilities(WEIGHTS, 0).slice(0, -1));
@@ -119,9 +122,17 @@ describe('WEIGHTED draws are fair', () => {
     const moduloBias = drawn.map(({ randomInput }) => {
       const r = (randomInput % 256) % total;
       let cumulative = 0;
-      return prizeIds[WEIGHTS.findIndex((weight) => r < (cumulative += weight))]!;
+      return prizeIds[
+        WEIGHTS.findIndex((weight) => {
+          cumulative += weight;
+          return r < cumulative;
+        })
+      ]!;
     });
-    for (const [name, outcomes] of [['without cumulative sums', withoutCumulativeSums], ['with modulo bias', moduloBias]] as const) {
+    for (const [name, outcomes] of [
+      ['without cumulative sums', withoutCumulativeSums],
+      ['with modulo bias', moduloBias],
+    ] as const) {
       const counts = tally(prizeIds, outcomes);
       const { pValue } = chiSquareTest(counts.slice(0, -1).concat(counts.at(-1)!), [...probabilities, 0]);
       expect(pValue, `${name}: counts ${counts.join(', ')}`).toBeLessThan(P_THRESHOLD);
@@ -135,7 +146,10 @@ describe('the probability is weight / (sum of available weights + noPrizeWeight)
     const weights = [10, 30, 60];
     const { id, settings } = await activity(weights, 50, (i) => (i === 2 ? 0 : 10_000_000));
     const outcomes = (await drawMany(id, 30_000)).map((draw) => draw.prizeId);
-    const counts = tally(settings.prizes.map((prize) => prize.id), outcomes);
+    const counts = tally(
+      settings.prizes.map((prize) => prize.id),
+      outcomes,
+    );
     expect(counts[2], 'the exhausted prize').toBe(0);
     const { pValue, statistic } = chiSquareTest([counts[0]!, counts[1]!, counts[3]!], [10 / 90, 30 / 90, 50 / 90]);
     expect(pValue, `chi-square ${statistic.toFixed(2)} over ${counts.join(', ')}`).toBeGreaterThan(P_THRESHOLD);

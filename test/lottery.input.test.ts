@@ -161,7 +161,16 @@ describe('updateLotteryActivity refuses changes that do not fit, with BAD_USER_I
     ['endsAt before startsAt', weighted.id, { endsAt: new Date(now - 120_000).toISOString() }],
     ['endsAt equal to startsAt', weighted.id, { endsAt: window.startsAt }],
     ['a prize of another activity', weighted.id, { prizes: [{ prizeId: timed.prizeIds[0]!, weight: 3 }] }],
-    ['the same prize twice', weighted.id, { prizes: [{ prizeId: weighted.prizeIds[0]!, weight: 3 }, { prizeId: weighted.prizeIds[0]!, weight: 4 }] }],
+    [
+      'the same prize twice',
+      weighted.id,
+      {
+        prizes: [
+          { prizeId: weighted.prizeIds[0]!, weight: 3 },
+          { prizeId: weighted.prizeIds[0]!, weight: 4 },
+        ],
+      },
+    ],
     ['addStock of 0', weighted.id, { prizes: [{ prizeId: weighted.prizeIds[0]!, addStock: 0 }] }],
     ['stock beyond the maximum', weighted.id, { prizes: [{ prizeId: weighted.prizeIds[0]!, addStock: 10_000_000 }] }],
     ['every weight to zero', weighted.id, { noPrizeWeight: 0, prizes: [{ prizeId: weighted.prizeIds[0]!, weight: 0 }] }],

@@ -46,13 +46,16 @@ describe('Redis loses the lottery', () => {
 
     // The same requests: the first results, counted once.
     const repeated = await Promise.all(first.map(async ({ user, tag }) => draw(activity.id, user, `${user}-${tag}`)));
-    repeated.forEach(({ result }, i) => expect(drawIdOf(result)).toBe(drawIdOf(first[i]!.result)));
+    for (const [i, { result }] of repeated.entries()) expect(drawIdOf(result)).toBe(drawIdOf(first[i]!.result));
     expect(await lot.stores.redis.exists(keysOf(activity.id).meta)).toBe(1);
 
     // Each user has one draw left today, not three.
     const more = await Promise.all(users.flatMap((user) => ['c', 'd'].map(async (tag) => ({ user, ...(await draw(activity.id, user, `${user}-${tag}`)) }))));
     for (const user of users) {
-      const mine = more.filter((attempt) => attempt.user === user).map((attempt) => attempt.result?.__typename).sort();
+      const mine = more
+        .filter((attempt) => attempt.user === user)
+        .map((attempt) => attempt.result?.__typename)
+        .sort();
       expect(mine, user).toEqual(['DrawLimitReached', expect.stringMatching(/^Lottery(Win|Lose)$/)].sort());
     }
     const rows = await expectLotteryInvariants(lot.stores, activity.id);

@@ -17,7 +17,11 @@ beforeAll(() => {
 
 type DrawResult = DrawLotteryMutation['drawLottery'];
 
-const shuffled = <T>(items: T[]) => items.map((item) => [Math.random(), item] as const).sort((a, b) => a[0] - b[0]).map(([, item]) => item);
+const shuffled = <T>(items: T[]) =>
+  items
+    .map((item) => [Math.random(), item] as const)
+    .sort((a, b) => a[0] - b[0])
+    .map(([, item]) => item);
 
 describe('1,000 users drawing at once over HTTP', () => {
   it('never exceeds total or daily stock, nor any user’s daily draw or win limit; a repeated requestId counts once', async () => {

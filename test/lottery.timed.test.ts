@@ -91,7 +91,10 @@ describe('TIMED: prizes released over the day', () => {
     expect(count(24, 'gold').drawn + count(24, 'points').drawn).toBe(0);
 
     const draws = await expectLotteryInvariants(lot.stores, activity.id);
-    expect(draws.every((row) => row.prize_id !== null), 'every draw won something').toBe(true);
+    expect(
+      draws.every((row) => row.prize_id !== null),
+      'every draw won something',
+    ).toBe(true);
     const released = draws.filter((row) => row.release_at !== null);
     expect(released).toHaveLength(sum(gold) + sum(points));
     for (const row of released) expect(row.release_at!.getTime(), 'drawn after its release').toBeLessThanOrEqual(row.drawn_at.getTime());
@@ -131,7 +134,10 @@ describe('TIMED: prizes released over the day', () => {
     expect(await lot.stores.redis.zcard(`{lot:${activity.id}}:releases`)).toBe(expected);
 
     // Everything released by now is there to be drawn, once; what is left is released later.
-    const { rows: due } = await lot.stores.sql.query<{ n: number }>('SELECT count(*)::int AS n FROM lottery_release WHERE activity_id = $1 AND release_at <= to_timestamp($2 / 1000.0)', [activity.id, now]);
+    const { rows: due } = await lot.stores.sql.query<{ n: number }>('SELECT count(*)::int AS n FROM lottery_release WHERE activity_id = $1 AND release_at <= to_timestamp($2 / 1000.0)', [
+      activity.id,
+      now,
+    ]);
     expect((await drawUntilConsolation(activity.id)).length).toBeGreaterThanOrEqual(due[0]!.n);
     const [, nextRelease] = await lot.stores.redis.zrange(`{lot:${activity.id}}:releases`, 0, 0, 'WITHSCORES');
     if (nextRelease !== undefined) expect(Number(nextRelease)).toBeGreaterThan(now);
@@ -154,7 +160,9 @@ describe('TIMED: prizes released over the day', () => {
     });
     const [gold] = activity.prizes;
     const scheduledPerHour = async () =>
-      (await lot.stores.sql.query<{ released: number }>('SELECT released FROM lottery_scheduled_hour WHERE activity_id = $1 ORDER BY hour_start', [activity.id])).rows.map((row) => row.released);
+      (await lot.stores.sql.query<{ released: number }>('SELECT released FROM lottery_scheduled_hour WHERE activity_id = $1 ORDER BY hour_start', [activity.id])).rows.map(
+        (row) => row.released,
+      );
 
     await moveClockTo(lot.stores.redis, start + 1.5 * HOUR);
     await apps[1]!.lottery.scheduleDue();

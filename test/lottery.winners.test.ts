@@ -64,10 +64,26 @@ describe('lotteryWinners streams wins for the "恭喜 xxx 抽中了…" ticker',
     await operator.until((events) => wins(events).length === 6);
     await winner.until((events) => wins(events).length === 6);
 
-    expect(wins(viewer.events).slice(2).map((win) => win.drawId)).toEqual(drawn);
-    expect(wins(viewer.events).slice(2).map((win) => win.userId)).toEqual(late.map((user) => alias(activity.id, user)));
-    expect(wins(operator.events).slice(1).map((win) => win.userId)).toEqual(late);
-    expect(wins(winner.events).slice(1).map((win) => win.userId)).toEqual(['late-0', ...late.slice(1).map((user) => alias(activity.id, user))]);
+    expect(
+      wins(viewer.events)
+        .slice(2)
+        .map((win) => win.drawId),
+    ).toEqual(drawn);
+    expect(
+      wins(viewer.events)
+        .slice(2)
+        .map((win) => win.userId),
+    ).toEqual(late.map((user) => alias(activity.id, user)));
+    expect(
+      wins(operator.events)
+        .slice(1)
+        .map((win) => win.userId),
+    ).toEqual(late);
+    expect(
+      wins(winner.events)
+        .slice(1)
+        .map((win) => win.userId),
+    ).toEqual(['late-0', ...late.slice(1).map((user) => alias(activity.id, user))]);
     for (const win of wins(operator.events)) expect(win).toMatchObject({ settingsVersion: 1, prize: { title: '谢谢参与大奖', kind: 'GOODS' } });
     expect(viewer.events.every((event) => event.errors === undefined)).toBe(true);
   });

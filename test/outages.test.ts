@@ -4,9 +4,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { GrabRedPacketDocument, type GrabRedPacketMutation } from './gql/generated.ts';
 import { TEST_DATABASE_URL, type TestEnv, testEnv } from './support/env.ts';
 import { sleep, waitFor } from './support/poll.ts';
+import { startThrowawayRedis, stopChild } from './support/redisServer.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
 import { type RedPacketsClient, redPacketsAt } from './support/redPackets.ts';
-import { startThrowawayRedis, stopChild } from './support/redisServer.ts';
 import { freePort, startServerProcess } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
 import { signAhead } from './support/tokens.ts';
@@ -172,7 +172,10 @@ async function startCuttableProxy(target: URL) {
   const sockets = new Set<Socket>();
   const server: Server = createServer((client) => {
     const upstream = createConnection(Number(target.port || 5432), target.hostname);
-    for (const [from, to] of [[client, upstream], [upstream, client]] as const) {
+    for (const [from, to] of [
+      [client, upstream],
+      [upstream, client],
+    ] as const) {
       sockets.add(from);
       from.pipe(to);
       from.on('error', () => to.destroy());

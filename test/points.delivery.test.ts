@@ -9,8 +9,8 @@ import { LogVoucherNotifier, VOUCHER_DELIVERED_TOPIC, type VoucherDelivery, type
 import { createLogger } from '../src/infra/logger.ts';
 import { TEST_JWT_SECRET, TEST_REDIS_URL, testEnv } from './support/env.ts';
 import { stopAll, stopWithin } from './support/lifecycle.ts';
-import { expectPointsInvariants } from './support/pointsInvariants.ts';
 import { type PointsClient, pointsAt, voucherCodes } from './support/points.ts';
+import { expectPointsInvariants } from './support/pointsInvariants.ts';
 import { waitFor } from './support/poll.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
@@ -140,7 +140,7 @@ describe('a delivery webhook that fails', () => {
       }
       // Backoff: RETRY_MS, then twice, then four times as long (with slack for a busy machine's timers).
       const gaps = attempts.slice(1).map((attempt, i) => attempt.atMs - attempts[i]!.atMs);
-      gaps.forEach((gap, i) => expect(gap, `gap before attempt ${i + 2}`).toBeGreaterThanOrEqual(RETRY_MS * 2 ** i * 0.9));
+      for (const [i, gap] of gaps.entries()) expect(gap, `gap before attempt ${i + 2}`).toBeGreaterThanOrEqual(RETRY_MS * 2 ** i * 0.9);
       expect(rows.get(redemption.id)).toMatchObject({ status: 'DELIVERED', delivery_attempts: 4, last_error: null });
     }
     const me = await points.me('flaky-0');
@@ -153,12 +153,22 @@ describe('a delivery webhook that fails', () => {
     const first = await start(webhookEnv.vars);
     const points = pointsAt(first.url);
     receiver.answer = () => 'ok';
-    const done = (await redeemFor(points, Array.from({ length: 20 }, (_, i) => `done-${i}`))).map((redemption) => redemption.id);
+    const done = (
+      await redeemFor(
+        points,
+        Array.from({ length: 20 }, (_, i) => `done-${i}`),
+      )
+    ).map((redemption) => redemption.id);
     await waitFor('the first vouchers to be delivered', allDelivered(webhookStores, done));
 
     // The next vouchers' first requests never get an answer: the server dies while it waits.
     receiver.answer = (_key, nth) => (nth === 1 ? 'hang' : 'ok');
-    const cutOff = (await redeemFor(points, Array.from({ length: 10 }, (_, i) => `cut-${i}`))).map((redemption) => redemption.id);
+    const cutOff = (
+      await redeemFor(
+        points,
+        Array.from({ length: 10 }, (_, i) => `cut-${i}`),
+      )
+    ).map((redemption) => redemption.id);
     await waitFor('the next vouchers to be requested', () => cutOff.every((id) => receiver.of(id).length === 1));
     await first.kill();
     expect([...(await statuses(webhookStores, cutOff)).values()].map((row) => row.status)).toEqual(Array(10).fill('PENDING'));
@@ -185,7 +195,10 @@ describe('the default notifier', () => {
     subscriber.on('message', (_channel, message: string) => announced.push(JSON.parse(message) as VoucherDelivery));
     try {
       const [a] = await Promise.all([start(noticeEnv.vars), start(noticeEnv.vars)]);
-      const redemptions = await redeemFor(pointsAt(a!.url), Array.from({ length: 60 }, (_, i) => `notice-${i}`));
+      const redemptions = await redeemFor(
+        pointsAt(a!.url),
+        Array.from({ length: 60 }, (_, i) => `notice-${i}`),
+      );
       const ids = redemptions.map((redemption) => redemption.id);
       await waitFor('every voucher to be delivered', allDelivered(noticeStores, ids));
       await waitFor('every voucher to be announced', () => announced.length >= ids.length);
@@ -201,7 +214,13 @@ describe('the default notifier', () => {
       apps.push(app);
       const notifier = new LogVoucherNotifier(app.prisma, app.events, app.log);
       const again = announced[0]!;
-      await Promise.all([notifier.deliver([{ ...again, attempt: 2 }, { ...again, attempt: 2 }]), notifier.deliver([{ ...again, attempt: 2 }])]);
+      await Promise.all([
+        notifier.deliver([
+          { ...again, attempt: 2 },
+          { ...again, attempt: 2 },
+        ]),
+        notifier.deliver([{ ...again, attempt: 2 }]),
+      ]);
       await new Promise((resolve) => setTimeout(resolve, 300));
       expect(announced).toHaveLength(ids.length);
       expect((await noticeStores.sql.query('SELECT 1 FROM voucher_notice')).rowCount).toBe(ids.length);
@@ -215,7 +234,12 @@ describe('the default notifier', () => {
 describe('a delivery worker told to stop', () => {
   it('finishes the batch in hand and leaves the rest of the backlog PENDING', async () => {
     const server = await start(backlogEnv.vars);
-    const ids = (await redeemFor(pointsAt(server.url), Array.from({ length: 120 }, (_, i) => `backlog-${i}`))).map((redemption) => redemption.id);
+    const ids = (
+      await redeemFor(
+        pointsAt(server.url),
+        Array.from({ length: 120 }, (_, i) => `backlog-${i}`),
+      )
+    ).map((redemption) => redemption.id);
     await waitFor('the fresh deliveries', allDelivered(backlogStores, ids));
     // A backlog, as a long fulfilment outage leaves one.
     await backlogStores.sql.query("UPDATE redemption SET status = 'PENDING', delivery_attempts = 0, locked_until = NULL, next_attempt_at = now(), delivered_at = NULL");
@@ -302,10 +326,9 @@ describe('a delivery that fails after its lease ran out', () => {
     };
     const attempted = await new VoucherDeliveryWorker(app.prisma, slowAndFailing, { leaseMs: 30_000, retryBaseMs: 1_000 }, app.log).deliverDue();
     expect(attempted).toBeGreaterThanOrEqual(1);
-    const { rows: [row] } = await backlogStores.sql.query<{ locked_until: Date; last_error: string | null; status: string }>(
-      'SELECT locked_until, last_error, status FROM redemption WHERE id = $1',
-      [id],
-    );
+    const {
+      rows: [row],
+    } = await backlogStores.sql.query<{ locked_until: Date; last_error: string | null; status: string }>('SELECT locked_until, last_error, status FROM redemption WHERE id = $1', [id]);
     expect(row).toEqual({ locked_until: othersLease, last_error: null, status: 'PENDING' });
   });
 });
@@ -353,7 +376,10 @@ describe('a fresh delivery that waited half its lease in the queue', () => {
     await worker.stop();
 
     expect(called).toEqual(['half-0']);
-    const rows = await statuses(backlogStores, leased.map((row) => row.id));
+    const rows = await statuses(
+      backlogStores,
+      leased.map((row) => row.id),
+    );
     expect(rows.get('half-0')).toMatchObject({ status: 'DELIVERED', delivery_attempts: 1 });
     for (const id of ['half-1', 'half-2']) expect(rows.get(id), id).toMatchObject({ status: 'PENDING', delivery_attempts: 0 });
   });

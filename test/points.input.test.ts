@@ -13,8 +13,8 @@ import {
 import { type GraphqlResponse, errorCodes, gql } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { stopAll } from './support/lifecycle.ts';
-import { expectPointsInvariants } from './support/pointsInvariants.ts';
 import { type PointsClient, pointsAt, voucherCodes } from './support/points.ts';
+import { expectPointsInvariants } from './support/pointsInvariants.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores, stateKeys } from './support/stores.ts';
 import { tokenOf } from './support/tokens.ts';
@@ -50,7 +50,7 @@ async function state() {
       async (table) => (await stores.sql.query(`SELECT * FROM ${table}`)).rows,
     ),
   );
-  const keys = (await stateKeys(stores.redis, env.keyPrefix));
+  const keys = await stateKeys(stores.redis, env.keyPrefix);
   const values = await Promise.all(
     keys.map(async (key) => {
       switch (await stores.redis.type(key)) {
@@ -119,7 +119,12 @@ describe('awardPoints', () => {
 
   it('UNAUTHENTICATED without a token or with a bad one, FORBIDDEN for a user who is not an operator', async () => {
     const forged = await signToken('another-secret-that-is-also-32-characters-long', { userId: 'mallory', roles: ['admin'] });
-    for (const [token, code] of [[undefined, 'UNAUTHENTICATED'], ['not-a-jwt', 'UNAUTHENTICATED'], [forged, 'UNAUTHENTICATED'], [await tokenOf('mallory'), 'FORBIDDEN']] as const) {
+    for (const [token, code] of [
+      [undefined, 'UNAUTHENTICATED'],
+      ['not-a-jwt', 'UNAUTHENTICATED'],
+      [forged, 'UNAUTHENTICATED'],
+      [await tokenOf('mallory'), 'FORBIDDEN'],
+    ] as const) {
       const response = await unchanged(() => award({ ...goodAward, userId: 'mallory', amount: 1_000_000 }, token));
       expect(response.body.data?.awardPoints ?? null).toBeNull();
       expect(errorCodes(response)).toEqual([code]);
@@ -168,7 +173,10 @@ describe('createGoods', () => {
   });
 
   it('UNAUTHENTICATED without a token, FORBIDDEN for a user who is not an operator', async () => {
-    for (const [token, code] of [[undefined, 'UNAUTHENTICATED'], [await tokenOf('mallory'), 'FORBIDDEN']] as const) {
+    for (const [token, code] of [
+      [undefined, 'UNAUTHENTICATED'],
+      [await tokenOf('mallory'), 'FORBIDDEN'],
+    ] as const) {
       const response = await unchanged(() => gql(server.url, CreateGoodsDocument, { input: good }, token));
       expect(errorCodes(response)).toEqual([code]);
     }
@@ -210,8 +218,17 @@ describe('redeemPoints and the reads', () => {
     expect(all.map((redemption) => redemption.userId)).toEqual(['holder', 'second']);
     expect((await points.redemptions('operator', { goodsId, limit: 1, offset: 1 })).map((r) => r.userId)).toEqual(['second']);
     const byStatus = await Promise.all((['PENDING', 'DELIVERED'] as const).map((status) => points.redemptions('operator', { goodsId, status })));
-    expect(byStatus.flat().map((redemption) => redemption.id).sort()).toEqual(all.map((redemption) => redemption.id).sort());
-    for (const variables of [{ goodsId, limit: 0 }, { goodsId, limit: 501 }, { goodsId, offset: -1 }]) {
+    expect(
+      byStatus
+        .flat()
+        .map((redemption) => redemption.id)
+        .sort(),
+    ).toEqual(all.map((redemption) => redemption.id).sort());
+    for (const variables of [
+      { goodsId, limit: 0 },
+      { goodsId, limit: 501 },
+      { goodsId, offset: -1 },
+    ]) {
       expect(errorCodes(await gql(server.url, GoodsRedemptionsDocument, variables, admin)), JSON.stringify(variables)).toEqual(['BAD_USER_INPUT']);
     }
     // The per-user limit (1) holds for both; the third code is still there.

@@ -5,8 +5,8 @@ import { Scripts } from '../src/infra/redis/scripts.ts';
 import { unlessCutOff } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { stopAll } from './support/lifecycle.ts';
-import { type RedemptionRow, expectPointsInvariants } from './support/pointsInvariants.ts';
 import { type PointsClient, type RedeemResult, pointsAt, voucherCodes } from './support/points.ts';
+import { type RedemptionRow, expectPointsInvariants } from './support/pointsInvariants.ts';
 import { sleep, waitFor } from './support/poll.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, loseKeysAtOnce, openStores } from './support/stores.ts';
@@ -120,7 +120,9 @@ describe('a server killed with SIGKILL in the middle of a storm', () => {
     await expectPointsInvariants(stores);
 
     // Phase 2: everyone retries both requests and asks for one more, which empties the pool.
-    const phase2 = await Promise.all(users.flatMap((user) => ['a', 'b', 'c'].map(async (requestId) => ({ userId: user, requestId, ...(await points.tryRedeem(user, goods.id, requestId)) }))));
+    const phase2 = await Promise.all(
+      users.flatMap((user) => ['a', 'b', 'c'].map(async (requestId) => ({ userId: user, requestId, ...(await points.tryRedeem(user, goods.id, requestId)) }))),
+    );
     for (const { userId, requestId, result, errors, failed } of phase2) {
       expect(errors ?? failed, `${userId}/${requestId}`).toBeUndefined();
       const durable = afterSweep.get(requestKey(userId, requestId));
@@ -238,7 +240,12 @@ describe('Redis loses its data mid-campaign', () => {
     }
     await waitFor('the journal to be empty', async () => (await stores.redis.xlen(SHOP_JOURNAL)) === 0);
     const final = await expectPointsInvariants(stores);
-    expect(final.filter((row) => row.goods_id === goods.id).map((row) => row.voucher_code).sort()).toEqual(codes);
+    expect(
+      final
+        .filter((row) => row.goods_id === goods.id)
+        .map((row) => row.voucher_code)
+        .sort(),
+    ).toEqual(codes);
     // Every cached balance and the stock agree with PostgreSQL (checked above); every user's reads do too.
     const balances = await durableBalances(users);
     for (const user of users.slice(0, 50)) {

@@ -46,7 +46,10 @@ function aliasesFrom(pairs: [string, string][]): Show {
   expect(new Set(aliases.values()).size).toBe(aliases.size);
   return (userId) => aliases.get(userId) ?? `no alias seen for ${userId}`;
 }
-const shownTo = (viewer: string, aliases: Show): Show => (userId) => (userId === viewer ? userId : aliases(userId));
+const shownTo =
+  (viewer: string, aliases: Show): Show =>
+  (userId) =>
+    userId === viewer ? userId : aliases(userId);
 
 describe('user ids in red packets', () => {
   const packetPeople = (packet: PacketPeopleFragment) => ({
@@ -61,8 +64,7 @@ describe('user ids in red packets', () => {
     const near = redPacketsAt(instances.server.url);
     const far = redPacketsAt(instances.other.url);
     const packet = await near.create(sender, { totalAmount: 600, count: 3 });
-    const watch = async (subscribe: typeof subscribeWs, token: string) =>
-      track(subscribe(instances.server.url, PacketPeopleUpdatedDocument, { packetId: packet.id }, token));
+    const watch = async (subscribe: typeof subscribeWs, token: string) => track(subscribe(instances.server.url, PacketPeopleUpdatedDocument, { packetId: packet.id }, token));
     const subscribers = {
       stranger: await watch(subscribeSse, await tokenOf('rp-stranger')),
       alice: await watch(subscribeWs, await tokenOf('rp-alice')),
@@ -86,7 +88,11 @@ describe('user ids in red packets', () => {
     const expected = (show: Show, shares = 3, empty = true) => ({ senderId: show(sender), shares: grabbers.slice(0, shares).map(show), bestLuck: empty ? show(luckiest) : null });
 
     // Every event, per subscriber: the same aliases from the first event to the last.
-    for (const [views, show] of [[strangerViews, aliases], [aliceViews, shownTo('rp-alice', aliases)], [operatorViews, everyone]] as const) {
+    for (const [views, show] of [
+      [strangerViews, aliases],
+      [aliceViews, shownTo('rp-alice', aliases)],
+      [operatorViews, everyone],
+    ] as const) {
       for (const view of views) expect(view).toEqual(expected(show, view.shares.length, view.bestLuck !== null));
       expect(views.at(-1)!.bestLuck).not.toBeNull();
     }
@@ -109,7 +115,11 @@ describe('user ids in red packets', () => {
     const next = await near.create(sender, { totalAmount: 600, count: 3 });
     for (const user of grabbers.slice(0, 2)) await far.grab(user, next.id);
     const elsewhere = packetPeople((await near.people('rp-stranger', next.id))!);
-    aliasesFrom([[sender, elsewhere.senderId], ['rp-alice', elsewhere.shares[0]!], ['rp-bob', elsewhere.shares[1]!]]);
+    aliasesFrom([
+      [sender, elsewhere.senderId],
+      ['rp-alice', elsewhere.shares[0]!],
+      ['rp-bob', elsewhere.shares[1]!],
+    ]);
     expect([elsewhere.senderId, ...elsewhere.shares].filter((alias) => [aliases(sender), ...grabbers.map(aliases)].includes(alias))).toEqual([]);
   });
 });
@@ -141,9 +151,17 @@ describe('user ids in teams', () => {
 
     expect(operatorViews.at(-1)).toEqual({ leaderId: 'tm-leader', members: ['tm-leader', 'tm-member'], locks: ['tm-holder'] });
     const strangerFinal = strangerViews.at(-1)!;
-    const aliases = aliasesFrom([['tm-leader', strangerFinal.leaderId], ['tm-member', strangerFinal.members[1]!], ['tm-holder', strangerFinal.locks[0]!]]);
+    const aliases = aliasesFrom([
+      ['tm-leader', strangerFinal.leaderId],
+      ['tm-member', strangerFinal.members[1]!],
+      ['tm-holder', strangerFinal.locks[0]!],
+    ]);
     const expected = (show: Show, locks = 1) => ({ leaderId: show('tm-leader'), members: ['tm-leader', 'tm-member'].map(show), locks: ['tm-holder'].slice(0, locks).map(show) });
-    for (const [views, show] of [[strangerViews, aliases], [memberViews, shownTo('tm-member', aliases)], [operatorViews, everyone]] as const) {
+    for (const [views, show] of [
+      [strangerViews, aliases],
+      [memberViews, shownTo('tm-member', aliases)],
+      [operatorViews, everyone],
+    ] as const) {
       for (const view of views) expect(view).toEqual(expected(show, view.locks.length));
     }
     for (const teams of [near, far]) {
@@ -185,10 +203,16 @@ describe('lottery winners', () => {
       return dataOf(events, 'lotteryWinners').map((win) => win.userId);
     };
     const firstAliases = await winners(instances.server.url, first.id);
-    aliasesFrom([['lw-winner', firstAliases[0]!], ['lw-runner-up', firstAliases[1]!]]);
+    aliasesFrom([
+      ['lw-winner', firstAliases[0]!],
+      ['lw-runner-up', firstAliases[1]!],
+    ]);
     expect(await winners(instances.other.url, first.id)).toEqual(firstAliases);
     const secondAliases = await winners(instances.server.url, second.id);
-    aliasesFrom([['lw-winner', secondAliases[0]!], ['lw-runner-up', secondAliases[1]!]]);
+    aliasesFrom([
+      ['lw-winner', secondAliases[0]!],
+      ['lw-runner-up', secondAliases[1]!],
+    ]);
     expect(secondAliases.filter((alias) => firstAliases.includes(alias))).toEqual([]);
   });
 });

@@ -92,10 +92,7 @@ describe('a server killed with SIGKILL in the middle of a storm', () => {
     console.info(`crash: ${acknowledged.size} acknowledged, ${grantedInRedisAtCrash} granted in Redis, ${journalAtCrash} journal entries left, ${failedRequests} requests cut off`);
 
     // 1. Every acknowledged success is already in PostgreSQL, with the same amount, before any restart.
-    const { rows: durableAtCrash } = await stores.sql.query<{ user_id: string; amount: number }>(
-      'SELECT user_id, amount FROM red_packet_grab WHERE packet_id = $1',
-      [packet.id],
-    );
+    const { rows: durableAtCrash } = await stores.sql.query<{ user_id: string; amount: number }>('SELECT user_id, amount FROM red_packet_grab WHERE packet_id = $1', [packet.id]);
     const durableByUser = new Map(durableAtCrash.map((row) => [row.user_id, row.amount]));
     for (const [user, amount] of acknowledged) expect(durableByUser.get(user), `acknowledged grab of ${user}`).toBe(amount);
     // 2. No share granted twice, nothing oversold.
@@ -111,9 +108,7 @@ describe('a server killed with SIGKILL in the middle of a storm', () => {
     const afterSweep = await expectRedPacketInvariants(stores, packet.id);
     const redisGrabs = await stores.redis.hgetall(grabsKey);
     expect(afterSweep).toHaveLength(grantedInRedisAtCrash);
-    expect(new Map(afterSweep.map((grab) => [grab.user_id, grab.amount]))).toEqual(
-      new Map(Object.entries(redisGrabs).map(([user, value]) => [user, Number(value.split(':')[1])])),
-    );
+    expect(new Map(afterSweep.map((grab) => [grab.user_id, grab.amount]))).toEqual(new Map(Object.entries(redisGrabs).map(([user, value]) => [user, Number(value.split(':')[1])])));
     for (const [user, amount] of acknowledged) expect(afterSweep.find((grab) => grab.user_id === user)?.amount).toBe(amount);
 
     // Phase 2: the storm goes on against the new server; every user grabs once more.

@@ -37,10 +37,14 @@ async function settlement(packetId: string): Promise<SettlementRow> {
 
 /** Waits, without touching the API, until the settlement worker has refunded the packet. */
 const settled = (packetId: string) =>
-  waitFor(`packet ${packetId} to be refunded`, async () => {
-    const row = await settlement(packetId);
-    return row.refunded_at ? row : undefined;
-  }, { timeoutMs: 8_000, intervalMs: 100 });
+  waitFor(
+    `packet ${packetId} to be refunded`,
+    async () => {
+      const row = await settlement(packetId);
+      return row.refunded_at ? row : undefined;
+    },
+    { timeoutMs: 8_000, intervalMs: 100 },
+  );
 
 describe('expiry and refunds', () => {
   it('refunds what is left of an expired packet that nobody looks at, then reports it EXPIRED', async () => {
@@ -66,10 +70,14 @@ describe('expiry and refunds', () => {
     expect(row.refunded_amount).toBeGreaterThan(0);
 
     // PostgreSQL is settled first, Redis right after; the API reads Redis.
-    const expired = await waitFor('the refund to show in the API', async () => {
-      const state = await readPacket(packet.id);
-      return state?.refundedAmount === TOTAL - granted ? state : undefined;
-    }, { timeoutMs: 2_000, intervalMs: 50 });
+    const expired = await waitFor(
+      'the refund to show in the API',
+      async () => {
+        const state = await readPacket(packet.id);
+        return state?.refundedAmount === TOTAL - granted ? state : undefined;
+      },
+      { timeoutMs: 2_000, intervalMs: 50 },
+    );
     expect(expired).toMatchObject({ status: 'EXPIRED', remainingCount: 3, remainingAmount: TOTAL - granted, refundedAmount: TOTAL - granted });
     const grabbers = [...won].map(([user, amount]) => [aliasOf(aliasScope.redPacket(packet.id), user), amount]);
     expect(expired.shares.map((share) => [share.userId, share.amount]).sort()).toEqual(grabbers.sort());
@@ -119,10 +127,14 @@ describe('expiry and refunds', () => {
 
     const row = await settled(packet.id);
     expect(row.refunded_amount).toBe(TOTAL - granted);
-    const state = await waitFor('the refund to show in the API', async () => {
-      const current = await readPacket(packet.id);
-      return current?.refundedAmount === TOTAL - granted ? current : undefined;
-    }, { timeoutMs: 2_000, intervalMs: 50 });
+    const state = await waitFor(
+      'the refund to show in the API',
+      async () => {
+        const current = await readPacket(packet.id);
+        return current?.refundedAmount === TOTAL - granted ? current : undefined;
+      },
+      { timeoutMs: 2_000, intervalMs: 50 },
+    );
     expect(state).toMatchObject({ status: 'EXPIRED', remainingAmount: TOTAL - granted });
 
     // Closing again changes nothing; an unknown packet is NotFound.

@@ -3,13 +3,7 @@ import { SignJWT } from 'jose';
 import { fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signToken } from '../src/infra/auth/tokens.ts';
-import {
-  CloseRedPacketDocument,
-  CreateRedPacketDocument,
-  type CreateRedPacketInput,
-  GrabRedPacketDocument,
-  RedPacketDocument,
-} from './gql/generated.ts';
+import { CloseRedPacketDocument, CreateRedPacketDocument, type CreateRedPacketInput, GrabRedPacketDocument, RedPacketDocument } from './gql/generated.ts';
 import { type GraphqlResponse, errorCodes, gql } from './support/client.ts';
 import { TEST_JWT_SECRET, testEnv } from './support/env.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
@@ -55,7 +49,7 @@ async function state(): Promise<State> {
     stores.sql.query<{ n: number }>('SELECT count(*)::int AS n FROM red_packet'),
     stores.sql.query<{ n: number }>('SELECT count(*)::int AS n FROM red_packet_grab'),
   ]);
-  const keys = (await stateKeys(stores.redis, env.keyPrefix));
+  const keys = await stateKeys(stores.redis, env.keyPrefix);
   return { packets: packets[0]!.n, grabs: grabs[0]!.n, keys, meta: await stores.redis.hgetall(`{rp:${packetId}}:meta`) };
 }
 
@@ -194,10 +188,7 @@ describe('callers without a valid token, or without the role', () => {
           .sign(new TextEncoder().encode(TEST_JWT_SECRET)),
     ],
     ['unsigned (alg none)', async () => `${base64url({ alg: 'none', typ: 'JWT' })}.${base64url({ sub: 'mallory', roles: ['admin'], exp: 4_102_444_800 })}.`],
-    [
-      'with its signature cut off',
-      async () => (await tokenOf('mallory', { admin: true })).split('.').slice(0, 2).join('.') + '.',
-    ],
+    ['with its signature cut off', async () => `${(await tokenOf('mallory', { admin: true })).split('.').slice(0, 2).join('.')}.`],
     [
       'with a tampered payload',
       async () => {
@@ -205,10 +196,7 @@ describe('callers without a valid token, or without the role', () => {
         return `${header}.${base64url({ sub: 'mallory', roles: ['admin'], exp: 4_102_444_800 })}.${signature}`;
       },
     ],
-    [
-      'without a subject',
-      () => new SignJWT({ roles: [] }).setProtectedHeader({ alg: 'HS256' }).setExpirationTime('1h').sign(new TextEncoder().encode(TEST_JWT_SECRET)),
-    ],
+    ['without a subject', () => new SignJWT({ roles: [] }).setProtectedHeader({ alg: 'HS256' }).setExpirationTime('1h').sign(new TextEncoder().encode(TEST_JWT_SECRET))],
   ];
 
   type Operation = [name: string, run: (token?: string) => Promise<GraphqlResponse<Record<string, unknown>>>];
@@ -309,10 +297,7 @@ describe('valid input, at random', () => {
 
         const grabs = await expectRedPacketInvariants(stores, packet.id);
         expect(grabs.map((grab) => grab.amount).sort((a, b) => a - b)).toEqual([...amounts].sort((a, b) => a - b));
-        const { rows } = await stores.sql.query<{ mode: string; min_amount: number; max_amount: number }>(
-          'SELECT mode, min_amount, max_amount FROM red_packet WHERE id = $1',
-          [packet.id],
-        );
+        const { rows } = await stores.sql.query<{ mode: string; min_amount: number; max_amount: number }>('SELECT mode, min_amount, max_amount FROM red_packet WHERE id = $1', [packet.id]);
         expect(rows[0]).toEqual({ mode, min_amount: minAmount, max_amount: maxAmount });
       }),
       { numRuns: 15 },

@@ -126,7 +126,7 @@ describe.each(transports)('redPacketUpdated over %s', (_name, subscribe) => {
     expect(states(late.events).map((state) => [state.status, state.refundedAmount])).toEqual([['EXPIRED', 300]]);
   }, 30_000);
 
-  it("pushes EXPIRED as soon as an operator closes the packet, before the refund", async () => {
+  it('pushes EXPIRED as soon as an operator closes the packet, before the refund', async () => {
     const packet = await createPacket(instances.other.url, { totalAmount: 300, count: 3 });
     const watcher = watch(subscribe, instances.server.url, packet.id, await tokenOf('close-watcher'));
     await watcher.until((events) => events.length >= 1);

@@ -77,10 +77,14 @@ describe('a journal entry poisoned by hand during a storm of grabs', () => {
     for (let i = 0; i < POISONED; i++) {
       const user = `poison\u0000${randomUUID()}`;
       // After a dead letter the packet's keys are dropped until a grab of the storm rebuilds them.
-      const reply = await waitFor('the packet to be in Redis', async () => {
-        const answer = await new RedPacketStore(started.stores.redis, scripts).grab(packet.id, user, randomUUID());
-        return answer.kind !== 'missing' && answer;
-      }, { intervalMs: 10 });
+      const reply = await waitFor(
+        'the packet to be in Redis',
+        async () => {
+          const answer = await new RedPacketStore(started.stores.redis, scripts).grab(packet.id, user, randomUUID());
+          return answer.kind !== 'missing' && answer;
+        },
+        { intervalMs: 10 },
+      );
       expect(reply.kind).toBe('granted');
       poisoned.set(reply.kind === 'granted' ? reply.entry.id : '', user);
       await sleep(120);
@@ -124,7 +128,13 @@ describe('a journal entry poisoned by hand during a storm of grabs', () => {
     // Redis then loses the packet: the next grabs rebuild it from PostgreSQL and go on.
     expect(await loseKeysAtOnce(started.stores.redis, env.keyPrefix, `{rp:${packet.id}}*`)).toBeGreaterThan(0);
     const later: Answer[] = [];
-    await storm(packet.id, Array.from({ length: 200 }, (_, i) => `after-loss-${i}`), 100, later, { index: Number.POSITIVE_INFINITY });
+    await storm(
+      packet.id,
+      Array.from({ length: 200 }, (_, i) => `after-loss-${i}`),
+      100,
+      later,
+      { index: Number.POSITIVE_INFINITY },
+    );
     const wonLater = expectShares(later);
     expect(await durableGrabs(packet.id)).toEqual(new Map([...won, ...wonLater]));
     const after = await redPackets.packet(sender, packet.id);

@@ -43,10 +43,14 @@ async function durableGrabs(packetId: string): Promise<Map<string, number>> {
   return new Map(rows.map((row) => [row.user_id, row.amount]));
 }
 
-const shuffled = <T>(items: T[]) => items.map((item) => [Math.random(), item] as const).sort((a, b) => a[0] - b[0]).map(([, item]) => item);
+const shuffled = <T>(items: T[]) =>
+  items
+    .map((item) => [Math.random(), item] as const)
+    .sort((a, b) => a[0] - b[0])
+    .map(([, item]) => item);
 
 describe('Redis loses a packet', () => {
-  it("rebuilds it from PostgreSQL on the next grab; earlier grabbers keep their share; the rest is handed out exactly", async () => {
+  it('rebuilds it from PostgreSQL on the next grab; earlier grabbers keep their share; the rest is handed out exactly', async () => {
     const COUNT = 30;
     const TOTAL = 10_000;
     const sender = 'recovery-sender';
@@ -263,10 +267,7 @@ describe('the journal sweeper', () => {
     // Two instances sweep at once, one of them twice.
     const handled = await Promise.all([a.journal.sweep(), b.journal.sweep(), a.journal.sweep()]);
     expect(handled.reduce((x, y) => x + y, 0)).toBeGreaterThanOrEqual(25);
-    const { rows: swept } = await stores.sql.query<{ id: string; user_id: string; amount: number }>(
-      'SELECT id, user_id, amount FROM red_packet_grab WHERE packet_id = $1',
-      [created.id],
-    );
+    const { rows: swept } = await stores.sql.query<{ id: string; user_id: string; amount: number }>('SELECT id, user_id, amount FROM red_packet_grab WHERE packet_id = $1', [created.id]);
     expect(swept).toHaveLength(25);
     for (const [user, { grant, amount }] of orphaned) expect(swept.find((row) => row.user_id === user)).toEqual({ id: grant, user_id: user, amount });
     expect(swept.some((row) => row.user_id === 'youngest-user')).toBe(false);
@@ -283,13 +284,22 @@ describe('the journal sweeper', () => {
     // Replaying an entry that is already durable, or one that clashes with a durable
     // grab (same user, another share), inserts nothing.
     const [someUser, { grant: someGrant, amount: someAmount }] = [...orphaned][0]!;
-    const { rows: grabbed } = await stores.sql.query<{ share_index: number; grabbed_at: Date }>(
-      'SELECT share_index, grabbed_at FROM red_packet_grab WHERE id = $1',
-      [someGrant],
-    );
+    const { rows: grabbed } = await stores.sql.query<{ share_index: number; grabbed_at: Date }>('SELECT share_index, grabbed_at FROM red_packet_grab WHERE id = $1', [someGrant]);
     const entry = (grant: string, user: string, index: number, amount: number) => [
-      'kind', 'redPacket.grab', 'grant', grant, 'packet', created.id, 'user', user,
-      'index', String(index), 'amount', String(amount), 'at', String(grabbed[0]!.grabbed_at.getTime()),
+      'kind',
+      'redPacket.grab',
+      'grant',
+      grant,
+      'packet',
+      created.id,
+      'user',
+      user,
+      'index',
+      String(index),
+      'amount',
+      String(amount),
+      'at',
+      String(grabbed[0]!.grabbed_at.getTime()),
     ];
     const { rows: packetRow } = await stores.sql.query<{ share_amounts: number[] }>('SELECT share_amounts FROM red_packet WHERE id = $1', [created.id]);
     const freeIndex = (await a.redis.lrange(keys.shares, 0, 0))[0]!.split(':').map(Number)[0]!;

@@ -19,9 +19,7 @@ describe('a storm of grabs', () => {
     await signAhead(users);
     const attempts = [...users, ...users].sort(() => Math.random() - 0.5);
 
-    const results = await Promise.all(
-      attempts.map(async (user) => ({ user, response: await redPackets.raw(GrabRedPacketDocument, { packetId: packet.id }, user) })),
-    );
+    const results = await Promise.all(attempts.map(async (user) => ({ user, response: await redPackets.raw(GrabRedPacketDocument, { packetId: packet.id }, user) })));
 
     const byType = new Map<string, number>();
     const wonBy = new Map<string, number>();

@@ -7,9 +7,9 @@ import { errorCodes, gql } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { stopAll, stopWithin, withTimeout } from './support/lifecycle.ts';
 import { waitFor } from './support/poll.ts';
+import { startThrowawayRedis, stopChild } from './support/redisServer.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
 import { redPacketsAt } from './support/redPackets.ts';
-import { startThrowawayRedis, stopChild } from './support/redisServer.ts';
 import { type ServerProcess, freePort, runUntilExit, startServerProcess } from './support/server.ts';
 import { type Stores, deleteKeys, loseKeysAtOnce, openStores } from './support/stores.ts';
 import { signAhead, tokenOf } from './support/tokens.ts';
@@ -109,7 +109,11 @@ describe('the key prefix, while the server runs', () => {
       // Another database's instance started while Redis had lost the owner key.
       await stores.redis.set('database', 'postgresql:another-database');
       // 'close', not 'exit': the output is read to its end.
-      const exitCode = await withTimeout(once(server.child, 'close').then(([code]) => code as number | null), 10_000, 'the server stopping');
+      const exitCode = await withTimeout(
+        once(server.child, 'close').then(([code]) => code as number | null),
+        10_000,
+        'the server stopping',
+      );
       expect(exitCode).toBe(78);
       expect(server.output()).toContain('must not serve the key prefix');
       expect(server.output()).toContain('another database (postgresql:another-database) claimed');
@@ -212,8 +216,7 @@ describe('a running server', () => {
 
   it('rejects a query nested deeper than GRAPHQL_MAX_DEPTH', async () => {
     const token = await tokenOf('deep-diver');
-    const nested = (fragments: number) =>
-      `query { redPacket(id: "${randomUUID()}") { ${'... on RedPacket { '.repeat(fragments)} shares { userId } ${'} '.repeat(fragments)} } }`;
+    const nested = (fragments: number) => `query { redPacket(id: "${randomUUID()}") { ${'... on RedPacket { '.repeat(fragments)} shares { userId } ${'} '.repeat(fragments)} } }`;
 
     // redPacket, two fragments, shares, userId: depth 5, the limit.
     const atLimit = await gql(server.url, nested(2), {}, token);
@@ -228,8 +231,7 @@ describe('a running server', () => {
 
   it('rejects too many aliases', async () => {
     const token = await tokenOf('alias-lover');
-    const aliased = (count: number) =>
-      `query { ${Array.from({ length: count }, (_, i) => `a${i}: redPacket(id: "${randomUUID()}") { id }`).join(' ')} }`;
+    const aliased = (count: number) => `query { ${Array.from({ length: count }, (_, i) => `a${i}: redPacket(id: "${randomUUID()}") { id }`).join(' ')} }`;
 
     const atLimit = await gql(server.url, aliased(3), {}, token);
     expect(atLimit.body.errors, JSON.stringify(atLimit.body.errors)).toBeUndefined();

@@ -33,7 +33,11 @@ describe.each(transports)('streams complete at the end, over %s', (_name, subscr
     await teams.confirm('buyer', team.id, `pay-${randomUUID()}`);
     await watcher.until(() => watcher.completed(), 10_000);
     expect(teamStates(watcher).at(-1)).toBe('COMPLETE');
-    expect(teamStates(watcher).slice(0, -1).every((status) => status === 'OPEN')).toBe(true);
+    expect(
+      teamStates(watcher)
+        .slice(0, -1)
+        .every((status) => status === 'OPEN'),
+    ).toBe(true);
 
     const late = subscribe(started.server.url, TeamStatusDocument, { teamId: team.id }, await tokenOf('leader'));
     await late.until(() => late.completed(), 10_000);

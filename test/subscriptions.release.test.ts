@@ -47,8 +47,10 @@ beforeAll(async () => {
   const activity = await lottery.create('subs_release-op', { title: 'quiet', ...runningWindow(), prizes: [{ title: 'mug', weight: 1, totalStock: 10 }] });
   expect((await lottery.draw('only-winner', activity.id)).__typename).toBe('LotteryWin');
 
-  const on = <V extends Record<string, unknown>>(query: string, variables: V) => (client: Client, onEvent: (failed: boolean) => void) =>
-    client.subscribe({ query, variables }, { next: (event) => onEvent(event.errors !== undefined), error: () => onEvent(true), complete: () => undefined });
+  const on =
+    <V extends Record<string, unknown>>(query: string, variables: V) =>
+    (client: Client, onEvent: (failed: boolean) => void) =>
+      client.subscribe({ query, variables }, { next: (event) => onEvent(event.errors !== undefined), error: () => onEvent(true), complete: () => undefined });
   topics = [
     { channel: `${env.keyPrefix}redPacket:${packet.id}`, subscribe: on(print(RedPacketUpdatedDocument), { packetId: packet.id }) },
     { channel: `${env.keyPrefix}team:${team.id}`, subscribe: on(print(TeamStatusDocument), { teamId: team.id }) },

@@ -35,10 +35,14 @@ type Event = ExecutionResult<TeamStatusSubscription>;
 
 /** Waits until PostgreSQL holds the team with `status`. */
 const durableStatus = (teamId: string, status: 'COMPLETE' | 'FAILED', timeoutMs: number) =>
-  waitFor(`the team ${status} in PostgreSQL`, async () => {
-    const { rows } = await stores.sql.query('SELECT 1 FROM team WHERE id = $1 AND status = $2', [teamId, status]);
-    return rows.length === 1;
-  }, { timeoutMs });
+  waitFor(
+    `the team ${status} in PostgreSQL`,
+    async () => {
+      const { rows } = await stores.sql.query('SELECT 1 FROM team WHERE id = $1 AND status = $2', [teamId, status]);
+      return rows.length === 1;
+    },
+    { timeoutMs },
+  );
 const ms = (iso: string | null | undefined) => (iso ? Date.parse(iso) : Number.NaN);
 
 /** Records when each event arrived, by this process's clock (the same machine as Redis). */
@@ -79,10 +83,7 @@ describe.each(transports)('a seat lock running out, watched over %s', (_name, su
 
     // Nobody asks anything now; the sweeper frees the seat and tells the subscriber.
     await subscription.until((events) => events.some((event) => event.data?.teamStatus.locks.length === 1), 5_000);
-    const freed = await subscription.until(
-      (events) => events.some((event, i) => i > 0 && event.data?.teamStatus.locks.length === 0 && event.data.teamStatus.freeSeats === 1),
-      5_000,
-    );
+    const freed = await subscription.until((events) => events.some((event, i) => i > 0 && event.data?.teamStatus.locks.length === 0 && event.data.teamStatus.freeSeats === 1), 5_000);
     const arrival = arrivals.find(({ event }, i) => i > 0 && event.data?.teamStatus.locks.length === 0)!;
     const state = arrival.event.data!.teamStatus;
     console.info(`expiry announced ${arrival.at - expiresAt} ms after the lock ran out`);

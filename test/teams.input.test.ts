@@ -47,7 +47,7 @@ async function state() {
   const counts = await Promise.all(
     ['team', 'team_member', 'team_refund', 'team_seat_event'].map(async (table) => (await stores.sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`)).rows[0]!.n),
   );
-  const keys = (await stateKeys(stores.redis, env.keyPrefix));
+  const keys = await stateKeys(stores.redis, env.keyPrefix);
   const live = teamKeys(ACTIVITY, teamId);
   return {
     counts,
@@ -110,10 +110,7 @@ describe('malformed input is BAD_USER_INPUT and changes nothing', () => {
   it('seat mutations without their arguments, or with arguments of the wrong type', async () => {
     for (const variables of [{}, { teamId: null }, { teamId: { id: 1 } }, { teamId: [teamId] }]) {
       const malformed = variables as unknown as { teamId: string };
-      const requests: (() => Promise<GraphqlResponse<unknown>>)[] = [
-        () => teams.raw(LockTeamSeatDocument, malformed, USER),
-        () => teams.raw(ReleaseTeamSeatDocument, malformed, USER),
-      ];
+      const requests: (() => Promise<GraphqlResponse<unknown>>)[] = [() => teams.raw(LockTeamSeatDocument, malformed, USER), () => teams.raw(ReleaseTeamSeatDocument, malformed, USER)];
       for (const request of requests) {
         const response = await unchanged(request);
         expect(errorCodes(response), JSON.stringify(variables)).toEqual(['BAD_USER_INPUT']);

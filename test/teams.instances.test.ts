@@ -67,7 +67,12 @@ describe.each(transports)('a %s subscriber on one instance', (_name, subscribe) 
 
     // inst-b moves away to the other team, then inst-a's lock runs out on its own.
     expect(await far.lock('inst-b', other.id)).toMatchObject({ __typename: 'SeatLocked', releasedTeamId: team.id });
-    await subscription.until((all) => lastState(all)?.locks.map((lock) => lock.userId).join() === 'inst-a');
+    await subscription.until(
+      (all) =>
+        lastState(all)
+          ?.locks.map((lock) => lock.userId)
+          .join() === 'inst-a',
+    );
     await subscription.until((all) => lastState(all)?.locks.length === 0 && lastState(all)?.freeSeats === 2, 5_000);
 
     expect((await far.lock('inst-c', team.id)).__typename).toBe('SeatLocked');
@@ -143,7 +148,14 @@ describe('a refused confirmation that dropped expired locks', () => {
     const team = await app.teams.open('refused-leader', { activityId, capacity: 2, lockSeconds: 60, formationSeconds: 3600 });
     const at = Date.now();
     // What confirmTeamSeat journals when it refuses with NoSeatLock after dropping a lock that ran out.
-    const fields = { kind: 'team.seats', op: 'confirm', event: randomUUID(), team: team.id, at: String(at), events: JSON.stringify([{ kind: 'EXPIRED', team: team.id, user: 'refused-locker', at }]) };
+    const fields = {
+      kind: 'team.seats',
+      op: 'confirm',
+      event: randomUUID(),
+      team: team.id,
+      at: String(at),
+      events: JSON.stringify([{ kind: 'EXPIRED', team: team.id, user: 'refused-locker', at }]),
+    };
     expect(await seatsJournalKind.persist(app.prisma, [{ stream: activityKeys(activityId).journal, id: `${at}-0`, fields }])).toEqual([]);
     const { rows } = await instances.stores.sql.query<{ kind: string }>('SELECT kind FROM team_seat_event WHERE team_id = $1', [team.id]);
     expect(rows.map((row) => row.kind)).toEqual(['EXPIRED']);

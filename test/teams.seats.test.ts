@@ -48,10 +48,7 @@ async function watch(teamId: string, viewer: string, options: { admin?: boolean 
 }
 
 async function seatEvents(teamId: string): Promise<string[]> {
-  const { rows } = await stores.sql.query<{ user_id: string; kind: string }>(
-    'SELECT user_id, kind FROM team_seat_event WHERE team_id = $1 ORDER BY at, id',
-    [teamId],
-  );
+  const { rows } = await stores.sql.query<{ user_id: string; kind: string }>('SELECT user_id, kind FROM team_seat_event WHERE team_id = $1 ORDER BY at, id', [teamId]);
   return rows.map((row) => `${row.user_id}:${row.kind}`);
 }
 
@@ -119,7 +116,7 @@ describe('seat locks on one team', () => {
 });
 
 describe('moving a lock', () => {
-  it('moves the caller\'s live lock to another team of the activity in one step; both teams announce it', async () => {
+  it("moves the caller's live lock to another team of the activity in one step; both teams announce it", async () => {
     const activityId = newActivity();
     const x = await teams.open('leader-x', { activityId });
     const y = await teams.open('leader-y', { activityId });
@@ -203,7 +200,7 @@ describe('a payment after the lock expired', () => {
 });
 
 describe('who sees lock holders', () => {
-  it('shows a lock holder\'s id to the holder and to operators; anyone else, members included, sees the activity\'s alias', async () => {
+  it("shows a lock holder's id to the holder and to operators; anyone else, members included, sees the activity's alias", async () => {
     const activityId = newActivity();
     const team = await teams.open('mask-leader', { activityId, capacity: 4 });
     const locked = await teams.lock('holder', team.id);

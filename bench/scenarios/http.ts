@@ -8,10 +8,11 @@
  * Each user's token is verified once before the timed runs, as a page load would.
  * Options: --requests N (default 50000), --connections N (default 200).
  */
-import { tokenFor } from '../../test/support/client.ts';
+
 import { testEnv } from '../../test/support/env.ts';
 import { startServerProcess } from '../../test/support/server.ts';
 import { openStores } from '../../test/support/stores.ts';
+import { tokenFor } from '../../test/support/tokens.ts';
 import { type Measurement, machine, option, perSecond, printTable, signedInPosts } from '../support.ts';
 
 const USERS = 2_000;

@@ -15,11 +15,11 @@ import { chooseWeighted } from '../../src/domain/lottery/choice.ts';
 import { DRAW_RANDOM_RANGE } from '../../src/domain/lottery/settings.ts';
 import { LotteryStore, lotteryKeys } from '../../src/domain/lottery/store.ts';
 import { Scripts } from '../../src/infra/redis/scripts.ts';
-import { tokenFor } from '../../test/support/client.ts';
 import { TEST_DATABASE_URL, TEST_REDIS_URL, testEnv } from '../../test/support/env.ts';
 import { weightedSettings, writeActivity } from '../../test/support/lotterySettings.ts';
 import { startServerProcess } from '../../test/support/server.ts';
 import { openStores } from '../../test/support/stores.ts';
+import { tokenFor } from '../../test/support/tokens.ts';
 import { type Measurement, machine, measureConcurrent, option, perSecond, printTable, signedInPosts } from '../support.ts';
 
 const WEIGHTS = [1, 3, 6, 10, 20, 60];

@@ -18,11 +18,11 @@ import { MAX_VOUCHER_CODES } from '../../src/domain/points/input.ts';
 import { PointsStore } from '../../src/domain/points/store.ts';
 import { createLogger } from '../../src/infra/logger.ts';
 import { Scripts } from '../../src/infra/redis/scripts.ts';
-import { tokenFor } from '../../test/support/client.ts';
 import { TEST_DATABASE_URL, TEST_REDIS_URL, testEnv } from '../../test/support/env.ts';
 import { pointsAt, voucherCodes } from '../../test/support/points.ts';
 import { startServerProcess } from '../../test/support/server.ts';
 import { deleteKeys, openStores } from '../../test/support/stores.ts';
+import { tokenFor } from '../../test/support/tokens.ts';
 import { type Measurement, machine, measureConcurrent, option, perSecond, printTable, signedInPosts } from '../support.ts';
 
 const COST = 10;

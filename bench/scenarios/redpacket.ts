@@ -16,10 +16,10 @@ import { splitAmount } from '../../src/domain/redPackets/split.ts';
 import { RedPacketStore, redPacketKeys } from '../../src/domain/redPackets/store.ts';
 import { createLogger } from '../../src/infra/logger.ts';
 import { Scripts } from '../../src/infra/redis/scripts.ts';
-import { tokenFor } from '../../test/support/client.ts';
 import { TEST_DATABASE_URL, TEST_REDIS_URL, testEnv } from '../../test/support/env.ts';
 import { startServerProcess } from '../../test/support/server.ts';
 import { openStores } from '../../test/support/stores.ts';
+import { tokenFor } from '../../test/support/tokens.ts';
 import { type Measurement, machine, measureConcurrent, option, perSecond, printTable, signedInPosts } from '../support.ts';
 
 const MAX_SHARES_PER_PACKET = 10_000;

@@ -28,10 +28,10 @@ import { TeamClosed, TeamFull } from '../../src/domain/teams/problems.ts';
 import { TeamStore, activityKeys } from '../../src/domain/teams/store.ts';
 import { createLogger } from '../../src/infra/logger.ts';
 import { Scripts } from '../../src/infra/redis/scripts.ts';
-import { tokenFor } from '../../test/support/client.ts';
 import { TEST_DATABASE_URL, TEST_REDIS_URL, type TestEnv, testEnv } from '../../test/support/env.ts';
 import { startServerProcess } from '../../test/support/server.ts';
 import { openStores } from '../../test/support/stores.ts';
+import { tokenFor } from '../../test/support/tokens.ts';
 import { type Measurement, machine, measureConcurrent, perSecond, percentile, printTable } from '../support.ts';
 
 const CAPACITY = 3;

@@ -6,7 +6,6 @@ import WebSocket from 'ws';
 import { type As, tokenOf } from './tokens.ts';
 
 /** A new token for each call: the benches sign their users with it. */
-export { tokenFor } from './tokens.ts';
 
 // Bounded so a storm of hundreds of requests queues in the client instead of
 // overflowing the server's accept backlog.
@@ -18,12 +17,7 @@ export interface GraphqlResponse<T> {
 }
 
 /** POST a typed document over HTTP. */
-export async function gql<T, V>(
-  url: string,
-  document: TypedDocumentNode<T, V> | string,
-  variables?: V,
-  token?: string,
-): Promise<GraphqlResponse<T>> {
+export async function gql<T, V>(url: string, document: TypedDocumentNode<T, V> | string, variables?: V, token?: string): Promise<GraphqlResponse<T>> {
   const response = await fetch(url, {
     method: 'POST',
     dispatcher: agent,
@@ -143,11 +137,14 @@ export function subscribeSse<T, V>(url: string, document: TypedDocumentNode<T, V
     let buffer = '';
     for await (const chunk of response.body!) {
       buffer += decoder.decode(chunk as Uint8Array, { stream: true });
-      let boundary: number;
-      while ((boundary = buffer.indexOf('\n\n')) >= 0) {
+      for (let boundary = buffer.indexOf('\n\n'); boundary >= 0; boundary = buffer.indexOf('\n\n')) {
         const message = buffer.slice(0, boundary);
         buffer = buffer.slice(boundary + 2);
-        const data = message.split('\n').filter((line) => line.startsWith('data:')).map((line) => line.slice(5).trim()).join('\n');
+        const data = message
+          .split('\n')
+          .filter((line) => line.startsWith('data:'))
+          .map((line) => line.slice(5).trim())
+          .join('\n');
         if (data) push(JSON.parse(data) as ExecutionResult<T>);
       }
     }

@@ -67,7 +67,9 @@ export async function expectLotteryInvariants(stores: Stores, activityId: string
     'SELECT prize_id, stock_unit, release_at, hour_start FROM lottery_release WHERE activity_id = $1',
     [activityId],
   );
-  const { rows: prizeRows } = await stores.sql.query<{ id: string; total_stock: number; weight: number }>('SELECT id, total_stock, weight FROM lottery_prize WHERE activity_id = $1', [activityId]);
+  const { rows: prizeRows } = await stores.sql.query<{ id: string; total_stock: number; weight: number }>('SELECT id, total_stock, weight FROM lottery_prize WHERE activity_id = $1', [
+    activityId,
+  ]);
   // The prize rows follow the newest settings.
   for (const prize of current.prizes) expect(prizeRows.find((row) => row.id === prize.id)).toMatchObject({ total_stock: prize.totalStock, weight: prize.weight });
 
@@ -90,7 +92,11 @@ export async function expectLotteryInvariants(stores: Stores, activityId: string
     }
     if (limits.strategy === 'WEIGHTED') {
       const pool = draw.pool.map((position) => limits.prizes[position]!);
-      const choice = chooseWeighted(pool.map((prize) => prize.weight), limits.noPrizeWeight, Number(draw.random_input ?? 0));
+      const choice = chooseWeighted(
+        pool.map((prize) => prize.weight),
+        limits.noPrizeWeight,
+        Number(draw.random_input ?? 0),
+      );
       expect(choice.kind, `draw ${draw.id} replays`).toBe('chosen');
       if (choice.kind === 'chosen') {
         expect(draw.roll).toBe(choice.roll);
@@ -108,12 +114,30 @@ export async function expectLotteryInvariants(stores: Stores, activityId: string
 
   // Units, daily units and per-user sequences are unique, and the stock is never exceeded.
   const unique = (values: string[], what: string) => expect(new Set(values).size, what).toBe(values.length);
-  unique(wins.map((draw) => `${draw.prize_id}:${draw.stock_unit}`), 'a prize unit granted twice');
-  unique(wins.map((draw) => `${draw.prize_id}:${draw.local_day}:${draw.daily_unit}`), 'a daily unit granted twice');
-  unique(draws.map((draw) => `${draw.user_id}:${draw.local_day}:${draw.draw_seq}`), 'a draw counted twice');
-  unique(draws.filter((draw) => draw.win_seq !== null).map((draw) => `${draw.user_id}:${draw.local_day}:${draw.win_seq}`), 'a win counted twice');
-  unique(draws.filter((draw) => draw.request_id !== null).map((draw) => `${draw.user_id}:${draw.request_id}`), 'a requestId drawn twice');
-  unique(releases.map((release) => `${release.prize_id}:${release.stock_unit}`), 'a unit released twice');
+  unique(
+    wins.map((draw) => `${draw.prize_id}:${draw.stock_unit}`),
+    'a prize unit granted twice',
+  );
+  unique(
+    wins.map((draw) => `${draw.prize_id}:${draw.local_day}:${draw.daily_unit}`),
+    'a daily unit granted twice',
+  );
+  unique(
+    draws.map((draw) => `${draw.user_id}:${draw.local_day}:${draw.draw_seq}`),
+    'a draw counted twice',
+  );
+  unique(
+    draws.filter((draw) => draw.win_seq !== null).map((draw) => `${draw.user_id}:${draw.local_day}:${draw.win_seq}`),
+    'a win counted twice',
+  );
+  unique(
+    draws.filter((draw) => draw.request_id !== null).map((draw) => `${draw.user_id}:${draw.request_id}`),
+    'a requestId drawn twice',
+  );
+  unique(
+    releases.map((release) => `${release.prize_id}:${release.stock_unit}`),
+    'a unit released twice',
+  );
   const wonPerPrize = countBy(wins, (draw) => draw.prize_id!);
   for (const prize of current.prizes) expect(wonPerPrize.get(prize.id) ?? 0, `wins of ${prize.title}`).toBeLessThanOrEqual(prize.totalStock);
   for (const release of releases) expect(release.release_at.getTime() - release.hour_start.getTime()).toBeLessThan(3_600_000);
@@ -125,7 +149,10 @@ export async function expectLotteryInvariants(stores: Stores, activityId: string
     expect(settings).toEqual(current);
     const stock = await stores.redis.hgetall(keys.stock);
     for (const prize of settings.prizes) {
-      const units = [...wins.filter((draw) => draw.prize_id === prize.id).map((draw) => draw.stock_unit!), ...releases.filter((release) => release.prize_id === prize.id).map((release) => release.stock_unit)];
+      const units = [
+        ...wins.filter((draw) => draw.prize_id === prize.id).map((draw) => draw.stock_unit!),
+        ...releases.filter((release) => release.prize_id === prize.id).map((release) => release.stock_unit),
+      ];
       expect(Number(stock[prize.id]), `stock of ${prize.title} in Redis`).toBe(prize.totalStock - Math.max(0, ...units));
     }
     const daily = await stores.redis.hgetall(keys.daily);
@@ -141,7 +168,9 @@ export async function expectLotteryInvariants(stores: Stores, activityId: string
     }
     const requests = await stores.redis.hgetall(keys.requests);
     const expectedRequests = Object.fromEntries(
-      draws.filter((draw) => draw.request_id !== null).map((draw) => [`${draw.user_id}\n${draw.request_id}`, `${draw.id}|${draw.prize_id ?? ''}|${draw.drawn_at.getTime()}|${draw.settings_version}`]),
+      draws
+        .filter((draw) => draw.request_id !== null)
+        .map((draw) => [`${draw.user_id}\n${draw.request_id}`, `${draw.id}|${draw.prize_id ?? ''}|${draw.drawn_at.getTime()}|${draw.settings_version}`]),
     );
     expect(requests).toEqual(expectedRequests);
     if (settings.strategy === 'TIMED') {

@@ -82,7 +82,10 @@ export async function expectPointsInvariants(stores: Stores): Promise<Redemption
       for (const [user, count] of countBy(ofItem, (redemption) => redemption.user_id)) {
         expect(count).toBeLessThanOrEqual(item.per_user_limit);
         const seqs = ofItem.filter((redemption) => redemption.user_id === user).map((redemption) => redemption.user_seq);
-        expect(seqs.sort((a, b) => a! - b!), `sequence numbers of ${user} for ${item.id}`).toEqual(seqs.map((_, i) => i + 1));
+        expect(
+          seqs.sort((a, b) => a! - b!),
+          `sequence numbers of ${user} for ${item.id}`,
+        ).toEqual(seqs.map((_, i) => i + 1));
       }
     } else {
       for (const redemption of ofItem) expect(redemption.user_seq).toBeNull();

@@ -52,7 +52,9 @@ export async function expectRedPacketInvariants(stores: Stores, packetId: string
     expect(remainingShares).toHaveLength(remainingCount);
     expect(Number(meta.remainingAmount)).toBe(packet.total_amount - redisGranted);
     if ((await stores.redis.xlen(keys.journal)) === 0) {
-      const fromRedis = Object.entries(redisGrabs).map(([user, value]) => `${user}:${value.split(':')[0]}`).sort();
+      const fromRedis = Object.entries(redisGrabs)
+        .map(([user, value]) => `${user}:${value.split(':')[0]}`)
+        .sort();
       const fromPostgres = grabs.map((grab) => `${grab.user_id}:${grab.share_index}`).sort();
       expect(fromRedis).toEqual(fromPostgres);
     }

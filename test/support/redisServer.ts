@@ -2,11 +2,9 @@ import { type ChildProcess, spawn } from 'node:child_process';
 
 /** A private redis-server on `port`, for checks that need a differently configured Redis, or one they may kill. */
 export async function startThrowawayRedis(port: number, extraArgs: string[]): Promise<ChildProcess> {
-  const child = spawn(
-    'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no', ...extraArgs],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no', ...extraArgs], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let output = '';
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`redis-server did not start:\n${output}`)), 10_000);

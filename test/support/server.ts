@@ -68,10 +68,7 @@ export async function startServerProcess(vars: Record<string, string>, timeoutMs
 }
 
 /** Runs `src/main.ts` expecting it to refuse to start; resolves with its exit code and output. */
-export async function runUntilExit(
-  vars: Record<string, string>,
-  timeoutMs = 30_000,
-): Promise<{ code: number | null; output: string; stdout: string; stderr: string }> {
+export async function runUntilExit(vars: Record<string, string>, timeoutMs = 30_000): Promise<{ code: number | null; output: string; stdout: string; stderr: string }> {
   const child = spawn(process.execPath, NPM_START_ARGS, {
     cwd: ROOT,
     env: { ...process.env, ...vars },

@@ -67,10 +67,7 @@ export async function deleteKeys(redis: Redis, keyPrefix: string, pattern = '*')
  * changed nothing at all.
  */
 export async function snapshotStores(stores: Stores, env: TestEnv): Promise<{ tables: Record<string, string[]>; keys: Record<string, unknown> }> {
-  const { rows: tableRows } = await stores.sql.query<{ table_name: string }>(
-    'SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name',
-    [env.schema],
-  );
+  const { rows: tableRows } = await stores.sql.query<{ table_name: string }>('SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name', [env.schema]);
   const tables: Record<string, string[]> = {};
   for (const { table_name: table } of tableRows) {
     const { rows } = await stores.sql.query<{ row: string }>(`SELECT t::text AS row FROM "${table}" t ORDER BY 1`);
@@ -80,13 +77,19 @@ export async function snapshotStores(stores: Stores, env: TestEnv): Promise<{ ta
   for (const key of await stateKeys(stores.redis, env.keyPrefix)) {
     const type = await stores.redis.type(key);
     keys[key] =
-      type === 'string' ? await stores.redis.get(key)
-      : type === 'hash' ? await stores.redis.hgetall(key)
-      : type === 'set' ? (await stores.redis.smembers(key)).sort()
-      : type === 'zset' ? await stores.redis.zrange(key, 0, -1, 'WITHSCORES')
-      : type === 'list' ? await stores.redis.lrange(key, 0, -1)
-      : type === 'stream' ? await stores.redis.xrange(key, '-', '+')
-      : type;
+      type === 'string'
+        ? await stores.redis.get(key)
+        : type === 'hash'
+          ? await stores.redis.hgetall(key)
+          : type === 'set'
+            ? (await stores.redis.smembers(key)).sort()
+            : type === 'zset'
+              ? await stores.redis.zrange(key, 0, -1, 'WITHSCORES')
+              : type === 'list'
+                ? await stores.redis.lrange(key, 0, -1)
+                : type === 'stream'
+                  ? await stores.redis.xrange(key, '-', '+')
+                  : type;
   }
   return { tables, keys };
 }

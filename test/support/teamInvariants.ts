@@ -90,7 +90,10 @@ export async function postgresViolations(stores: Stores, teamIds: string[]): Pro
     if (ofTeam.length > team.capacity) violations.push(`PostgreSQL: team ${team.id} has ${ofTeam.length} members > capacity ${team.capacity}`);
     if (!ofTeam.some((member) => member.user_id === team.leader_id)) violations.push(`PostgreSQL: team ${team.id} lacks its leader`);
     if (team.status === 'COMPLETE' && ofTeam.length !== team.capacity) violations.push(`PostgreSQL: team ${team.id} COMPLETE with ${ofTeam.length} members`);
-    const refunded = refunds.filter((refund) => refund.team_id === team.id).map((refund) => refund.user_id).sort();
+    const refunded = refunds
+      .filter((refund) => refund.team_id === team.id)
+      .map((refund) => refund.user_id)
+      .sort();
     const expected = team.status === 'FAILED' ? ofTeam.map((member) => member.user_id).sort() : [];
     if (JSON.stringify(refunded) !== JSON.stringify(expected)) violations.push(`PostgreSQL: team ${team.id} (${team.status}) refunds ${refunded} for members ${expected}`);
     const refs = ofTeam.map((member) => member.payment_ref).filter((ref) => ref !== null);
@@ -103,12 +106,7 @@ export async function postgresViolations(stores: Stores, teamIds: string[]): Pro
  * Every team invariant of docs/architecture.md in Redis and in PostgreSQL, and the two agreeing (status,
  * members, lock history) once the activity's journal is empty. Returns PostgreSQL's members.
  */
-export async function expectTeamInvariants(
-  stores: Stores,
-  activityId: string,
-  teamIds: string[],
-  { locksLost = false }: { locksLost?: boolean } = {},
-): Promise<MemberRow[]> {
+export async function expectTeamInvariants(stores: Stores, activityId: string, teamIds: string[], { locksLost = false }: { locksLost?: boolean } = {}): Promise<MemberRow[]> {
   const snapshot = await readRedisTeams(stores.redis, activityId, teamIds);
   expect(redisViolations(snapshot)).toEqual([]);
   expect(await postgresViolations(stores, teamIds)).toEqual([]);
@@ -121,7 +119,10 @@ export async function expectTeamInvariants(
       const inRedis = snapshot.teams.get(team.id)!;
       if (!inRedis.meta.status) continue;
       expect(inRedis.meta.status, `status of ${team.id}`).toBe(team.status);
-      const durable = members.filter((member) => member.team_id === team.id).map((member) => member.user_id).sort();
+      const durable = members
+        .filter((member) => member.team_id === team.id)
+        .map((member) => member.user_id)
+        .sort();
       expect(Object.keys(inRedis.members).sort(), `members of ${team.id}`).toEqual(durable);
     }
     // Every member but the leader came in through exactly one journaled confirmation.
@@ -130,7 +131,10 @@ export async function expectTeamInvariants(
       [teamIds],
     );
     const leaders = new Map(teams.map((team) => [team.id, team.leader_id]));
-    const joined = members.filter((member) => leaders.get(member.team_id) !== member.user_id).map((member) => `${member.team_id}/${member.user_id}:1`).sort();
+    const joined = members
+      .filter((member) => leaders.get(member.team_id) !== member.user_id)
+      .map((member) => `${member.team_id}/${member.user_id}:1`)
+      .sort();
     expect(confirmed.map((row) => `${row.team_id}/${row.user_id}:${row.n}`).sort()).toEqual(joined);
 
     // Every journaled lock ended exactly once (released, moved, expired or confirmed) or is still
