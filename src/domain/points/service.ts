@@ -66,7 +66,7 @@ export class PointsService {
     // Redis and remembered its answer: the balance, the goods item and the answer go.
     this.redemptions = redemptionJournalKind(this.delivery);
     for (const kind of [this.redemptions, refusalJournalKind]) {
-      this.balances.persistsSpanning(
+      this.balances.persistsWith(
         kind,
         (entry) => [requestOf(entry).user],
         (entry) => {

@@ -81,27 +81,18 @@ export class Campaign<Id, Snapshot, State = never> {
   /**
    * Registers how a journal entry kind is persisted. An entry PostgreSQL turns down (a
    * conflict, a dead letter) was decided by keys that disagree with PostgreSQL: the
-   * keys of the campaigns it names are dropped, and the next call rebuilds them.
+   * keys of the campaigns it names are dropped, and the next call rebuilds them. A
+   * script whose change reaches past this campaign's keys (another campaign's, or a key
+   * of no campaign, such as a remembered answer) names those in `alsoDrops`.
    */
-  persistsWith(handler: JournalHandler, campaignsOf: (entry: JournalEntry) => Id[]): void {
-    this.deps.journal.register(handler, async (entry) => this.forget(campaignsOf(entry)));
+  persistsWith(handler: JournalHandler, campaignsOf: (entry: JournalEntry) => Id[], alsoDrops: (entry: JournalEntry) => string[] = () => []): void {
+    this.deps.journal.register(handler, async (entry) => this.forget(campaignsOf(entry), alsoDrops(entry)));
   }
 
-  /**
-   * As `persistsWith`, for a script whose change reaches past this campaign's keys (into
-   * another campaign's, or a key of no campaign, such as a remembered answer):
-   * `alsoDrops` names those keys, dropped in the same DEL as the campaigns' own.
-   */
-  persistsSpanning(handler: JournalHandler, campaignsOf: (entry: JournalEntry) => Id[], alsoDrops: (entry: JournalEntry) => string[]): void {
-    this.deps.journal.register(handler, async (entry) => {
-      const keys = [...campaignsOf(entry).map((id) => this.rules.keys(id).meta), ...alsoDrops(entry)];
-      if (keys.length > 0) await this.deps.redis.del(...keys);
-    });
-  }
-
-  /** Drops the campaigns' keys; the next call rebuilds them from PostgreSQL. */
-  async forget(ids: Id[]): Promise<void> {
-    if (ids.length > 0) await this.deps.redis.del(...ids.map((id) => this.rules.keys(id).meta));
+  /** Drops the campaigns' keys, and any others named, in one DEL; the next call rebuilds them from PostgreSQL. */
+  async forget(ids: Id[], alsoDrops: string[] = []): Promise<void> {
+    const keys = [...ids.map((id) => this.rules.keys(id).meta), ...alsoDrops];
+    if (keys.length > 0) await this.deps.redis.del(...keys);
   }
 
   /**
