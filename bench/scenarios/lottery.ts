@@ -59,7 +59,7 @@ export async function run(args: string[]): Promise<void> {
   }
 }
 
-async function createActivity(url: string, admin: string, strategy: 'WEIGHTED' | 'TIMED'): Promise<string> {
+export async function createActivity(url: string, admin: string, strategy: 'WEIGHTED' | 'TIMED', drawCostPoints = 0): Promise<string> {
   const now = Date.now();
   const prizes =
     strategy === 'WEIGHTED'
@@ -69,7 +69,7 @@ async function createActivity(url: string, admin: string, strategy: 'WEIGHTED' |
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${admin}` },
     body: JSON.stringify({
-      query: `mutation { createLotteryActivity(input: { title: "bench", strategy: ${strategy}, noPrizeWeight: ${strategy === 'WEIGHTED' ? NO_PRIZE_WEIGHT : 0},
+      query: `mutation { createLotteryActivity(input: { title: "bench", strategy: ${strategy}, noPrizeWeight: ${strategy === 'WEIGHTED' ? NO_PRIZE_WEIGHT : 0}, drawCostPoints: ${drawCostPoints},
         startsAt: "${new Date(now - 60_000).toISOString()}", endsAt: "${new Date(now + 86_400_000).toISOString()}", prizes: [${prizes.join(', ')}] }) { id } }`,
     }),
   });
@@ -79,7 +79,16 @@ async function createActivity(url: string, admin: string, strategy: 'WEIGHTED' |
 }
 
 /** (a), (b) The product: HTTP + GraphQL + Lua + group commit to PostgreSQL before the response. */
-async function viaHttp(label: string, url: string, activityId: string, tokens: string[], draws: number, connections: number, sql: pg.Pool, violations: string[]): Promise<Measurement> {
+export async function viaHttp(
+  label: string,
+  url: string,
+  activityId: string,
+  tokens: string[],
+  draws: number,
+  connections: number,
+  sql: pg.Pool,
+  violations: string[],
+): Promise<Measurement> {
   const body = JSON.stringify({ query: `mutation { drawLottery(activityId: "${activityId}") { __typename ... on LotteryWin { prize { id } } } }` });
   let drawn = 0;
   let other = 0;
@@ -101,7 +110,7 @@ async function viaHttp(label: string, url: string, activityId: string, tokens: s
 }
 
 /** (c) The ceiling: the draw script alone through ioredis, no GraphQL, no PostgreSQL. */
-async function viaScript(keyPrefix: string, draws: number, connections: number, users: number, violations: string[]): Promise<Measurement> {
+export async function viaScript(keyPrefix: string, draws: number, connections: number, users: number, violations: string[]): Promise<Measurement> {
   const redis = new Redis(TEST_REDIS_URL, { keyPrefix });
   const store = new LotteryStore(redis, new Scripts(redis));
   const activityId = `ceiling-${randomUUID()}`;

@@ -1,10 +1,13 @@
 /**
  * The red-packet grab three ways, on the same machine in the same run:
- *  (a) grabRedPacket over HTTP with the durable ack (the product),
+ *  (a) grabRedPacket over HTTP with the durable ack (the product): each grab commits with
+ *      its credit to the grabber's wallet, in one statement per batch,
  *  (b) the same Lua script through ioredis alone (the ceiling),
  *  (c) the grab in PostgreSQL alone, one transaction with FOR UPDATE SKIP LOCKED,
- *  (d) the project's service in process (script + group commit, no HTTP), the
- *      like-for-like partner of (c), which has no HTTP either.
+ *  (d) the project's service in process (script + group commit with the wallet credit,
+ *      no HTTP), the like-for-like partner of (c), which has no HTTP either.
+ * The packets are shop-funded (an operator creates them), so no sender needs a wallet;
+ * every grab must be credited once, which the run checks at the end.
  * Options: --grabs N (default 100000), --connections N (default 200).
  */
 import { randomUUID } from 'node:crypto';
@@ -41,6 +44,7 @@ export async function run(args: string[]): Promise<void> {
     const b = await viaScript(env.keyPrefix, grabs, connections, violations);
     const c = await viaPostgres(env.schema, grabs, connections, violations);
     const d = await viaService(env.vars, Math.min(grabs, MAX_SHARES_PER_PACKET * 3), connections, violations);
+    await expectCredited(stores.sql, violations);
     console.log();
     printTable([a, b, c, d]);
     console.log();
@@ -57,13 +61,15 @@ export async function run(args: string[]): Promise<void> {
 
 /** (a) The product: HTTP + GraphQL + Lua + group commit to PostgreSQL before the response. */
 async function viaHttp(url: string, grabs: number, connections: number, packets: number, usersPerPacket: number, sql: pg.Pool, violations: string[]): Promise<Measurement> {
-  const sender = await tokenFor('bench-sender');
+  const sender = await tokenFor('bench-sender', { admin: true });
   const packetIds: string[] = [];
   for (let p = 0; p < packets; p++) {
     const response = await fetch(url, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${sender}` },
-      body: JSON.stringify({ query: `mutation { createRedPacket(input: { totalAmount: ${PACKET_TOTAL}, count: ${usersPerPacket}, mode: RANDOM }) { id } }` }),
+      body: JSON.stringify({
+        query: `mutation { createRedPacket(input: { totalAmount: ${PACKET_TOTAL}, count: ${usersPerPacket}, mode: RANDOM, fundedBy: SHOP }) { ... on RedPacket { id } } }`,
+      }),
     });
     packetIds.push(((await response.json()) as { data: { createRedPacket: { id: string } } }).data.createRedPacket.id);
   }
@@ -90,8 +96,21 @@ async function viaHttp(url: string, grabs: number, connections: number, packets:
   return measurement;
 }
 
+/** Every durable grab of (a) and (d) is credited once, to its grabber, with its amount. */
+async function expectCredited(sql: pg.Pool, violations: string[]): Promise<void> {
+  const { rows } = await sql.query<{ uncredited: number; credited: string; grabbed: string }>(`
+    SELECT count(*) FILTER (WHERE l.entry_key IS NULL OR l.user_id <> g.user_id OR l.delta_cents <> g.amount)::int AS uncredited,
+           COALESCE(SUM(l.delta_cents), 0) AS credited, COALESCE(SUM(g.amount), 0) AS grabbed
+    FROM red_packet_grab g LEFT JOIN wallet_ledger l ON l.entry_key = 'grab:' || g.id`);
+  const { rows: balances } = await sql.query<{ wallets: string }>('SELECT COALESCE(SUM(balance_cents), 0) AS wallets FROM wallet_account');
+  const { uncredited, credited, grabbed } = rows[0]!;
+  if (uncredited > 0 || credited !== grabbed || balances[0]!.wallets !== grabbed) {
+    violations.push(`wallet credits: ${uncredited} grabs not credited as grabbed; credited ${credited}, grabbed ${grabbed}, wallets hold ${balances[0]!.wallets}`);
+  }
+}
+
 /** (b) The ceiling: the grab script alone through ioredis, no GraphQL, no PostgreSQL. */
-async function viaScript(keyPrefix: string, grabs: number, connections: number, violations: string[]): Promise<Measurement> {
+export async function viaScript(keyPrefix: string, grabs: number, connections: number, violations: string[]): Promise<Measurement> {
   const redis = new Redis(TEST_REDIS_URL, { keyPrefix });
   const scripts = new Scripts(redis);
   const store = new RedPacketStore(redis, scripts);
@@ -99,6 +118,7 @@ async function viaScript(keyPrefix: string, grabs: number, connections: number, 
   await store.write({
     id: packetId,
     senderId: 'bench',
+    fundedBy: 'SHOP',
     totalAmount: grabs * 100,
     count: grabs,
     mode: 'EQUAL',
@@ -173,6 +193,7 @@ async function viaService(vars: Record<string, string>, grabs: number, connectio
         maxAmount: null,
         expiresInSeconds: 3600,
         greeting: null,
+        fundedBy: 'SHOP',
       });
       packetIds.push(packet.id);
     }

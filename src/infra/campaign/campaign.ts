@@ -140,7 +140,7 @@ export class Campaign<Id, Snapshot, State = never> {
 
   /** A script call, the campaign rebuilt and the call made again while it answers `missing`; null if it does not exist. */
   call<Reply extends { kind: string }>(id: Id, script: () => Promise<Reply | Missing>): Promise<Reply | null> {
-    return this.callRebuilding(script, () => this.rebuild(id));
+    return this.callRebuilding(id, script);
   }
 
   /**
@@ -151,7 +151,7 @@ export class Campaign<Id, Snapshot, State = never> {
    */
   async journaled<Reply extends { kind: string }, Answer = never>(id: Id, spec: JournaledCall<Reply, Answer>): Promise<Reply | Answer | null> {
     for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
-      const reply = await this.callRebuilding(spec.call, spec.rebuild ?? (() => this.rebuild(id)));
+      const reply = await this.callRebuilding(id, spec.call, spec.rebuild);
       if (!reply) return null;
       const entry = spec.entryOf(reply);
       if (!entry || (await this.commitAndPublish(entry)) === 'persisted') return reply;
@@ -188,11 +188,12 @@ export class Campaign<Id, Snapshot, State = never> {
     return this.rules.live;
   }
 
-  private async callRebuilding<Reply extends { kind: string }>(script: () => Promise<Reply | Missing>, rebuild: () => Promise<boolean>): Promise<Reply | null> {
+  /** `rebuild` replaces the campaign's own rebuild (JournaledCall.rebuild). */
+  private async callRebuilding<Reply extends { kind: string }>(id: Id, script: () => Promise<Reply | Missing>, rebuild?: () => Promise<boolean>): Promise<Reply | null> {
     for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
       const reply = await script();
       if (reply.kind !== 'missing') return reply as Reply;
-      if (!(await rebuild())) return null;
+      if (!(await (rebuild ? rebuild() : this.rebuild(id)))) return null;
     }
     throw new RebuildTimeoutError(`the ${this.rules.name}'s keys vanished again right after each rebuild`);
   }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import { ServiceUnavailableError } from '../../domain/errors.ts';
+import { campaignRebuilds } from '../metrics.ts';
+import type { RedisClient } from '../redis/connection.ts';
 import { type Scripts, defineScript } from '../redis/scripts.ts';
 
 const LOCK_TTL_MS = 10_000;
@@ -17,7 +18,7 @@ export class RebuildTimeoutError extends ServiceUnavailableError {}
 
 /** The connection and the loaded scripts; every campaign has both. */
 export interface LockDeps {
-  redis: Redis;
+  redis: RedisClient;
   scripts: Scripts;
 }
 
@@ -42,6 +43,7 @@ export function rebuildOnce(deps: LockDeps, keys: RebuildKeys, rebuild: () => Pr
     deps,
     keys.rebuilding,
     async () => {
+      campaignRebuilds.inc();
       const found = await rebuild();
       if (!found) await redis.set(keys.rebuilding, ABSENT, 'PX', ABSENT_TTL_MS);
       return found;

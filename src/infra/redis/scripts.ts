@@ -1,7 +1,7 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import type { Redis } from 'ioredis';
 import { type JournalEntry, journalEntry } from '../journal/journal.ts';
+import type { RedisClient } from './connection.ts';
 
 const LUA_DIR = fileURLToPath(new URL('../../../lua/', import.meta.url));
 const INCLUDE = /^--\s*@include\s+"([\w.-]+)"\s*$/gm;
@@ -21,13 +21,18 @@ function headerKeyCount(source: string): number {
 
 /** The values after a reply's tag, read by position with the type the script documents. */
 export class ReplyValues {
+  /** `reply` is the whole reply; its tag, at 0, is skipped, so index 0 is the first value. */
   constructor(
-    private readonly values: unknown[],
+    private readonly reply: unknown[],
     private readonly script: string,
   ) {}
 
+  private at(index: number): unknown {
+    return this.reply[index + 1];
+  }
+
   num(index: number): number {
-    const value = this.values[index];
+    const value = this.at(index);
     if (typeof value === 'number') return value;
     if (typeof value === 'string' && value !== '' && Number.isFinite(Number(value))) return Number(value);
     throw new Error(`${this.script}: reply value ${index} is not a number: ${JSON.stringify(value)}`);
@@ -35,11 +40,11 @@ export class ReplyValues {
 
   /** A number, or null where the script answered nil (a Lua false inside a reply). */
   numOrNull(index: number): number | null {
-    return this.values[index] === null ? null : this.num(index);
+    return this.at(index) === null ? null : this.num(index);
   }
 
   str(index: number): string {
-    const value = this.values[index];
+    const value = this.at(index);
     if (typeof value === 'string') return value;
     if (typeof value === 'number') return String(value);
     throw new Error(`${this.script}: reply value ${index} is not a string: ${JSON.stringify(value)}`);
@@ -48,11 +53,11 @@ export class ReplyValues {
   /** A journal entry the script appended: its id at `index`, its flat fields after it; null when the id is ''. */
   entry(index: number, stream: string): JournalEntry | null {
     const id = this.str(index);
-    return id === '' ? null : journalEntry(stream, id, this.values[index + 1] as string[]);
+    return id === '' ? null : journalEntry(stream, id, this.at(index + 1) as string[]);
   }
 
   strings(index: number): string[] {
-    const value = this.values[index];
+    const value = this.at(index);
     if (Array.isArray(value)) return value.map(String);
     throw new Error(`${this.script}: reply value ${index} is not a list: ${JSON.stringify(value)}`);
   }
@@ -77,7 +82,7 @@ export function defineScript<const Key extends string, const D extends Decoders<
   return { name, keys, replies };
 }
 
-type ScriptCommand = (numberOfKeys: number, ...keysAndArgs: (string | number)[]) => Promise<unknown>;
+type ScriptCommand = (...keysAndArgs: (string | number)[]) => Promise<unknown>;
 
 /**
  * Every script in lua/, defined once on a connection with ioredis `defineCommand`
@@ -90,14 +95,17 @@ export class Scripts {
   private readonly checked = new WeakSet<object>();
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     dir = LUA_DIR,
   ) {
     for (const file of readdirSync(dir).filter((name) => name.endsWith('.lua'))) {
       const name = file.slice(0, -'.lua'.length);
       const source = readScript(name, dir);
-      this.keyCounts.set(name, headerKeyCount(source));
-      redis.defineCommand(name, { lua: source });
+      const numberOfKeys = headerKeyCount(source);
+      this.keyCounts.set(name, numberOfKeys);
+      // A fixed key count, so the keys come first: a cluster's auto-pipelining routes a
+      // command by its first argument, which would otherwise be the count.
+      redis.defineCommand(name, { lua: source, numberOfKeys });
     }
   }
 
@@ -115,10 +123,17 @@ export class Scripts {
   async call<Key extends string, D extends Decoders<Key>>(binding: ScriptBinding<Key, D>, keys: Record<Key, string>, args: (string | number)[] = []): Promise<ReplyOf<D>> {
     this.check(binding as unknown as ScriptBinding<string, Decoders<string>>);
     const command = (this.redis as unknown as Record<string, ScriptCommand>)[binding.name]!;
-    const reply = await command.call(this.redis, binding.keys.length, ...binding.keys.map((key) => keys[key]), ...args);
-    const [tag, ...values] = Array.isArray(reply) ? reply : [];
+    // One argument list, built in place: this runs for every request of every flow.
+    const keyCount = binding.keys.length;
+    const argv: (string | number)[] = [];
+    for (let i = 0; i < keyCount; i++) argv.push(keys[binding.keys[i]!]);
+    for (const arg of args) argv.push(arg);
+    const reply = await command.apply(this.redis, argv as Parameters<ScriptCommand>);
+    const tag = Array.isArray(reply) ? reply[0] : undefined;
     const decode = typeof tag === 'string' ? binding.replies[tag] : undefined;
     if (!decode) throw new Error(`${binding.name} returned an unknown reply: ${JSON.stringify(reply)}`);
-    return { kind: tag, ...decode(new ReplyValues(values, binding.name), keys) } as ReplyOf<D>;
+    const decoded = decode(new ReplyValues(reply as unknown[], binding.name), keys) as { kind?: string };
+    decoded.kind = tag;
+    return decoded as ReplyOf<D>;
   }
 }
