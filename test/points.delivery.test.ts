@@ -1,5 +1,3 @@
-import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type App, createApp } from '../src/app.ts';
@@ -14,48 +12,10 @@ import { expectPointsInvariants } from './support/pointsInvariants.ts';
 import { waitFor } from './support/poll.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
-
-interface Delivered {
-  key: string;
-  body: VoucherDelivery;
-  atMs: number;
-}
-
-/** A fulfilment service on 127.0.0.1 whose answers the test decides: 200, 503, or none at all. */
-class WebhookReceiver {
-  readonly requests: Delivered[] = [];
-  answer: (key: string, nth: number) => 'ok' | 'fail' | 'hang' = () => 'ok';
-  private readonly hanging: ServerResponse[] = [];
-  private readonly server: Server = createServer((request, response) => void this.receive(request, response));
-
-  async start(): Promise<string> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/vouchers`;
-  }
-
-  of(key: string): Delivered[] {
-    return this.requests.filter((request) => request.key === key);
-  }
-
-  async close(): Promise<void> {
-    for (const response of this.hanging) response.destroy();
-    this.server.closeAllConnections();
-    await new Promise((resolve) => this.server.close(resolve));
-  }
-
-  private async receive(request: IncomingMessage, response: ServerResponse): Promise<void> {
-    let body = '';
-    for await (const chunk of request) body += chunk;
-    const key = String(request.headers['idempotency-key']);
-    this.requests.push({ key, body: JSON.parse(body) as VoucherDelivery, atMs: Date.now() });
-    const verdict = this.answer(key, this.of(key).length);
-    if (verdict === 'hang') this.hanging.push(response);
-    else response.writeHead(verdict === 'ok' ? 200 : 503).end();
-  }
-}
+import { WebhookReceiver } from './support/webhookReceiver.ts';
 
 const RETRY_MS = 200;
-const receiver = new WebhookReceiver();
+const receiver = new WebhookReceiver<VoucherDelivery>();
 // A short webhook timeout gives a short lease (3 × timeout): a dead worker's claim runs out in 3 s.
 const webhookEnv = testEnv('points_webhook', { SWEEP_INTERVAL_MS: '100', POINTS_DELIVERY_TIMEOUT_MS: '1000', POINTS_DELIVERY_RETRY_MS: String(RETRY_MS) });
 const noticeEnv = testEnv('points_notice', { SWEEP_INTERVAL_MS: '100' });
@@ -74,7 +34,7 @@ const servers: ServerProcess[] = [];
 const apps: App[] = [];
 
 beforeAll(async () => {
-  webhookEnv.vars.POINTS_DELIVERY_WEBHOOK_URL = await receiver.start();
+  webhookEnv.vars.POINTS_DELIVERY_WEBHOOK_URL = await receiver.start('/vouchers');
   handBackEnv.vars.POINTS_DELIVERY_WEBHOOK_URL = webhookEnv.vars.POINTS_DELIVERY_WEBHOOK_URL;
   handBackStores = openStores(handBackEnv);
   webhookStores = openStores(webhookEnv);

@@ -11,16 +11,15 @@
  * another worker takes over. Never duplicated: the lease (taken at the insert, or by a
  * claim with FOR UPDATE SKIP LOCKED) gives a redemption to one worker at a time; a
  * notifier called again after a crash dedupes by the idempotency key (notifiers.ts).
+ * The claim, leases and backoff are the shared outbox's (src/infra/outbox/outbox.ts);
+ * what is voucher delivery's own is the fresh path.
  */
-import { Prisma, type PrismaClient } from '../../generated/prisma/client.ts';
+import type { PrismaClient } from '../../generated/prisma/client.ts';
 import type { Logger } from '../../infra/logger.ts';
+import { Outbox, type OutboxOptions, type OutboxTable, dueClaim as outboxDueClaim } from '../../infra/outbox/outbox.ts';
 import type { VoucherNotifier } from './notifiers.ts';
 
-export interface DeliveryOptions {
-  /** A lease (taken by the insert or by a claim) lasts this long; it must outlast a notifier call. */
-  leaseMs: number;
-  /** The first retry waits this long, each later one twice as long as the one before. */
-  retryBaseMs: number;
+export interface DeliveryOptions extends OutboxOptions {
   /** Fresh redemptions waiting in memory at most; beyond that they are handed back to the due rounds. */
   freshBacklogMax?: number;
 }
@@ -37,29 +36,26 @@ export interface LeasedRedemption {
   locked_until: Date;
 }
 
-const CLAIM_BATCH = 50;
 /** Fresh redemptions per notifier call: a group commit's worth. */
 const FRESH_BATCH = 256;
 const FRESH_BACKLOG_MAX = 10_000;
-const MAX_RETRY_DELAY_MS = 10 * 60 * 1000;
+
+const REDEMPTIONS = {
+  name: 'voucher delivery',
+  table: 'redemption',
+  attemptsColumn: 'delivery_attempts',
+  columns: ['id', 'user_id', 'goods_id', 'voucher_code', 'points_spent', 'delivery_attempts', 'locked_until'],
+  doneSet: "status = 'DELIVERED', delivered_at = now()",
+  attemptOf: (row: LeasedRedemption) => row.delivery_attempts,
+} as const;
 
 /**
- * Claims a batch of due redemptions under a lease of `leaseMs`. Times are the database's,
- * so every instance agrees on leases and due dates. Every round of every instance runs it
- * over a table that only grows, so it must stay on redemption_due_idx, which holds only
- * the PENDING rows (test/points.delivery.test.ts checks the plan).
+ * Claims a batch of due redemptions under a lease of `leaseMs`. Every round of every
+ * instance runs it over a table that only grows, so it must stay on redemption_due_idx,
+ * which holds only the PENDING rows (test/points.delivery.test.ts checks the plan).
  */
-export function dueClaim(leaseMs: number): Prisma.Sql {
-  return Prisma.sql`
-    UPDATE redemption r
-    SET locked_until = now() + ${leaseMs}::int * interval '1 millisecond', delivery_attempts = r.delivery_attempts + 1
-    WHERE r.id IN (
-      SELECT id FROM redemption
-      WHERE status = 'PENDING' AND next_attempt_at <= now() AND (locked_until IS NULL OR locked_until <= now())
-      ORDER BY next_attempt_at
-      LIMIT ${CLAIM_BATCH}
-      FOR UPDATE SKIP LOCKED)
-    RETURNING r.id, r.user_id, r.goods_id, r.voucher_code, r.points_spent, r.delivery_attempts, r.locked_until`;
+export function dueClaim(leaseMs: number) {
+  return outboxDueClaim(REDEMPTIONS, leaseMs);
 }
 
 interface Fresh {
@@ -81,17 +77,37 @@ interface Fresh {
  * redemption whose process died), a batch at a time.
  */
 export class VoucherDeliveryWorker {
+  private readonly outbox: Outbox<LeasedRedemption>;
   private readonly fresh: Fresh[] = [];
   private freshRound: Promise<void> | undefined;
   private readonly handingBack = new Set<Promise<void>>();
   private stopped = false;
 
   constructor(
-    private readonly prisma: PrismaClient,
-    private readonly notifier: VoucherNotifier,
+    prisma: PrismaClient,
+    notifier: VoucherNotifier,
     readonly options: DeliveryOptions,
     private readonly log: Logger,
-  ) {}
+    /** Redemptions whose delivery moved (delivered, or a retry scheduled). */
+    moved?: (ids: string[]) => void,
+  ) {
+    const table: OutboxTable<LeasedRedemption> = {
+      ...REDEMPTIONS,
+      ...(moved ? { recorded: moved } : {}),
+      deliver: (leased) =>
+        notifier.deliver(
+          leased.map((row) => ({
+            idempotencyKey: row.id,
+            userId: row.user_id,
+            goodsId: row.goods_id,
+            voucherCode: row.voucher_code,
+            pointsSpent: row.points_spent,
+            attempt: row.delivery_attempts,
+          })),
+        ),
+    };
+    this.outbox = new Outbox(prisma, table, options, log);
+  }
 
   /** Redemptions just persisted under this worker's lease: delivered in the background, in order. */
   deliverFresh(redemptions: LeasedRedemption[]): void {
@@ -100,7 +116,7 @@ export class VoucherDeliveryWorker {
     for (const redemption of redemptions.slice(0, room)) this.fresh.push({ redemption, handBackAtMs });
     if (redemptions.length > room) {
       if (!this.stopped) this.log.warn({ redemptions: redemptions.length - room }, 'fresh voucher deliveries are backing up; handing the overflow to the due rounds');
-      const handingBack = this.handBack(redemptions.slice(room)).finally(() => this.handingBack.delete(handingBack));
+      const handingBack = this.outbox.handBack(redemptions.slice(room)).finally(() => this.handingBack.delete(handingBack));
       this.handingBack.add(handingBack);
     }
     this.freshRound ??= this.deliverFreshQueue().finally(() => {
@@ -108,26 +124,16 @@ export class VoucherDeliveryWorker {
     });
   }
 
-  /**
-   * Delivers everything due, a batch at a time, until `stopping` is aborted (then after the
-   * batch in hand: the rest waits for the next worker); returns how many deliveries it attempted.
-   */
-  async deliverDue(stopping?: AbortSignal): Promise<number> {
-    let attempted = 0;
-    while (!stopping?.aborted) {
-      const claimed = await this.claimDue();
-      if (claimed.length > 0) await this.deliver(claimed);
-      attempted += claimed.length;
-      if (claimed.length < CLAIM_BATCH) break;
-    }
-    return attempted;
+  /** One due round (Outbox.deliverDue): retries, and redemptions whose process died. */
+  deliverDue(stopping?: AbortSignal): Promise<number> {
+    return this.outbox.deliverDue(stopping);
   }
 
   /** Finishes the fresh batch in hand and hands the rest back, so another instance delivers them without waiting for the leases to run out. */
   async stop(): Promise<void> {
     this.stopped = true;
     await this.freshRound;
-    await this.handBack(this.fresh.splice(0).map((fresh) => fresh.redemption));
+    await this.outbox.handBack(this.fresh.splice(0).map((fresh) => fresh.redemption));
     await Promise.all(this.handingBack);
   }
 
@@ -137,72 +143,9 @@ export class VoucherDeliveryWorker {
       const current: LeasedRedemption[] = [];
       const late: LeasedRedemption[] = [];
       for (const { redemption, handBackAtMs } of this.fresh.splice(0, FRESH_BATCH)) (handBackAtMs > nowMs ? current : late).push(redemption);
-      await this.handBack(late);
+      await this.outbox.handBack(late);
       // A failure here leaves the leases to run out; the due rounds take the redemptions then.
-      if (current.length > 0) await this.deliver(current).catch((error: unknown) => this.log.error({ err: error }, 'fresh voucher delivery failed'));
+      if (current.length > 0) await this.outbox.deliver(current).catch((error: unknown) => this.log.error({ err: error }, 'fresh voucher delivery failed'));
     }
-  }
-
-  private claimDue(): Promise<LeasedRedemption[]> {
-    return this.prisma.$queryRaw<LeasedRedemption[]>(dueClaim(this.options.leaseMs));
-  }
-
-  /**
-   * Hands leased redemptions to the notifier, then marks the successes DELIVERED and
-   * schedules retries of the failures. A retry is scheduled only under this worker's
-   * lease: one that ran out may belong to another worker by now.
-   */
-  private async deliver(leased: LeasedRedemption[]): Promise<void> {
-    const deliveries = leased.map((row) => ({
-      idempotencyKey: row.id,
-      userId: row.user_id,
-      goodsId: row.goods_id,
-      voucherCode: row.voucher_code,
-      pointsSpent: row.points_spent,
-      attempt: row.delivery_attempts,
-    }));
-    const outcomes = await this.notifier.deliver(deliveries).catch((error: unknown) => deliveries.map((): PromiseSettledResult<void> => ({ status: 'rejected', reason: error })));
-    const failed: { row: LeasedRedemption; error: Error | undefined }[] = [];
-    const delivered: string[] = [];
-    leased.forEach((row, i) => {
-      const outcome = outcomes[i] ?? { status: 'rejected', reason: new Error('the notifier gave no outcome for this delivery') };
-      if (outcome.status === 'fulfilled') delivered.push(row.id);
-      else failed.push({ row, error: outcome.reason as Error | undefined });
-    });
-    if (delivered.length > 0) {
-      await this.prisma.$executeRaw`
-        UPDATE redemption SET status = 'DELIVERED', delivered_at = now(), locked_until = NULL, last_error = NULL
-        WHERE id = ANY(${delivered}::text[]) AND status = 'PENDING'`;
-    }
-    if (failed.length === 0) return;
-    const retries = failed.map(({ row, error }) => {
-      const delayMs = Math.min(MAX_RETRY_DELAY_MS, this.options.retryBaseMs * 2 ** (row.delivery_attempts - 1));
-      this.log.warn({ err: error, redemptionId: row.id, attempt: row.delivery_attempts, retryInMs: delayMs }, 'voucher delivery failed; will retry');
-      return { ...row, delayMs, error: String(error?.message ?? error) };
-    });
-    // One statement for the batch: a fulfilment outage fails every delivery at once.
-    await this.prisma.$executeRaw`
-      UPDATE redemption r
-      SET next_attempt_at = now() + f.delay_ms * interval '1 millisecond', locked_until = NULL, last_error = f.error
-      FROM unnest(${retries.map((retry) => retry.id)}::text[], ${retries.map((retry) => retry.locked_until)}::timestamptz[],
-                  ${retries.map((retry) => retry.delayMs)}::int[], ${retries.map((retry) => retry.error)}::text[]) AS f(id, lease, delay_ms, error)
-      WHERE r.id = f.id AND r.status = 'PENDING' AND r.locked_until = f.lease`.catch((error: unknown) =>
-      // Their leases run out and the due rounds take them then.
-      this.log.warn({ err: error, redemptions: retries.length }, 'could not schedule voucher delivery retries'),
-    );
-  }
-
-  /**
-   * Gives up leases before they run out, as if never claimed: the notifier was not
-   * called. A lease that ran out and was claimed by another worker is left alone.
-   */
-  private async handBack(redemptions: LeasedRedemption[]): Promise<void> {
-    if (redemptions.length === 0) return;
-    await this.prisma.$executeRaw`
-      UPDATE redemption r SET locked_until = NULL, next_attempt_at = now(), delivery_attempts = r.delivery_attempts - 1
-      FROM unnest(${redemptions.map((row) => row.id)}::text[], ${redemptions.map((row) => row.locked_until)}::timestamptz[]) AS mine(id, lease)
-      WHERE r.id = mine.id AND r.locked_until = mine.lease AND r.status = 'PENDING'`.catch((error: unknown) =>
-      this.log.warn({ err: error, redemptions: redemptions.length }, 'could not hand back voucher deliveries; their leases will run out'),
-    );
   }
 }

@@ -1,0 +1,40 @@
+/*
+ * Refunds as users and operators see them, and their delivery (refundDelivery.ts).
+ */
+import type { PrismaClient, Refund, RefundStatus } from '../../generated/prisma/client.ts';
+import { type KeysetPage, keysetArgs } from '../../infra/db/pages.ts';
+import type { Logger } from '../../infra/logger.ts';
+import type { Outbox, OutboxOptions } from '../../infra/outbox/outbox.ts';
+import { type LeasedRefund, type RefundProvider, refundDelivery } from './refundDelivery.ts';
+
+export class RefundService {
+  private readonly delivery: Outbox<LeasedRefund>;
+
+  constructor(
+    private readonly prisma: PrismaClient,
+    provider: RefundProvider | null,
+    delivery: OutboxOptions,
+    log: Logger,
+  ) {
+    this.delivery = refundDelivery(prisma, provider, delivery, log);
+  }
+
+  /** A user's refunds, newest first. */
+  refundsOf(userId: string, page: KeysetPage): Promise<Refund[]> {
+    return this.page({ userId }, page);
+  }
+
+  /** Operators: every refund, or those of one status, newest first. */
+  list(status: RefundStatus | null | undefined, page: KeysetPage): Promise<Refund[]> {
+    return this.page(status ? { status } : {}, page);
+  }
+
+  /** One round of the delivery worker over the refunds due. */
+  deliverDue(stopping?: AbortSignal): Promise<number> {
+    return this.delivery.deliverDue(stopping);
+  }
+
+  private page(where: { userId?: string; status?: RefundStatus }, page: KeysetPage): Promise<Refund[]> {
+    return this.prisma.refund.findMany({ where, ...keysetArgs(page, [{ createdAt: 'desc' }, { id: 'desc' }], (id) => ({ id })) });
+  }
+}

@@ -1,0 +1,53 @@
+/*
+ * The one outbox of refunds owed. Whatever owes a refund (a failed team, a late or
+ * duplicate payment, an expired red packet's remainder) inserts a row here in the same
+ * transaction or statement that decides it is owed, under a source key naming why, so
+ * deciding twice owes it once. A delivery worker then pays each row once, to the user's
+ * wallet or back through the payment provider.
+ */
+import { Prisma, type PrismaClient } from '../../generated/prisma/client.ts';
+import { unnest } from '../../infra/db/unnest.ts';
+
+export type RefundReason = 'TEAM_FAILED' | 'LATE_PAYMENT' | 'DUPLICATE_PAYMENT' | 'PACKET_EXPIRED';
+
+export interface RefundOwed {
+  /** Why it is owed, unique across refunds: 'team:<team>:<user>', 'payment:<ref>', 'packet:<id>'. */
+  sourceKey: string;
+  userId: string;
+  /** > 0. */
+  amountCents: number;
+  reason: RefundReason;
+  /** The provider payment it returns; null for money that came from a wallet. */
+  paymentRef: string | null;
+}
+
+/**
+ * An INSERT of the rows of the relation `source` (columns source_key, user_id,
+ * amount_cents, reason, payment_ref) into the outbox, each source key once; it returns
+ * the source keys owed now. For a statement that decides the refund itself, as a CTE:
+ * `WITH source AS (…), owed AS (${refundsOwedFrom('source')}) SELECT …`.
+ */
+export function refundsOwedFrom(source: string): Prisma.Sql {
+  return Prisma.sql`
+    INSERT INTO refund (id, source_key, user_id, amount_cents, reason, payment_ref)
+    SELECT gen_random_uuid()::text, source_key, user_id, amount_cents, reason, payment_ref FROM ${Prisma.raw(source)}
+    ON CONFLICT (source_key) DO NOTHING
+    RETURNING source_key`;
+}
+
+/** Records refunds owed on their own; the source keys owed now (one owed before is skipped). */
+export async function oweRefunds(db: PrismaClient | Prisma.TransactionClient, refunds: readonly RefundOwed[]): Promise<string[]> {
+  if (refunds.length === 0) return [];
+  const rows = await db.$queryRaw<{ source_key: string }[]>(Prisma.sql`
+    WITH owed AS (
+      SELECT * FROM ${unnest('r', refunds, {
+        source_key: ['text', (refund) => refund.sourceKey],
+        user_id: ['text', (refund) => refund.userId],
+        amount_cents: ['int', (refund) => refund.amountCents],
+        reason: ['text', (refund) => refund.reason],
+        payment_ref: ['text', (refund) => refund.paymentRef],
+      })}
+    )
+    ${refundsOwedFrom('owed')}`);
+  return rows.map((row) => row.source_key);
+}

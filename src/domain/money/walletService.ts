@@ -1,0 +1,52 @@
+/*
+ * Wallets as users and operators see them: balances and ledgers read from PostgreSQL
+ * (a wallet is not a hot path: no Redis), and operators' credits.
+ */
+import { Prisma, type PrismaClient, type WalletLedger } from '../../generated/prisma/client.ts';
+import { type KeysetPage, keysetArgs, numericId } from '../../infra/db/pages.ts';
+import type { Logger } from '../../infra/logger.ts';
+import { BadInputError } from '../errors.ts';
+import { type CreditWallet, MAX_BALANCE_CENTS } from './input.ts';
+import { walletBalance, walletPostingCtes } from './wallets.ts';
+
+export class WalletService {
+  constructor(
+    private readonly prisma: PrismaClient,
+    private readonly log: Logger,
+  ) {}
+
+  balance(userId: string): Promise<number> {
+    return walletBalance(this.prisma, userId);
+  }
+
+  /** The user's ledger, newest first; the cursor is an entry's id. */
+  entries(userId: string, page: KeysetPage): Promise<WalletLedger[]> {
+    return this.prisma.walletLedger.findMany({ where: { userId }, ...keysetArgs(page, [{ id: 'desc' }], (id) => ({ id: numericId(id) })) });
+  }
+
+  /**
+   * Credits a wallet, once per requestId (entry key 'credit:<requestId>'), in one
+   * statement: concurrent calls with one requestId wait on the key's unique index, and
+   * all but the first post nothing. Returns the balance after the credit (for a replay,
+   * the balance now). The same requestId for another user or amount is bad input, as is
+   * a credit that would take the wallet past MAX_BALANCE_CENTS.
+   */
+  async credit({ userId, amountCents, reason, requestId }: CreditWallet): Promise<number> {
+    const entryKey = `credit:${requestId}`;
+    const [posted] = await this.prisma.$queryRaw<{ balance: number | null }[]>(Prisma.sql`
+      WITH credit AS (
+        SELECT ${entryKey}::text AS entry_key, ${userId}::text AS user_id, ${amountCents}::int AS delta_cents, 'OPERATOR_CREDIT'::text AS reason, ${reason}::text AS note
+        WHERE COALESCE((SELECT balance_cents FROM wallet_account WHERE user_id = ${userId}), 0)::bigint + ${amountCents} <= ${MAX_BALANCE_CENTS}
+      ),
+      ${walletPostingCtes('credit', { withNote: true })}
+      SELECT (SELECT balance_cents FROM wallet_moved) AS balance`);
+    if (posted?.balance !== null && posted?.balance !== undefined) {
+      this.log.info({ userId, amountCents, reason, requestId }, 'wallet credited');
+      return posted.balance;
+    }
+    const first = await this.prisma.walletLedger.findUnique({ where: { entryKey } });
+    if (!first) throw new BadInputError(`the wallet would hold more than ${MAX_BALANCE_CENTS} cents`);
+    if (first.userId !== userId || first.deltaCents !== amountCents) throw new BadInputError(`requestId ${requestId} was already used for another credit`);
+    return walletBalance(this.prisma, userId);
+  }
+}

@@ -1,0 +1,101 @@
+import { builder } from '../builder.ts';
+import { creditWalletArgs } from '../domain/money/input.ts';
+import type { WalletLedger } from '../generated/prisma/client.ts';
+import { RefundDestination, RefundStatus } from '../generated/prisma/enums.ts';
+import { keysetConnection } from './connections.ts';
+import { Me } from './points.ts';
+
+const WalletEntry = builder.objectRef<WalletLedger>('WalletEntry').implement({
+  description: "One movement of a wallet's money.",
+  fields: (t) => ({
+    id: t.id({ resolve: (entry) => entry.id.toString() }),
+    deltaCents: t.exposeInt('deltaCents', { description: 'Positive in, negative out.' }),
+    reason: t.exposeString('reason', { description: 'What moved it: TOP_UP, OPERATOR_CREDIT, RED_PACKET_SENT, RED_PACKET_GRAB, REFUND…' }),
+    note: t.exposeString('note', { nullable: true, description: 'What the operator wrote with an OPERATOR_CREDIT.' }),
+    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+  }),
+});
+
+const Wallet = builder.objectRef<{ userId: string }>('Wallet').implement({
+  description: "A user's money in cents (fen).",
+  fields: (t) => ({
+    balanceCents: t.int({ resolve: (wallet, _args, { app }) => app.wallets.balance(wallet.userId) }),
+    entries: t.connection({
+      type: WalletEntry,
+      description: 'The ledger, newest first.',
+      resolve: (wallet, args, { app }) =>
+        keysetConnection(
+          args,
+          (page) => app.wallets.entries(wallet.userId, page),
+          (entry) => entry.id.toString(),
+        ),
+    }),
+  }),
+});
+
+const RefundStatusEnum = builder.enumType(RefundStatus, { name: 'RefundStatus', description: 'PENDING until the delivery worker has paid it.' });
+const RefundDestinationEnum = builder.enumType(RefundDestination, {
+  name: 'RefundDestination',
+  description: "WALLET: into the user's wallet. PROVIDER: back through the payment provider.",
+});
+
+const Refund = builder.prismaObject('Refund', {
+  description: "Money owed back to a user (a failed team, a late or duplicate payment, an expired red packet's remainder), paid once.",
+  fields: (t) => ({
+    id: t.exposeID('id', { description: 'Also the Idempotency-Key the provider sees.' }),
+    userId: t.exposeID('userId'),
+    amountCents: t.exposeInt('amountCents'),
+    reason: t.exposeString('reason', { description: 'TEAM_FAILED, LATE_PAYMENT, DUPLICATE_PAYMENT or PACKET_EXPIRED.' }),
+    status: t.expose('status', { type: RefundStatusEnum }),
+    paidTo: t.expose('paidTo', { type: RefundDestinationEnum, nullable: true }),
+    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+    paidAt: t.expose('paidAt', { type: 'DateTime', nullable: true }),
+    attempts: t.exposeInt('attempts', { description: 'Delivery attempts so far.' }),
+    paymentRef: t.exposeString('paymentRef', { nullable: true, authScopes: { admin: true }, description: 'Operators only: the provider payment it returns.' }),
+    lastError: t.exposeString('lastError', { nullable: true, authScopes: { admin: true }, description: 'Operators only: why the last attempt failed.' }),
+  }),
+});
+
+builder.objectFields(Me, (t) => ({
+  wallet: t.field({ type: Wallet, resolve: (me) => ({ userId: me.userId }) }),
+  refunds: t.connection({
+    type: Refund,
+    description: 'Refunds owed to the caller, newest first.',
+    resolve: (me, args, { app }) =>
+      keysetConnection(
+        args,
+        (page) => app.refunds.refundsOf(me.userId, page),
+        (refund) => refund.id,
+      ),
+  }),
+}));
+
+builder.queryField('refunds', (t) =>
+  t.withAuth({ admin: true }).connection({
+    type: Refund,
+    description: 'Operators: every refund, or those of one status (PENDING: the outbox still to pay), newest first.',
+    args: { status: t.arg({ type: RefundStatusEnum }) },
+    resolve: (_root, { status, ...args }, { app }) =>
+      keysetConnection(
+        args,
+        (page) => app.refunds.list(status, page),
+        (refund) => refund.id,
+      ),
+  }),
+);
+
+builder.mutationField('creditWallet', (t) =>
+  t.withAuth({ admin: true }).int({
+    description: "Operators: credits a user's wallet. Idempotent per requestId (the same requestId for another user or amount is BAD_USER_INPUT). The new balance.",
+    args: t.validate(
+      {
+        userId: t.arg.id({ required: true }),
+        amountCents: t.arg.int({ required: true }),
+        reason: t.arg.string({ required: true }),
+        requestId: t.arg.string({ required: true }),
+      },
+      creditWalletArgs,
+    ),
+    resolve: (_root, credit, { app }) => app.wallets.credit(credit),
+  }),
+);
