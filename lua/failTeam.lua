@@ -1,6 +1,7 @@
 --[[
   Closes a team that is still OPEN at its deadline: FAILED, its locks released, and its
-  members (with their payment references) journaled to be refunded. Checked against
+  members (with their payment references) journaled to be refunded. A failed team no
+  longer counts against its buyers' limit on teams joined (KEYS[9]). Checked against
   Redis TIME, so a worker with a fast clock cannot fail a team early.
 
   KEYS[1] {tm:<activity>}:team:<team>:meta      hash: status, deadlineMs, version, ...
@@ -10,11 +11,13 @@
   KEYS[5] {tm:<activity>}:holders               hash: userId -> teamId
   KEYS[6] {tm:<activity>}:expiries              zset: "<teamId>:<userId>" -> expiresAtMs
   KEYS[7] {tm:<activity>}:journal               stream
+  KEYS[8] {tm:<activity>}:activity              hash: the activity's terms (must exist, see lockTeamSeat.lua)
+  KEYS[9] {tm:<activity>}:joined                hash: userId -> teams joined as a buyer
   ARGV[1] team id
   ARGV[2] event id, minted by the caller
 
   Returns
-    {'missing'}                   meta missing: rebuild from PostgreSQL, then retry
+    {'missing'}                   meta or KEYS[8] missing: rebuild from PostgreSQL, then retry
     {'failed', entryId, fields}   failed now; fields carry `members`, a JSON list of {user, paymentRef, seat, joinedAt}
     {'notOpen', status}           not OPEN: nothing to do
     {'notDue', deadlineMs}        the deadline has not passed yet
@@ -23,9 +26,10 @@
 -- @include "teamSeats.lua"
 
 local meta, members, payments, locks, holders, expiries, stream = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local activity, joined = KEYS[8], KEYS[9]
 local team_id, event_id = ARGV[1], ARGV[2]
 
-if redis.call('EXISTS', meta) == 0 then
+if redis.call('EXISTS', meta) == 0 or redis.call('EXISTS', activity) == 0 then
   return {'missing'}
 end
 local status = redis.call('HGET', meta, 'status')
@@ -49,10 +53,16 @@ for i = 1, #paid, 2 do
   payment_of[paid[i + 1]] = paid[i]
 end
 local refunds = {}
-local joined = redis.call('HGETALL', members)
-for i = 1, #joined, 2 do
-  local seat, joined_at = string.match(joined[i + 1], '^(%d+):(%d+)$')
-  refunds[#refunds + 1] = {user = joined[i], paymentRef = payment_of[joined[i]], seat = tonumber(seat), joinedAt = tonumber(joined_at)}
+local seated = redis.call('HGETALL', members)
+for i = 1, #seated, 2 do
+  local seat, joined_at = string.match(seated[i + 1], '^(%d+):(%d+)$')
+  refunds[#refunds + 1] = {user = seated[i], paymentRef = payment_of[seated[i]], seat = tonumber(seat), joinedAt = tonumber(joined_at)}
+end
+local leader = redis.call('HGET', meta, 'leaderId')
+for _, member in ipairs(refunds) do
+  if member.user ~= leader and redis.call('HINCRBY', joined, member.user, -1) <= 0 then
+    redis.call('HDEL', joined, member.user)
+  end
 end
 local entry_id, fields = journal_changes(stream, {[team_id] = meta}, 'fail', team_id, event_id, now, events,
   {'members', cjson.encode(refunds)})

@@ -1,5 +1,10 @@
 --[[
-  Locks a seat in a team for the caller until now + lockSeconds, and journals what changed.
+  Locks a seat in a team for the caller until now + lockSeconds, and journals what changed,
+  with the payment the server minted for the lock (ARGV[5], bound to this user, team and
+  lock: KEYS[9] keeps the live lock's reference, so only that payment can turn it into a
+  seat). The activity's limit on teams joined is checked here, against KEYS[11], so two
+  locks racing cannot both pass it: a live lock counts as a join in progress, and a user
+  holds one live lock per activity at most.
   A user holds at most one live lock per activity: a live lock in another team of the
   activity is moved here in the same step. Expired locks of the teams involved are dropped
   first, so a refusal is never caused by a stale lock.
@@ -12,17 +17,24 @@
   KEYS[6] {tm:<activity>}:journal              stream of changes waiting for PostgreSQL
   KEYS[7] meta of the team ARGV[4] names (KEYS[1] when ARGV[4] is '')
   KEYS[8] locks of that team (KEYS[3] when ARGV[4] is '')
+  KEYS[9]  {tm:<activity>}:team:<team>:lockRefs hash: userId -> paymentRef of the user's latest lock here
+  KEYS[10] {tm:<activity>}:activity             hash: groupPriceCents, maxTeamsPerUser (the activity's terms)
+  KEYS[11] {tm:<activity>}:joined               hash: userId -> teams joined as a buyer, FAILED ones not counted
   ARGV[1] user id
   ARGV[2] team id
   ARGV[3] event id, minted by the caller
   ARGV[4] the team the caller expects KEYS[4] to name for the user, or ''
+  ARGV[5] the payment reference minted for this lock
 
   Every reply but 'missing' and 'holderIs' is {tag, entryId, entryFields, ...}: the expired
   locks it dropped are journaled whatever it answers; entryId is '' when nothing changed.
-    {'missing'}                                meta missing: rebuild from PostgreSQL, then retry
+    {'missing'}                                meta or KEYS[10] missing: rebuild from PostgreSQL, then retry
     {'holderIs', holderTeamId}                 KEYS[4] names another team than ARGV[4]: retry with that one
-    {'locked', entryId, fields, expiresAtMs, releasedTeamId}  releasedTeamId is '' unless a live lock moved
-    {'alreadyLocked', entryId, fields, expiresAtMs}  the caller already holds a live lock on this team
+    {'locked', entryId, fields, expiresAtMs, releasedTeamId, paymentRef, amountCents}
+                                               releasedTeamId is '' unless a live lock moved; fields
+                                               carry payer, paymentRef, amountCents, expiresAt
+    {'alreadyLocked', entryId, fields, expiresAtMs, paymentRef, amountCents}  the caller already holds a live lock here
+    {'limitReached', entryId, fields, maxTeamsPerUser}  the caller joined as many teams as the activity allows
     {'member', entryId, fields}                the caller is a member
     {'closed', entryId, fields, status}        the team is closed (COMPLETE, FAILED, or past its deadline)
     {'full', entryId, fields, nextUnlockAtMs, nowMs}  no free seat: members + live locks = capacity;
@@ -33,9 +45,10 @@
 
 local meta, members, locks, holders, expiries, stream, previous_meta, previous_locks =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local user, team_id, event_id, expected_holder = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local lock_refs, activity, joined = KEYS[9], KEYS[10], KEYS[11]
+local user, team_id, event_id, expected_holder, payment_ref = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 
-if redis.call('EXISTS', meta) == 0 then
+if redis.call('EXISTS', meta) == 0 or redis.call('EXISTS', activity) == 0 then
   return {'missing'}
 end
 local holder = redis.call('HGET', holders, user) or ''
@@ -69,9 +82,10 @@ local function reply(tag, ...)
   return {tag, entry_id, fields, ...}
 end
 
+local amount = redis.call('HGET', activity, 'groupPriceCents')
 local own = redis.call('ZSCORE', locks, user)
 if own then
-  return reply('alreadyLocked', tonumber(own))
+  return reply('alreadyLocked', tonumber(own), redis.call('HGET', lock_refs, user) or '', amount)
 end
 if holder == team_id then
   -- The index named this team, but the lock is gone (the team was rebuilt).
@@ -87,6 +101,11 @@ if redis.call('HLEN', members) + redis.call('ZCARD', locks) >= tonumber(redis.ca
   return reply('full', next_unlock_at(locks), now)
 end
 
+local max_teams = tonumber(redis.call('HGET', activity, 'maxTeamsPerUser'))
+if tonumber(redis.call('HGET', joined, user) or '0') >= max_teams then
+  return reply('limitReached', max_teams)
+end
+
 local expires_at = now + tonumber(redis.call('HGET', meta, 'lockSeconds')) * 1000
 if previous then
   redis.call('ZREM', previous_locks, user)
@@ -97,4 +116,12 @@ redis.call('ZADD', locks, expires_at, user)
 redis.call('HSET', holders, user, team_id)
 redis.call('ZADD', expiries, expires_at, team_id .. ':' .. user)
 add_event(events, 'LOCKED', team_id, user, now, expires_at)
-return reply('locked', expires_at, previous or '')
+redis.call('HSET', lock_refs, user, payment_ref)
+-- Gone with the team's keys: a rebuilt team has no locks, so no reference is needed then.
+local meta_expires = redis.call('PTTL', meta)
+if meta_expires > 0 then
+  redis.call('PEXPIRE', lock_refs, meta_expires)
+end
+local entry_id, fields = journal_changes(stream, metas, 'lock', team_id, event_id, now, events,
+  {'payer', user, 'paymentRef', payment_ref, 'amountCents', amount, 'expiresAt', tostring(expires_at)})
+return {'locked', entry_id, fields, expires_at, previous or '', payment_ref, amount}

@@ -4,11 +4,12 @@ import { ConfirmTeamSeatDocument, LockTeamSeatDocument, ReleaseTeamSeatDocument 
 import type { GraphqlResponse } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { stopAll } from './support/lifecycle.ts';
+import { sendNotify } from './support/payments.ts';
 import { sleep, waitFor } from './support/poll.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
 import { expectTeamInvariants, postgresViolations, readRedisTeams, redisViolations } from './support/teamInvariants.ts';
-import { teamsAt } from './support/teams.ts';
+import { OPERATOR, teamsAt } from './support/teams.ts';
 import { signAhead } from './support/tokens.ts';
 
 const env = testEnv('tm_contention');
@@ -34,14 +35,22 @@ const TEAMS = 100;
 const USERS = 300;
 const RUN_MS = 20_000;
 
+interface Payment {
+  paymentRef: string;
+  amountCents: number;
+}
+interface Held {
+  teamId: string;
+  payment: Payment;
+}
+
 const pick = <T>(items: readonly T[]): T => items[Math.floor(Math.random() * items.length)]!;
 
 describe('300 users racing for 100 teams of three', () => {
   it('never oversells a seat, never gives a user two live locks, and PostgreSQL agrees with Redis', async () => {
-    // Short locks on some teams, so expiries (swept and found by scripts) mix with the rest.
-    const teamIds = await Promise.all(
-      Array.from({ length: TEAMS }, async (_, i) => (await teamsAt(servers[i % 2]!.url).open(`leader-${i}`, { activityId: ACTIVITY, lockSeconds: i % 4 === 0 ? 1 : 300 })).id),
-    );
+    // Short locks, so expiries (swept and found by scripts) and late payments mix with the rest.
+    await teamsAt(servers[0]!.url).activity(ACTIVITY, { lockSeconds: 3 });
+    const teamIds = await Promise.all(Array.from({ length: TEAMS }, async (_, i) => (await teamsAt(servers[i % 2]!.url).open(`leader-${i}`, { activityId: ACTIVITY, lockSeconds: 3 })).id));
     const users = Array.from({ length: USERS }, (_, i) => `user-${i}`);
     await signAhead(users);
     const clients = servers.map((server) => teamsAt(server.url));
@@ -63,21 +72,33 @@ describe('300 users racing for 100 teams of three', () => {
       return result;
     };
 
-    /** Acts at random until the time is up; resolves with the team the user still holds a lock on. */
-    const actAs = async (user: string, index: number): Promise<string | null> => {
-      let held: string | null = null;
+    /** The provider's notify of the lock's payment; a lock that ran out meanwhile is owed back. */
+    const pay = async (action: string, url: string, payment: Payment) => {
+      const notified = await sendNotify(url, { ...payment, status: 'SUCCEEDED', providerTxnId: `txn-${payment.paymentRef}` });
+      if (notified.status !== 200) failures.push(`${action}: ${JSON.stringify(notified)}`);
+      count(`${action}:${notified.body.outcome}`);
+    };
+
+    /** Acts at random until the time is up; resolves with the lock (and its payment) the user still holds. */
+    const actAs = async (user: string, index: number): Promise<Held | null> => {
+      let held: Held | null = null;
       let request = index;
       while (Date.now() < stopAt) {
         const teams = clients[request++ % 2]!;
+        const url = servers[request % 2]!.url;
         const roll = Math.random();
         if (held && roll < 0.015) {
-          const result = record('confirm', await teams.raw(ConfirmTeamSeatDocument, { teamId: held, paymentRef: `pay-${user}-${held}` }, user), 'confirmTeamSeat');
-          if (result?.__typename === 'Team') held = null;
+          await pay('pay', url, held.payment);
+          held = null;
         } else if (!held && roll < 0.002) {
-          // A payment without a lock: joins only if a seat is free.
-          record('confirm', await teams.raw(ConfirmTeamSeatDocument, { teamId: pick(teamIds), paymentRef: `late-${user}-${request}` }, user), 'confirmTeamSeat');
+          // An operator's manual confirmation without a lock: joins only if a seat is free.
+          record(
+            'confirm',
+            await teams.raw(ConfirmTeamSeatDocument, { teamId: pick(teamIds), userId: user, paymentRef: `manual-${user}-${request}` }, OPERATOR, { admin: true }),
+            'confirmTeamSeat',
+          );
         } else if (held && roll < 0.25) {
-          await teams.raw(ReleaseTeamSeatDocument, { teamId: held }, user).then((response) => {
+          await teams.raw(ReleaseTeamSeatDocument, { teamId: held.teamId }, user).then((response) => {
             if (response.body.errors?.length) failures.push(`release: ${JSON.stringify(response.body.errors)}`);
             else count('release');
           });
@@ -86,11 +107,11 @@ describe('300 users racing for 100 teams of three', () => {
           // Lock a random team; while holding a lock this is a move.
           const action = held ? 'move' : 'lock';
           const result = record(action, await teams.raw(LockTeamSeatDocument, { teamId: pick(teamIds) }, user), 'lockTeamSeat') as
-            | { __typename: string; team?: { id: string }; releasedTeamId?: string | null }
+            | { __typename: string; team?: { id: string }; releasedTeamId?: string | null; payment?: Payment }
             | undefined;
           if (result?.__typename === 'SeatLocked') {
             if (result.releasedTeamId) count('moved');
-            held = result.team!.id;
+            held = { teamId: result.team!.id, payment: result.payment! };
           }
         }
         await sleep(Math.random() * 10);
@@ -110,10 +131,8 @@ describe('300 users racing for 100 teams of three', () => {
     const [holding] = await Promise.all([Promise.all(users.map(actAs)), checker()]);
     // Then every buyer still holding a lock pays at once: teams fill up and complete side by side.
     await Promise.all(
-      holding.map(async (teamId, i) => {
-        if (!teamId) return;
-        const response = await clients[i % 2]!.raw(ConfirmTeamSeatDocument, { teamId, paymentRef: `final-${i}` }, users[i]!);
-        record('final confirm', response, 'confirmTeamSeat');
+      holding.map(async (held, i) => {
+        if (held) await pay('final pay', servers[i % 2]!.url, held.payment);
       }),
     );
     console.info(`contention: ${JSON.stringify(Object.fromEntries([...outcomes].sort()))}, ${checks} checks`);
@@ -123,7 +142,7 @@ describe('300 users racing for 100 teams of three', () => {
     expect(checks).toBeGreaterThan(10);
 
     // The race was real: seats were won, refused, moved and paid for.
-    for (const outcome of ['lock:SeatLocked', 'lock:TeamFull', 'move:SeatLocked', 'moved', 'confirm:Team', 'final confirm:Team', 'release']) {
+    for (const outcome of ['lock:SeatLocked', 'lock:TeamFull', 'move:SeatLocked', 'moved', 'pay:SEATED', 'final pay:SEATED', 'release']) {
       expect(outcomes.get(outcome) ?? 0, outcome).toBeGreaterThan(0);
     }
 

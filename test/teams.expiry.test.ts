@@ -5,11 +5,12 @@ import { activityKeys } from '../src/domain/teams/store.ts';
 import { ConfirmTeamSeatDocument, TeamStatusDocument, type TeamStatusSubscription } from './gql/generated.ts';
 import { type Subscription, subscribeSse, subscribeWs } from './support/client.ts';
 import { testEnv } from './support/env.ts';
+import { sendNotify } from './support/payments.ts';
 import { waitFor } from './support/poll.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, loseKeysAtOnce, openStores } from './support/stores.ts';
-import { expectTeamInvariants } from './support/teamInvariants.ts';
-import { teamsAt } from './support/teams.ts';
+import { expectTeamInvariants, teamRefunds } from './support/teamInvariants.ts';
+import { GROUP_PRICE_CENTS, OPERATOR, teamsAt } from './support/teams.ts';
 import { tokenOf } from './support/tokens.ts';
 
 // The deadline worker runs five times a second; the expiry sweeper at its default (200 ms).
@@ -106,11 +107,13 @@ describe.each(transports)('a seat lock running out, watched over %s', (_name, su
 });
 
 describe('the formation deadline', () => {
-  it('fails a team still OPEN at its deadline, releases its locks, records its members as to be refunded and announces it', async () => {
+  it('fails a team still OPEN at its deadline, releases its locks, owes its paying members a refund and announces it', async () => {
     const activityId = `deadline-${randomUUID().slice(0, 8)}`;
-    const team = await teams.open('dl-leader', { activityId, capacity: 4, formationSeconds: 2 });
-    const lasting = await teams.open('dl-other', { activityId, capacity: 2 });
-    expect((await teams.confirm('dl-member', team.id, 'dl-pay')).__typename).toBe('Team');
+    const team = await teams.open('dl-leader', { activityId, capacity: 4, formationSeconds: 3 });
+    const paid = await teams.pay('dl-member', team.id);
+    expect(paid.notified?.body).toEqual({ outcome: 'SEATED' });
+    if (paid.locked.__typename !== 'SeatLocked') throw new Error(`got ${paid.locked.__typename}`);
+    const lasting = await teams.open('dl-other', { activityId: `${activityId}-lasting` });
     expect((await teams.lock('dl-locker', team.id)).__typename).toBe('SeatLocked');
     const subscription = subscribeWs(server.url, TeamStatusDocument, { teamId: team.id }, await tokenOf('dl-watcher', { admin: true }));
     open.push(subscription as Subscription<unknown>);
@@ -122,19 +125,14 @@ describe('the formation deadline', () => {
     expect(failed.members.map((member) => member.userId)).toEqual(['dl-leader', 'dl-member']);
 
     await durableStatus(team.id, 'FAILED', 5_000);
-    const { rows: refunds } = await stores.sql.query<{ user_id: string; payment_ref: string | null; refunded_at: Date | null }>(
-      'SELECT user_id, payment_ref, refunded_at FROM team_refund WHERE team_id = $1 ORDER BY user_id',
-      [team.id],
-    );
-    expect(refunds).toEqual([
-      { user_id: 'dl-leader', payment_ref: null, refunded_at: null },
-      { user_id: 'dl-member', payment_ref: 'dl-pay', refunded_at: null },
-    ]);
+    // The leader paid nothing; the member is owed the group price back, through the refund outbox.
+    expect(await teamRefunds(stores, [team.id])).toEqual([{ team_id: team.id, user_id: 'dl-member', amount_cents: GROUP_PRICE_CENTS, payment_ref: paid.locked.payment.paymentRef }]);
     expect(await teams.lock('dl-late', team.id)).toMatchObject({ __typename: 'TeamClosed', status: 'FAILED' });
     expect(await teams.confirm('dl-locker', team.id, 'dl-locker-pay')).toMatchObject({ __typename: 'TeamClosed', status: 'FAILED' });
     // The other team of the activity, not yet due, is left alone.
     expect((await teams.team('dl-watcher', lasting.id))?.status).toBe('OPEN');
-    await expectTeamInvariants(stores, activityId, [team.id, lasting.id]);
+    await expectTeamInvariants(stores, activityId, [team.id]);
+    await expectTeamInvariants(stores, `${activityId}-lasting`, [lasting.id]);
     const { rows } = await stores.sql.query<{ kind: string }>(`SELECT kind FROM team_seat_event WHERE team_id = $1 AND user_id = 'dl-locker'`, [team.id]);
     expect(rows.map((row) => row.kind).sort()).toEqual(['LOCKED', 'RELEASED']);
   });
@@ -149,7 +147,7 @@ describe('the formation deadline', () => {
     // PostgreSQL refuses every commit of the team for a moment; Redis has completed it already.
     await stores.sql.query('ALTER TABLE team_seat_event RENAME TO team_seat_event_away');
     try {
-      const { body } = await teams.raw(ConfirmTeamSeatDocument, { teamId: team.id, paymentRef: 'uc-pay' }, 'uc-member');
+      const { body } = await teams.raw(ConfirmTeamSeatDocument, { teamId: team.id, userId: 'uc-member', paymentRef: 'uc-pay' }, OPERATOR, { admin: true });
       expect(body.errors?.[0]?.extensions?.code).toBe('SERVICE_UNAVAILABLE');
     } finally {
       await stores.sql.query('ALTER TABLE team_seat_event_away RENAME TO team_seat_event');
@@ -163,13 +161,16 @@ describe('the formation deadline', () => {
   it('records as owed a refund a member whose confirmation landed after Redis was rebuilt without it', async () => {
     const activityId = `late-${randomUUID().slice(0, 8)}`;
     const team = await teams.open('late-leader', { activityId, capacity: 3, formationSeconds: 3 });
+    const locked = await teams.lock('late-member', team.id);
+    if (locked.__typename !== 'SeatLocked') throw new Error(`got ${locked.__typename}`);
+    const { paymentRef, amountCents } = locked.payment;
     // The confirmation's commit waits on the team row while Redis loses everything, its journal entry included.
     const blocker = await stores.sql.connect();
-    let confirmed: ReturnType<typeof teams.confirm>;
+    let confirmed: ReturnType<typeof sendNotify>;
     try {
       await blocker.query('BEGIN');
       await blocker.query('SELECT id FROM team WHERE id = $1 FOR UPDATE', [team.id]);
-      confirmed = teams.confirm('late-member', team.id, 'late-pay');
+      confirmed = sendNotify(server.url, { paymentRef, amountCents, status: 'SUCCEEDED', providerTxnId: 'late-txn' });
       await waitFor('the confirmation in the journal', async () => (await stores.redis.xlen(activityKeys(activityId).journal)) > 0);
       expect(await loseKeysAtOnce(stores.redis, env.keyPrefix)).toBeGreaterThan(0);
       expect((await teams.team('late-leader', team.id))?.members.map((member) => member.userId)).toEqual(['late-leader']);
@@ -177,17 +178,12 @@ describe('the formation deadline', () => {
       await blocker.query('ROLLBACK');
       blocker.release();
     }
-    expect((await confirmed).__typename).toBe('Team');
+    expect((await confirmed).body).toEqual({ outcome: 'SEATED' });
 
     await durableStatus(team.id, 'FAILED', 10_000);
     // When the deadline passed while the confirmation waited, the two commit side by side and
-    // the later one records the other's refund a moment after the team reads FAILED.
-    const refundsOf = async () =>
-      (await stores.sql.query<{ user_id: string; payment_ref: string | null }>('SELECT user_id, payment_ref FROM team_refund WHERE team_id = $1 ORDER BY user_id', [team.id])).rows;
-    await waitFor('both refunds recorded', async () => (await refundsOf()).length === 2, { timeoutMs: 5_000 });
-    expect(await refundsOf()).toEqual([
-      { user_id: 'late-leader', payment_ref: null },
-      { user_id: 'late-member', payment_ref: 'late-pay' },
-    ]);
+    // the later one records the refund a moment after the team reads FAILED.
+    await waitFor('the refund recorded', async () => (await teamRefunds(stores, [team.id])).length === 1, { timeoutMs: 5_000 });
+    expect(await teamRefunds(stores, [team.id])).toEqual([{ team_id: team.id, user_id: 'late-member', amount_cents: amountCents, payment_ref: paymentRef }]);
   });
 });

@@ -12,8 +12,8 @@ import { TEST_JWT_SECRET, testEnv } from './support/env.ts';
 import { holdCalls } from './support/hold.ts';
 import { twoInstances } from './support/lifecycle.ts';
 import { sleep } from './support/poll.ts';
-import { expectTeamInvariants, readRedisTeams, redisViolations } from './support/teamInvariants.ts';
-import { teamsAt } from './support/teams.ts';
+import { expectTeamInvariants, readRedisTeams, redisViolations, teamRefunds } from './support/teamInvariants.ts';
+import { activityInApp, openInApp, teamsAt } from './support/teams.ts';
 import { tokenOf } from './support/tokens.ts';
 
 const env = testEnv('tm_instances');
@@ -47,7 +47,7 @@ describe.each(transports)('a %s subscriber on one instance', (_name, subscribe) 
     const activityId = `inst-${randomUUID().slice(0, 8)}`;
     const far = teamsAt(instances.other.url);
     const team = await far.open('inst-leader', { activityId, capacity: 3, lockSeconds: 2 });
-    const other = await far.open('inst-other', { activityId });
+    const other = await far.open('inst-other', { activityId, capacity: 3, lockSeconds: 2 });
     // An operator, who sees user ids in full.
     const subscription = subscribe(instances.server.url, TeamStatusDocument, { teamId: team.id }, await tokenOf('inst-ops', { admin: true }));
     track(subscription);
@@ -125,7 +125,8 @@ describe('a team just opened', () => {
     const activityId = `fresh-${randomUUID().slice(0, 8)}`;
     // The opening instance is held after PostgreSQL has the team and before Redis does.
     const { reached, letGo } = holdCalls(app.journal, 'trackStream');
-    const opening = app.teams.open('fresh-leader', { activityId, capacity: 3, lockSeconds: 300, formationSeconds: 3600 });
+    await activityInApp(app, activityId, { formationSeconds: 3600 });
+    const opening = app.teams.open('fresh-leader', activityId);
     await reached;
     // Meanwhile a user finds the team in PostgreSQL (as the activity's list shows it) and locks a seat through a server.
     const { rows } = await instances.stores.sql.query<{ id: string }>('SELECT id FROM team WHERE activity_id = $1', [activityId]);
@@ -145,7 +146,7 @@ describe('a refused confirmation that dropped expired locks', () => {
   it('is persisted as those lock events, not reported as a clash (which would drop the team and its live locks from Redis)', async () => {
     const app = await inProcessApp();
     const activityId = `refused-${randomUUID().slice(0, 8)}`;
-    const team = await app.teams.open('refused-leader', { activityId, capacity: 2, lockSeconds: 60, formationSeconds: 3600 });
+    const team = await openInApp(app, 'refused-leader', activityId, { capacity: 2, lockSeconds: 60, formationSeconds: 3600 });
     const at = Date.now();
     // What confirmTeamSeat journals when it refuses with NoSeatLock after dropping a lock that ran out.
     const fields = {
@@ -175,16 +176,23 @@ describe('a failure committed with a confirmation of its team', () => {
     });
     const confirm = (team: string, user: string, seat: number, n: number) => entry(team, 'confirm', { user, paymentRef: `${user}-pay`, seat: String(seat) }, n);
     const fail = (team: string, leader: string, n: number) => entry(team, 'fail', { members: JSON.stringify([{ user: leader, seat: 1, joinedAt: at }]) }, n);
-    const refunds = async (team: string) =>
-      (await instances.stores.sql.query<{ user_id: string }>('SELECT user_id FROM team_refund WHERE team_id = $1 ORDER BY user_id', [team])).rows.map((row) => row.user_id);
+    const refunds = async (team: string) => (await teamRefunds(instances.stores, [team])).map((row) => row.user_id).sort();
+    // What the members paid: a failed team owes it back (its leader paid nothing).
+    const paid = (team: string, user: string) =>
+      instances.stores.sql.query(
+        `INSERT INTO payment (payment_ref, user_id, purpose, activity_id, team_id, amount_cents, expires_at, status) VALUES ($1, $2, 'TEAM_SEAT', $3, $4, 990, now(), 'SUCCEEDED')`,
+        [`${user}-pay`, user, activityId, team],
+      );
 
     // A Redis rebuilt without the member failed the team while the member's confirmation was on its way.
-    const failing = await app.teams.open('owed-leader', { activityId, capacity: 3, lockSeconds: 60, formationSeconds: 3600 });
+    const failing = await openInApp(app, 'owed-leader', activityId, { capacity: 2, lockSeconds: 60, formationSeconds: 3600 });
+    await paid(failing.id, 'owed-member');
     await seatsJournalKind.persist(app.prisma, [confirm(failing.id, 'owed-member', 2, 0), fail(failing.id, 'owed-leader', 1)]);
-    expect(await refunds(failing.id)).toEqual(['owed-leader', 'owed-member']);
+    expect(await refunds(failing.id)).toEqual(['owed-member']);
 
     // A stale Redis fails a team PostgreSQL already holds COMPLETE.
-    const complete = await app.teams.open('done-leader', { activityId, capacity: 2, lockSeconds: 60, formationSeconds: 3600 });
+    const complete = await openInApp(app, 'done-leader', activityId, { capacity: 2, lockSeconds: 60, formationSeconds: 3600 });
+    await paid(complete.id, 'done-member');
     await seatsJournalKind.persist(app.prisma, [confirm(complete.id, 'done-member', 2, 2)]);
     await seatsJournalKind.persist(app.prisma, [fail(complete.id, 'done-leader', 3)]);
     const { rows } = await instances.stores.sql.query<{ status: string }>('SELECT status FROM team WHERE id = $1', [complete.id]);

@@ -2,8 +2,9 @@
  * Group-buy teams, two parts on the same machine in the same run:
  *
  * Locks: buyers race for the seats of teams of three (two free seats each); a buyer locks a
- * random team that still looks open (another one on TeamFull/TeamClosed) and confirms.
- *  (a) lockTeamSeat + confirmTeamSeat over HTTP with the durable ack (the product),
+ * random team that still looks open (another one on TeamFull/TeamClosed) and pays for it.
+ *  (a) lockTeamSeat over HTTP, then the provider's signed notify (POST /payments/notify),
+ *      each answered after the durable ack (the product),
  *  (b) the same service in this process: Lua scripts + group commit, no HTTP or GraphQL,
  *  (c) the same seat lock in PostgreSQL alone, in this process: SELECT ... FOR UPDATE on the
  *      team row, one transaction per lock and per confirm,
@@ -24,6 +25,7 @@ import { Agent, fetch } from 'undici';
 import WebSocket from 'ws';
 import { createApp } from '../../src/app.ts';
 import { loadConfig } from '../../src/config.ts';
+import { signNotify } from '../../src/domain/payments/provider.ts';
 import { TeamClosed, TeamFull } from '../../src/domain/teams/problems.ts';
 import { TeamStore, activityKeys } from '../../src/domain/teams/store.ts';
 import { createLogger } from '../../src/infra/logger.ts';
@@ -31,15 +33,24 @@ import { Scripts } from '../../src/infra/redis/scripts.ts';
 import { TEST_DATABASE_URL, TEST_REDIS_URL, type TestEnv, testEnv } from '../../test/support/env.ts';
 import { startServerProcess } from '../../test/support/server.ts';
 import { openStores } from '../../test/support/stores.ts';
+import { activityInApp, activityInput } from '../../test/support/teams.ts';
 import { tokenFor } from '../../test/support/tokens.ts';
-import { type Measurement, machine, measureConcurrent, perSecond, percentile, printTable } from '../support.ts';
+import { type Measurement, machine, measureConcurrent, option, perSecond, percentile, printTable } from '../support.ts';
 
 const CAPACITY = 3;
 const SEATS_PER_TEAM = CAPACITY - 1;
+/** Teams are opened by this many leaders, each within the activity's cap on open teams. */
+const LEADERS = 50;
 
-function option(args: string[], name: string, fallback: number): number {
-  const index = args.indexOf(`--${name}`);
-  return index >= 0 ? Number(args[index + 1]) : fallback;
+/** The provider's notify of a payment, signed; the outcome it answered, or null when refused. */
+function notifier(graphqlUrl: string, agent: Agent, secret: string) {
+  const url = new URL('/payments/notify', graphqlUrl).toString();
+  return async ({ paymentRef, amountCents }: { paymentRef: string; amountCents: number }): Promise<string | null> => {
+    const body = Buffer.from(JSON.stringify({ paymentRef, amountCents, status: 'SUCCEEDED', providerTxnId: `txn-${paymentRef}` }));
+    const response = await fetch(url, { method: 'POST', dispatcher: agent, headers: { 'payment-signature': signNotify(secret, body, Date.now()) }, body });
+    const answer = (await response.json()) as { outcome?: string };
+    return response.status === 200 ? (answer.outcome ?? null) : null;
+  };
 }
 
 export async function run(args: string[]): Promise<void> {
@@ -55,7 +66,7 @@ export async function run(args: string[]): Promise<void> {
   const server = await startServerProcess(env.vars);
   const violations: string[] = [];
   try {
-    const a = await viaHttp(server.url, seats, connections, stores.sql, violations);
+    const a = await viaHttp(server.url, env.vars.PAYMENT_WEBHOOK_SECRET!, seats, connections, stores.sql, violations);
     const b = await viaService(env, seats, connections, violations);
     const c = await viaPostgres(env.schema, seats, connections, violations);
     const d = await viaScripts(env.keyPrefix, seats, connections, violations);
@@ -126,16 +137,23 @@ function buyMeasurement(label: string, seats: number, requests: number, flows: M
 }
 
 /** (a) The product: HTTP + GraphQL + Lua + group commit to PostgreSQL before each response. */
-async function viaHttp(url: string, seats: number, connections: number, sql: pg.Pool, violations: string[]): Promise<Measurement> {
+async function viaHttp(url: string, secret: string, seats: number, connections: number, sql: pg.Pool, violations: string[]): Promise<Measurement> {
   const agent = new Agent({ connections, pipelining: 1 });
   const post = poster(url, agent);
-  const leader = await tokenFor('bench-leader');
+  const leaders = await Promise.all(Array.from({ length: LEADERS }, (_, i) => tokenFor(`bench-leader-${i}`)));
   const activityId = `bench-${randomUUID().slice(0, 8)}`;
+  const created = await post(await tokenFor('bench-ops', { admin: true }), 'mutation ($input: CreateGroupBuyActivityInput!) { createGroupBuyActivity(input: $input) { id } }', {
+    input: activityInput(activityId, { title: 'bench' }),
+  });
+  if (created.errors) throw new Error(`createGroupBuyActivity: ${JSON.stringify(created.errors)}`);
+  let opened = 0;
   const teamIds = await openTeams(Math.ceil(seats / SEATS_PER_TEAM), async () => {
-    const body = await post(leader, 'mutation ($a: ID!) { openTeam(input: { activityId: $a }) { id } }', { a: activityId });
+    const body = await post(leaders[opened++ % LEADERS]!, 'mutation ($a: ID!) { openTeam(input: { activityId: $a }) { ... on Team { id } } }', { a: activityId });
     return body.data!.openTeam!.id as string;
   });
   const tokens = await Promise.all(Array.from({ length: seats }, (_, i) => tokenFor(`buyer-${i}`)));
+  const payments: { paymentRef: string; amountCents: number }[] = [];
+  const notify = notifier(url, agent, secret);
   const open = [...teamIds];
   let requests = 0;
   let errors = 0;
@@ -143,15 +161,16 @@ async function viaHttp(url: string, seats: number, connections: number, sql: pg.
     const made = await buy(
       open,
       async (teamId) => {
-        const body = await post(tokens[i]!, 'mutation ($t: ID!) { lockTeamSeat(teamId: $t) { __typename } }', { t: teamId });
+        const body = await post(tokens[i]!, 'mutation ($t: ID!) { lockTeamSeat(teamId: $t) { __typename ... on SeatLocked { payment { paymentRef amountCents } } } }', { t: teamId });
         if (body.errors) errors++;
-        const type = body.data?.lockTeamSeat?.__typename;
-        return type === 'SeatLocked' ? 'locked' : type === 'TeamClosed' ? 'closed' : 'full';
+        const result = body.data?.lockTeamSeat;
+        if (result?.__typename === 'SeatLocked') payments[i] = result.payment as { paymentRef: string; amountCents: number };
+        return result?.__typename === 'SeatLocked' ? 'locked' : result?.__typename === 'TeamClosed' ? 'closed' : 'full';
       },
-      async (teamId) => {
-        const body = await post(tokens[i]!, 'mutation ($t: ID!, $p: String!) { confirmTeamSeat(teamId: $t, paymentRef: $p) { __typename } }', { t: teamId, p: `pay-${i}` });
-        if (body.errors) errors++;
-        return body.data?.confirmTeamSeat?.__typename === 'Team';
+      async () => {
+        const outcome = await notify(payments[i]!);
+        if (outcome === null) errors++;
+        return outcome === 'SEATED';
       },
     );
     requests += made;
@@ -167,7 +186,7 @@ async function viaHttp(url: string, seats: number, connections: number, sql: pg.
   if (row.members !== seats + teamIds.length) violations.push(`(a) PostgreSQL holds ${row.members} members, expected ${seats + teamIds.length}`);
   if (row.over > 0) violations.push(`(a) ${row.over} teams with more members than seats`);
   if (row.complete !== Math.floor(seats / SEATS_PER_TEAM)) violations.push(`(a) ${row.complete} complete teams`);
-  return buyMeasurement('(a) HTTP lock + confirm, durable ack', seats, requests, flows);
+  return buyMeasurement('(a) HTTP lock + payment notify, durable ack', seats, requests, flows);
 }
 
 /** (b) The service without HTTP: an app instance in this process, its own key prefix, the same database. */
@@ -175,10 +194,10 @@ async function viaService(env: TestEnv, seats: number, connections: number, viol
   const config = loadConfig({ ...env.vars, LOG_LEVEL: 'silent', REDIS_KEY_PREFIX: `${env.keyPrefix}service:` });
   const app = await createApp(config, createLogger(config.LOG_LEVEL));
   const activityId = `service-${randomUUID().slice(0, 8)}`;
-  const teamIds = await openTeams(Math.ceil(seats / SEATS_PER_TEAM), async () => {
-    const team = await app.teams.open('service-leader', { activityId, capacity: CAPACITY, lockSeconds: 300, formationSeconds: 86_400 });
-    return team.id;
-  });
+  await activityInApp(app, activityId, { title: 'bench' });
+  let opened = 0;
+  const teamIds = await openTeams(Math.ceil(seats / SEATS_PER_TEAM), async () => (await app.teams.open(`service-leader-${opened++ % LEADERS}`, activityId)).id);
+  const payments: string[] = [];
   const open = [...teamIds];
   let requests = 0;
   let joined = 0;
@@ -187,7 +206,7 @@ async function viaService(env: TestEnv, seats: number, connections: number, viol
       open,
       async (teamId) => {
         try {
-          await app.teams.lock(`s${i}`, teamId);
+          payments[i] = (await app.teams.lock(`s${i}`, teamId)).payment.paymentRef;
           return 'locked';
         } catch (error) {
           if (error instanceof TeamClosed) return 'closed';
@@ -196,7 +215,7 @@ async function viaService(env: TestEnv, seats: number, connections: number, viol
         }
       },
       async (teamId) => {
-        await app.teams.confirm(`s${i}`, teamId, `pay-${i}`);
+        if ((await app.teams.payForSeat({ userId: `s${i}`, teamId, paymentRef: payments[i]!, providerTxnId: `txn-${i}` })) !== 'seated') return false;
         joined++;
         return true;
       },
@@ -209,12 +228,13 @@ async function viaService(env: TestEnv, seats: number, connections: number, viol
 }
 
 /** (d) The ceiling: the lock and confirm scripts alone through ioredis; nothing reaches PostgreSQL. */
-async function viaScripts(keyPrefix: string, seats: number, connections: number, violations: string[]): Promise<Measurement> {
+export async function viaScripts(keyPrefix: string, seats: number, connections: number, violations: string[]): Promise<Measurement> {
   const redis = new Redis(TEST_REDIS_URL, { keyPrefix: `${keyPrefix}ceiling:` });
   const store = new TeamStore(redis, new Scripts(redis));
   const activityId = 'ceiling';
   const teamIds = Array.from({ length: Math.ceil(seats / SEATS_PER_TEAM) }, () => randomUUID());
   const deadline = new Date(Date.now() + 3600_000);
+  await redis.hset(activityKeys(activityId).activity, { groupPriceCents: 990, maxTeamsPerUser: 1000 });
   for (const id of teamIds) {
     await store.write({
       id,
@@ -236,11 +256,11 @@ async function viaScripts(keyPrefix: string, seats: number, connections: number,
     const made = await buy(
       open,
       async (teamId) => {
-        const reply = await store.lock(activityId, teamId, `u${i}`, randomUUID(), '');
+        const reply = await store.lock(activityId, teamId, `u${i}`, randomUUID(), '', `pay-${i}`);
         return reply.kind === 'locked' ? 'locked' : reply.kind === 'closed' ? 'closed' : 'full';
       },
       async (teamId) => {
-        const reply = await store.confirm(activityId, teamId, `u${i}`, `pay-${i}`, randomUUID());
+        const reply = await store.confirm(activityId, teamId, `u${i}`, `pay-${i}`, randomUUID(), { providerTxnId: `txn-${i}` });
         if (reply.kind === 'joined') joined++;
         return reply.kind === 'joined';
       },
@@ -248,7 +268,7 @@ async function viaScripts(keyPrefix: string, seats: number, connections: number,
     requests += made;
   });
   if (joined !== seats) violations.push(`(d) ${joined} of ${seats} seats confirmed`);
-  await redis.del(activityKeys(activityId).journal);
+  await redis.del(activityKeys(activityId).journal, activityKeys(activityId).activity, activityKeys(activityId).joined);
   redis.disconnect();
   return buyMeasurement('(d) Lua scripts via ioredis (ceiling)', seats, requests, flows);
 }
@@ -332,9 +352,13 @@ async function fanOut(url: string, subscribers: number, teamCount: number, viola
   const http = new Agent({ connections: 64, pipelining: 1 });
   const post = poster(url, http);
   const leader = await tokenFor('fanout-leader');
+  const operator = await tokenFor('fanout-ops', { admin: true });
   const activityId = `fanout-${randomUUID().slice(0, 8)}`;
+  await post(operator, 'mutation ($input: CreateGroupBuyActivityInput!) { createGroupBuyActivity(input: $input) { id } }', {
+    input: activityInput(activityId, { title: 'bench', capacity: 6 }),
+  });
   const teamIds = await openTeams(teamCount, async () => {
-    const body = await post(leader, 'mutation ($a: ID!) { openTeam(input: { activityId: $a, capacity: 6 }) { id } }', { a: activityId });
+    const body = await post(leader, 'mutation ($a: ID!) { openTeam(input: { activityId: $a }) { ... on Team { id } } }', { a: activityId });
     return body.data!.openTeam!.id as string;
   });
 
@@ -369,7 +393,8 @@ async function fanOut(url: string, subscribers: number, teamCount: number, viola
   await subscribed;
   console.log(`fan-out: ${subscribers} subscribers connected and holding their first state in ${((performance.now() - connectStarted) / 1000).toFixed(1)} s`);
 
-  // Per team, with buyers of its own: two locks, a release, a confirm, another lock and confirm.
+  // Per team, with buyers of its own: two locks, a release, a confirm, another lock and confirm
+  // (confirmed by an operator, whose answer carries the team's version).
   const steps: [user: number, action: 'lock' | 'release' | 'confirm'][] = [
     [1, 'lock'],
     [2, 'lock'],
@@ -393,7 +418,11 @@ async function fanOut(url: string, subscribers: number, teamCount: number, viola
             ? await post(token, 'mutation ($t: ID!) { lockTeamSeat(teamId: $t) { ... on SeatLocked { team { version } } } }', { t: teamId })
             : action === 'release'
               ? await post(token, 'mutation ($t: ID!) { releaseTeamSeat(teamId: $t) { version } }', { t: teamId })
-              : await post(token, 'mutation ($t: ID!, $p: String!) { confirmTeamSeat(teamId: $t, paymentRef: $p) { ... on Team { version } } }', { t: teamId, p: `fan-${user}-${teamId}` });
+              : await post(operator, 'mutation ($t: ID!, $u: ID!, $p: String!) { confirmTeamSeat(teamId: $t, userId: $u, paymentRef: $p) { ... on Team { version } } }', {
+                  t: teamId,
+                  u: `fanout-buyer-${team}-${user}`,
+                  p: `fan-${user}-${teamId}`,
+                });
         const at = performance.now();
         const result = body.data ? Object.values(body.data)[0] : undefined;
         const version = (result as { version?: number; team?: { version: number } } | undefined)?.version ?? (result as { team?: { version: number } })?.team?.version;

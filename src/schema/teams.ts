@@ -2,11 +2,12 @@ import { builder } from '../builder.ts';
 import type { Context } from '../context.ts';
 import { aliasScope, userIdRule } from '../domain/privacy.ts';
 import { NotFound } from '../domain/problems.ts';
-import { activityId as activityIdSchema, openTeamInput, paymentRef as paymentRefSchema, teamListLimit } from '../domain/teams/input.ts';
-import { AlreadyMember, NoSeatLock, TeamClosed, TeamFull } from '../domain/teams/problems.ts';
+import { activityId as activityIdSchema, openTeamInput, paymentRef as paymentRefSchema, teamListLimit, userId as userIdSchema } from '../domain/teams/input.ts';
+import { AlreadyMember, GroupBuyNotActive, NoSeatLock, OpenTeamLimitReached, TeamClosed, TeamFull, TeamLimitReached } from '../domain/teams/problems.ts';
 import type { SeatLocked } from '../domain/teams/service.ts';
 import type { SeatLockView, TeamMemberView, TeamState } from '../domain/teams/store.ts';
 import { asProblem, notFoundError, shownUserId, watchExisting } from './common.ts';
+import { PaymentIntentRef } from './payments.ts';
 
 const USER_IDS = userIdRule('this group-buy activity (all its teams)');
 
@@ -34,7 +35,7 @@ function shownUsers<Item extends { userId: string }>(items: Item[], team: TeamSt
   return items.map((item) => ({ ...item, userId: shownUserId(context, scope, item.userId) }));
 }
 
-const Team = builder.objectRef<TeamState>('Team').implement({
+export const Team = builder.objectRef<TeamState>('Team').implement({
   description: 'A group-buy team. Absolute state: clients count down to lock expiries against serverTime.',
   fields: (t) => ({
     id: t.exposeID('id'),
@@ -56,6 +57,12 @@ const Team = builder.objectRef<TeamState>('Team').implement({
       description: 'Live seat locks, the earliest expiry first.',
       resolve: (team, _args, context) => shownUsers(team.locks, team, context),
     }),
+    myLock: t.field({
+      type: SeatLock,
+      nullable: true,
+      description: "The caller's own live seat lock in this team (as in locks), with its expiresAt; null when they hold none.",
+      resolve: (team, _args, { viewer }) => team.locks.find((lock) => lock.userId === viewer?.userId) ?? null,
+    }),
     freeSeats: t.exposeInt('freeSeats', { description: 'capacity - members - live locks; 0 unless OPEN and before the deadline.' }),
     nextUnlockAt: t.expose('nextUnlockAt', {
       type: 'DateTime',
@@ -73,6 +80,11 @@ const SeatLockedRef = builder.objectRef<SeatLocked>('SeatLocked').implement({
     team: t.expose('team', { type: Team }),
     lock: t.field({ type: SeatLock, description: "The caller's lock.", resolve: ({ team, lock }, _args, context) => shownUsers([lock], team, context)[0]! }),
     releasedTeamId: t.exposeID('releasedTeamId', { nullable: true, description: "The team the caller's previous lock was moved from." }),
+    payment: t.expose('payment', {
+      type: PaymentIntentRef,
+      description:
+        "What to pay for this lock: the group price, under a reference minted for the caller, this team and this lock. Once the provider's notify arrives, the lock becomes a seat (before expiresAt) or the money is owed back (after).",
+    }),
   }),
 });
 
@@ -90,6 +102,25 @@ builder.objectType(TeamClosed, {
   ...asProblem(TeamClosed),
   fields: (t) => ({ status: t.expose('status', { type: TeamStatusEnum }) }),
 });
+builder.objectType(TeamLimitReached, {
+  name: 'TeamLimitReached',
+  ...asProblem(TeamLimitReached),
+  fields: (t) => ({ maxTeamsPerUser: t.exposeInt('maxTeamsPerUser') }),
+});
+builder.objectType(OpenTeamLimitReached, {
+  name: 'OpenTeamLimitReached',
+  ...asProblem(OpenTeamLimitReached),
+  fields: (t) => ({ maxOpenTeamsPerLeader: t.exposeInt('maxOpenTeamsPerLeader') }),
+});
+builder.objectType(GroupBuyNotActive, {
+  name: 'GroupBuyNotActive',
+  ...asProblem(GroupBuyNotActive),
+  fields: (t) => ({
+    startsAt: t.expose('startsAt', { type: 'DateTime' }),
+    endsAt: t.expose('endsAt', { type: 'DateTime' }),
+    serverTime: t.expose('serverTime', { type: 'DateTime' }),
+  }),
+});
 builder.objectType(NoSeatLock, {
   name: 'NoSeatLock',
   ...asProblem(NoSeatLock),
@@ -99,10 +130,7 @@ builder.objectType(NoSeatLock, {
 const OpenTeamInput = builder
   .inputType('OpenTeamInput', {
     fields: (t) => ({
-      activityId: t.id({ required: true, description: '1 to 64 letters, digits, "_", "-" or ".".' }),
-      capacity: t.int({ defaultValue: 3, description: 'Seats, the leader included: 2 to 50.' }),
-      lockSeconds: t.int({ defaultValue: 300, description: 'How long a seat lock lasts: 1 to 3,600.' }),
-      formationSeconds: t.int({ defaultValue: 86_400, description: 'Time to fill the team: 1 to 604,800.' }),
+      activityId: t.id({ required: true, description: 'A group-buy activity (createGroupBuyActivity); the team gets its capacity, lock and formation times.' }),
     }),
   })
   .validate(openTeamInput);
@@ -132,9 +160,14 @@ builder.queryField('teams', (t) =>
 builder.mutationField('openTeam', (t) =>
   t.withAuth({ signedIn: true }).field({
     type: Team,
-    description: 'The caller becomes the leader and the first member.',
+    description: "The caller becomes the leader and the first member, on the activity's terms, while the activity is on.",
+    errors: {
+      types: [NotFound, GroupBuyNotActive, OpenTeamLimitReached],
+      directResult: true,
+      union: { name: 'OpenTeamResult' },
+    },
     args: { input: t.arg({ type: OpenTeamInput, required: true }) },
-    resolve: (_root, { input }, { app, viewer }) => app.teams.open(viewer.userId, input),
+    resolve: (_root, { input }, { app, viewer }) => app.teams.open(viewer.userId, String(input.activityId)),
   }),
 );
 
@@ -143,7 +176,7 @@ builder.mutationField('lockTeamSeat', (t) =>
     type: SeatLockedRef,
     description: "Holds a seat while the caller pays; moves the caller's live lock from another team of the activity.",
     errors: {
-      types: [TeamFull, AlreadyMember, TeamClosed, NotFound],
+      types: [TeamFull, AlreadyMember, TeamClosed, NotFound, TeamLimitReached],
       directResult: true,
       union: { name: 'LockTeamSeatResult' },
     },
@@ -166,9 +199,10 @@ builder.mutationField('releaseTeamSeat', (t) =>
 );
 
 builder.mutationField('confirmTeamSeat', (t) =>
-  t.withAuth({ signedIn: true }).field({
+  t.withAuth({ admin: true }).field({
     type: Team,
-    description: 'The payment went through: lock -> member, idempotent per paymentRef. A success is already committed in PostgreSQL.',
+    description:
+      "Operators, for manual cases: userId's lock (or a free seat) -> member, idempotent per paymentRef. A success is already committed in PostgreSQL. Buyers are seated by their payment's notify (POST /payments/notify), never by this.",
     errors: {
       types: [NoSeatLock, TeamClosed, NotFound],
       directResult: true,
@@ -176,9 +210,10 @@ builder.mutationField('confirmTeamSeat', (t) =>
     },
     args: {
       teamId: t.arg.id({ required: true }),
+      userId: t.arg.id({ required: true, validate: userIdSchema }),
       paymentRef: t.arg.string({ required: true, validate: paymentRefSchema }),
     },
-    resolve: (_root, { teamId, paymentRef }, { app, viewer }) => app.teams.confirm(viewer.userId, String(teamId), paymentRef),
+    resolve: (_root, { teamId, userId, paymentRef }, { app }) => app.teams.confirm(String(userId), String(teamId), paymentRef),
   }),
 );
 

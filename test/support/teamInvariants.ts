@@ -1,6 +1,6 @@
-import type { Redis } from 'ioredis';
 import { expect } from 'vitest';
 import { activityKeys, teamKeys } from '../../src/domain/teams/store.ts';
+import type { RedisClient } from '../../src/infra/redis/connection.ts';
 import type { Stores } from './stores.ts';
 
 export interface RedisTeam {
@@ -17,7 +17,7 @@ export interface RedisTeamsSnapshot {
 }
 
 /** Every listed team of one activity, the activity's lock holders and Redis TIME, read in one MULTI: one instant. */
-export async function readRedisTeams(redis: Redis, activityId: string, teamIds: string[]): Promise<RedisTeamsSnapshot> {
+export async function readRedisTeams(redis: RedisClient, activityId: string, teamIds: string[]): Promise<RedisTeamsSnapshot> {
   const tx = redis.multi().time().hgetall(activityKeys(activityId).holders);
   for (const teamId of teamIds) {
     const keys = teamKeys(activityId, teamId);
@@ -79,11 +79,29 @@ export interface MemberRow {
   payment_ref: string | null;
 }
 
+/** The refunds owed for failed teams (source key 'team:<team>:<user>', team ids are UUIDs). */
+export async function teamRefunds(stores: Stores, teamIds: string[]): Promise<{ team_id: string; user_id: string; amount_cents: number; payment_ref: string | null }[]> {
+  const { rows } = await stores.sql.query<{ source_key: string; amount_cents: number; payment_ref: string | null }>(
+    `SELECT source_key, amount_cents, payment_ref FROM refund WHERE reason = 'TEAM_FAILED'`,
+  );
+  return rows
+    .map(({ source_key, ...rest }) => {
+      const [, teamId = ''] = source_key.split(':');
+      return { team_id: teamId, user_id: source_key.slice(`team:${teamId}:`.length), ...rest };
+    })
+    .filter((refund) => teamIds.includes(refund.team_id));
+}
+
 /** The seat invariants in PostgreSQL alone. */
 export async function postgresViolations(stores: Stores, teamIds: string[]): Promise<string[]> {
   const { rows: teams } = await stores.sql.query<TeamRow>('SELECT id, capacity, status, leader_id FROM team WHERE id = ANY($1)', [teamIds]);
   const { rows: members } = await stores.sql.query<MemberRow>('SELECT team_id, user_id, payment_ref FROM team_member WHERE team_id = ANY($1)', [teamIds]);
-  const { rows: refunds } = await stores.sql.query<{ team_id: string; user_id: string }>('SELECT team_id, user_id FROM team_refund WHERE team_id = ANY($1)', [teamIds]);
+  const refunds = await teamRefunds(stores, teamIds);
+  const { rows: paid } = await stores.sql.query<{ team_id: string; user_id: string }>(
+    `SELECT p.team_id, p.user_id FROM payment p JOIN team_member m ON m.payment_ref = p.payment_ref AND m.user_id = p.user_id AND m.team_id = p.team_id
+     WHERE p.team_id = ANY($1) AND p.status = 'SUCCEEDED'`,
+    [teamIds],
+  );
   const violations: string[] = [];
   for (const team of teams) {
     const ofTeam = members.filter((member) => member.team_id === team.id);
@@ -94,7 +112,15 @@ export async function postgresViolations(stores: Stores, teamIds: string[]): Pro
       .filter((refund) => refund.team_id === team.id)
       .map((refund) => refund.user_id)
       .sort();
-    const expected = team.status === 'FAILED' ? ofTeam.map((member) => member.user_id).sort() : [];
+    // A failed team owes back what its members paid: those seated by an operator paid nothing here.
+    const payers = new Set(paid.filter((row) => row.team_id === team.id).map((row) => row.user_id));
+    const expected =
+      team.status === 'FAILED'
+        ? ofTeam
+            .map((member) => member.user_id)
+            .filter((user) => payers.has(user))
+            .sort()
+        : [];
     if (JSON.stringify(refunded) !== JSON.stringify(expected)) violations.push(`PostgreSQL: team ${team.id} (${team.status}) refunds ${refunded} for members ${expected}`);
     const refs = ofTeam.map((member) => member.payment_ref).filter((ref) => ref !== null);
     if (new Set(refs).size !== refs.length) violations.push(`PostgreSQL: team ${team.id} has a payment reference twice`);

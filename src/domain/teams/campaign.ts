@@ -4,6 +4,7 @@ import { retainUntil } from '../../infra/redis/keys.ts';
 import type { CampaignDeps } from '../deps.ts';
 import { ServiceUnavailableError } from '../errors.ts';
 import { NotFound } from '../problems.ts';
+import { GroupBuyActivities } from './activities.ts';
 import { watchActivity } from './lockExpiry.ts';
 import { activityOfTeam, loadSnapshot, seatsJournalKind, teamsChangedBy } from './persistence.ts';
 import { type TeamRef, type TeamSnapshot, type TeamState, TeamStore, teamKeys } from './store.ts';
@@ -20,12 +21,14 @@ const ACTIVITY_CACHE_MAX = 100_000;
  */
 export class TeamCampaign {
   readonly store: TeamStore;
+  readonly groupBuys: GroupBuyActivities;
   readonly runtime: Campaign<TeamRef, TeamSnapshot, TeamState>;
   /** teamId -> activityId; a team never changes activity, so entries never go stale. */
   private readonly activities = new Map<string, string>();
 
   constructor(private readonly deps: TeamDeps) {
     this.store = new TeamStore(deps.redis, deps.scripts);
+    this.groupBuys = new GroupBuyActivities(deps);
     this.runtime = new Campaign(deps, {
       name: 'team',
       keys: ({ activityId, teamId }) => teamKeys(activityId, teamId),
@@ -66,12 +69,13 @@ export class TeamCampaign {
 
   /**
    * A team script's call, its change committed to PostgreSQL and published to every team
-   * it changed before it is answered (the team rebuilt while its keys are missing). Null
-   * if the team does not exist.
+   * it changed before it is answered (the activity's keys and the team's rebuilt while they
+   * are missing). Null if the team, or its activity, does not exist.
    */
   journaled<Reply extends { kind: string; entry?: JournalEntry | null }>(ref: TeamRef, call: () => Promise<Reply | Missing>) {
     return this.runtime.journaled(ref, {
       call,
+      rebuild: async () => (await this.groupBuys.install(ref.activityId)) && this.runtime.rebuild(ref),
       entryOf: (reply) => reply.entry ?? null,
       unavailable: () => new ServiceUnavailableError('the team is being rebuilt; try again'),
     });

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import { groupBy } from '../../infra/collections.ts';
+import type { RedisClient } from '../../infra/redis/connection.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
 import type { TeamCampaign, TeamDeps } from './campaign.ts';
 import { type TeamRef, activityKeys } from './store.ts';
@@ -10,7 +10,7 @@ const ACTIVITY_REGISTRY = 'teams:activities';
 const EXPIRY_BATCH = 500;
 
 /** Has the sweeper watch the activity's locks until `untilMs` at least; done whenever a team's keys are written. */
-export async function watchActivity(redis: Redis, activityId: string, untilMs: number): Promise<void> {
+export async function watchActivity(redis: RedisClient, activityId: string, untilMs: number): Promise<void> {
   await redis.zadd(ACTIVITY_REGISTRY, 'GT', untilMs, activityId);
 }
 
@@ -31,15 +31,13 @@ export class LockExpirySweeper {
     const registered = await this.deps.redis.zrange(ACTIVITY_REGISTRY, 0, -1, 'WITHSCORES');
     const activities: { activityId: string; until: number }[] = [];
     for (let i = 0; i < registered.length; i += 2) activities.push({ activityId: registered[i]!, until: Number(registered[i + 1]) });
-    const pipeline = this.deps.redis.pipeline();
-    for (const { activityId } of activities) pipeline.zrangebyscore(activityKeys(activityId).expiries, '-inf', nowMs, 'LIMIT', 0, EXPIRY_BATCH);
-    const dueByActivity = (await pipeline.exec()) ?? [];
+    // Not one pipeline: on a cluster the activities lie on several nodes. Auto-pipelining
+    // still sends these in one write per node.
+    const dueByActivity = await Promise.all(activities.map(({ activityId }) => this.deps.redis.zrangebyscore(activityKeys(activityId).expiries, '-inf', nowMs, 'LIMIT', 0, EXPIRY_BATCH)));
 
     const expirations: Promise<number>[] = [];
     for (const [index, { activityId, until }] of activities.entries()) {
-      const [error, due] = dueByActivity[index] ?? [];
-      if (error) throw error;
-      const entries = due as string[];
+      const entries = dueByActivity[index]!;
       if (entries.length === 0) {
         if (until < nowMs) await this.unwatch(activityId);
         continue;

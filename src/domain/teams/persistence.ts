@@ -1,9 +1,12 @@
 import { z } from 'zod';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.ts';
+import { type KeysetPage, keysetArgs } from '../../infra/db/pages.ts';
 import { unnest } from '../../infra/db/unnest.ts';
 import { conflictingEntries, entryKind } from '../../infra/journal/entryKind.ts';
 import type { JournalEntry } from '../../infra/journal/journal.ts';
-import type { OpenTeamInput } from './input.ts';
+import { refundsOwedFrom } from '../money/refunds.ts';
+import { type GroupBuyActivity, MAX_LOCK_SECONDS } from './activities.ts';
+import { OpenTeamLimitReached } from './problems.ts';
 import { type TeamRef, type TeamSnapshot, type TeamStatus, activityOfJournal } from './store.ts';
 
 /** A JSON list the scripts wrote; cjson encodes an empty Lua table as `{}`. */
@@ -39,8 +42,16 @@ const change = z.object({ event: z.string(), team: z.string(), at: z.coerce.numb
 // The part each op adds, checked apart from `change`, so the events are parsed once.
 const seatsFields = change.and(
   z.union([
-    // A confirmation that seated its user.
-    z.object({ op: z.literal('confirm'), user: z.string(), paymentRef: z.string(), seat: z.coerce.number().int() }),
+    // A confirmation that seated its user; by the provider's notify when providerTxnId is set.
+    z.object({ op: z.literal('confirm'), user: z.string(), paymentRef: z.string(), seat: z.coerce.number().int(), providerTxnId: z.string().optional() }),
+    // A new lock, with the payment minted for it.
+    z.object({
+      op: z.literal('lock'),
+      payer: z.string(),
+      paymentRef: z.string(),
+      amountCents: z.coerce.number().int().positive(),
+      expiresAt: z.coerce.number().int(),
+    }),
     // A failure, with the members Redis held.
     z.object({ op: z.literal('fail'), members: jsonList(recordedMember) }),
     // A lock, release or expiry, or a refused confirmation: seat events only.
@@ -52,9 +63,11 @@ const seatsFields = change.and(
  * Persists journaled team changes in one statement per batch, plus one to mark filled teams
  * COMPLETE. No row locks: a member's seat number is unique per team and at most its capacity,
  * so PostgreSQL refuses an oversold seat by itself, and concurrent batches never wait on each
- * other. Seat events (the lock history) are inserted by their ids. A failure records the
- * members Redis held (the ones still on their way here included), marks the team FAILED and
- * records each member Redis held as owed a refund (those PostgreSQL holds follow, below).
+ * other. Seat events (the lock history) are inserted by their ids; a new lock inserts the
+ * payment minted for it; a confirmation by the provider's notify marks that payment
+ * SUCCEEDED in the same statement. A failure records the members Redis held (the ones still
+ * on their way here included), marks the team FAILED and owes each paying member Redis held
+ * a refund in the outbox (those PostgreSQL holds follow, below).
  * Everything is keyed, so a replay inserts nothing new; a confirmation that clashes with a
  * different durable member (Redis rebuilt while confirmations were in flight) is reported
  * as a conflict.
@@ -71,6 +84,8 @@ export const seatsJournalKind = entryKind({
     const failures = changes.flatMap((fields) => (fields.op === 'fail' ? [fields] : []));
     const failedTeams = failures.map((failure) => failure.team);
     const failedMembers = failures.flatMap(({ team, members }) => members.map((member) => ({ ...member, team })));
+    const locks = entries.flatMap(({ entry, fields }) => (fields.op === 'lock' && 'payer' in fields ? [{ ...fields, activityId: activityOfJournal(entry.stream) }] : []));
+    const paidConfirms = confirms.filter(({ fields }) => fields.providerTxnId);
     const members = [...confirms.map(({ fields }) => ({ team: fields.team, user: fields.user, paymentRef: fields.paymentRef, seat: fields.seat, joinedAt: fields.at })), ...failedMembers];
 
     const inserted = await db.$queryRaw<{ team_id: string; user_id: string }[]>(Prisma.sql`
@@ -110,11 +125,10 @@ export const seatsJournalKind = entryKind({
         SELECT id, closed_at FROM failed
         UNION ALL
         SELECT id, closed_at FROM team WHERE id = ANY(${failedTeams}::text[]) AND status = 'FAILED'
-      ), refunds AS (
+      ), failed_members AS (
         -- The members Redis held and those PostgreSQL already holds, so that a reader who
         -- sees the team FAILED sees its refunds too (save a confirmation committing beside it).
-        INSERT INTO team_refund (team_id, user_id, payment_ref, recorded_at)
-        SELECT r.team_id, r.user_id, r.payment_ref, f.closed_at
+        SELECT r.team_id, r.user_id, r.payment_ref
         FROM (
           SELECT * FROM ${unnest('r', failedMembers, {
             team_id: ['text', (member) => member.team],
@@ -125,7 +139,31 @@ export const seatsJournalKind = entryKind({
           SELECT m.team_id, m.user_id, m.payment_ref FROM team_member m WHERE m.team_id = ANY(${failedTeams}::text[])
         ) r
         JOIN failing f ON f.id = r.team_id
+      ), owed AS (${teamRefundsOwed('failed_members')}
+      ), refunds AS (${refundsOwedFrom('owed')}
+      ), locked AS (
+        -- The payment minted for each new lock, durable before the lock is answered.
+        INSERT INTO payment (payment_ref, user_id, purpose, activity_id, team_id, amount_cents, expires_at)
+        SELECT l.payment_ref, l.user_id, 'TEAM_SEAT', l.activity_id, l.team_id, l.amount_cents, to_timestamp(l.expires_at_ms / 1000.0)
+        FROM ${unnest('l', locks, {
+          payment_ref: ['text', (lock) => lock.paymentRef],
+          user_id: ['text', (lock) => lock.payer],
+          activity_id: ['text', (lock) => lock.activityId],
+          team_id: ['text', (lock) => lock.team],
+          amount_cents: ['int', (lock) => lock.amountCents],
+          expires_at_ms: ['bigint', (lock) => lock.expiresAt],
+        })}
         ON CONFLICT DO NOTHING
+      ), paid AS (
+        -- What the provider's notify confirmed: the payment bound to that user and team succeeded.
+        UPDATE payment p SET status = 'SUCCEEDED', provider_txn_id = c.provider_txn_id, settled_at = now()
+        FROM ${unnest('c', paidConfirms, {
+          payment_ref: ['text', ({ fields }) => fields.paymentRef],
+          user_id: ['text', ({ fields }) => fields.user],
+          team_id: ['text', ({ fields }) => fields.team],
+          provider_txn_id: ['text', ({ fields }) => fields.providerTxnId],
+        })}
+        WHERE p.payment_ref = c.payment_ref AND p.user_id = c.user_id AND p.team_id = c.team_id AND p.status <> 'SUCCEEDED'
       )
       SELECT team_id, user_id FROM joined`);
     // Every member of a FAILED team is owed a refund, not only those Redis held when it
@@ -135,10 +173,11 @@ export const seatsJournalKind = entryKind({
     const touchedTeams = [...new Set([...confirms.map(({ fields }) => fields.team), ...failedTeams])];
     if (touchedTeams.length > 0) {
       await db.$executeRaw(Prisma.sql`
-        INSERT INTO team_refund (team_id, user_id, payment_ref, recorded_at)
-        SELECT m.team_id, m.user_id, m.payment_ref, t.closed_at FROM team_member m JOIN team t ON t.id = m.team_id
-        WHERE t.id = ANY(${touchedTeams}::text[]) AND t.status = 'FAILED'
-        ON CONFLICT DO NOTHING`);
+        WITH failed_members AS (
+          SELECT m.team_id, m.user_id, m.payment_ref FROM team_member m JOIN team t ON t.id = m.team_id
+          WHERE t.id = ANY(${touchedTeams}::text[]) AND t.status = 'FAILED'
+        ), owed AS (${teamRefundsOwed('failed_members')})
+        ${refundsOwedFrom('owed')}`);
     }
     if (confirms.length === 0) return [];
 
@@ -166,6 +205,18 @@ export const seatsJournalKind = entryKind({
   },
 });
 
+/**
+ * The refunds a failed team owes, from the relation `members` (team_id, user_id,
+ * payment_ref): one per member whose seat a payment bound to them and the team paid for
+ * (the leader, and members an operator seated without one, paid nothing here).
+ */
+function teamRefundsOwed(members: string): Prisma.Sql {
+  return Prisma.sql`
+    SELECT 'team:' || m.team_id || ':' || m.user_id AS source_key, m.user_id, p.amount_cents, 'TEAM_FAILED' AS reason, p.payment_ref
+    FROM ${Prisma.raw(members)} m
+    JOIN payment p ON p.payment_ref = m.payment_ref AND p.user_id = m.user_id AND p.team_id = m.team_id AND p.status = 'SUCCEEDED'`;
+}
+
 /** Just the teams an entry names, read apart from its full schema: an entry that schema refuses changed them too. */
 const namedTeams = z.object({ team: z.string(), events: jsonList(z.object({ team: z.string() })).catch([]) });
 
@@ -182,22 +233,35 @@ export function teamsChangedBy(entry: JournalEntry): TeamRef[] {
   return [...new Set([team, ...events.map((event) => event.team)])].map((teamId) => ({ activityId, teamId }));
 }
 
-/** Inserts a new team with its leader as the first member; returns its snapshot. */
-export function insertTeam(prisma: PrismaClient, { activityId, teamId }: TeamRef, leaderId: string, input: OpenTeamInput, nowMs: number): Promise<TeamSnapshot> {
-  return prisma.team.create({
-    data: {
-      id: teamId,
-      activityId,
-      leaderId,
-      capacity: input.capacity,
-      lockSeconds: input.lockSeconds,
-      deadline: new Date(nowMs + input.formationSeconds * 1000),
-      createdAt: new Date(nowMs),
-      members: { create: { userId: leaderId, seat: 1, joinedAt: new Date(nowMs) } },
-    },
-    include: { members: { select: { userId: true, paymentRef: true, seat: true, joinedAt: true } } },
-  });
+/**
+ * Inserts a new team of the activity, on its terms, with its leader as the first member;
+ * returns its snapshot. The leader's count of OPEN teams is checked in the same
+ * transaction, under a transaction lock on (activity, leader): opening is PostgreSQL-first,
+ * so two opens racing cannot both pass the cap.
+ */
+export function insertTeam(prisma: PrismaClient, { activityId, teamId }: TeamRef, leaderId: string, activity: GroupBuyActivity, nowMs: number): Promise<TeamSnapshot> {
+  return prisma.$transaction(async (tx) => {
+    await tx.$executeRaw`SELECT pg_advisory_xact_lock(hashtextextended(${`team-leader:${activityId}:${leaderId}`}, 0))`;
+    const open = await tx.team.count({ where: { activityId, leaderId, status: 'OPEN', deadline: { gt: new Date(nowMs) } } });
+    if (open >= activity.maxOpenTeamsPerLeader) throw new OpenTeamLimitReached(activity.maxOpenTeamsPerLeader);
+    return tx.team.create({
+      data: {
+        id: teamId,
+        activityId,
+        leaderId,
+        capacity: activity.capacity,
+        lockSeconds: activity.lockSeconds,
+        deadline: new Date(nowMs + activity.formationSeconds * 1000),
+        createdAt: new Date(nowMs),
+        members: { create: { userId: leaderId, seat: 1, joinedAt: new Date(nowMs) } },
+      },
+      include: { members: { select: { userId: true, paymentRef: true, seat: true, joinedAt: true } } },
+    });
+    // A crowd opening teams at once queues for the pool's connections: wait rather than fail.
+  }, OPEN_TRANSACTION);
 }
+
+const OPEN_TRANSACTION = { maxWait: 15_000, timeout: 15_000 };
 
 export async function loadSnapshot(prisma: PrismaClient, teamId: string): Promise<TeamSnapshot | null> {
   const team = await prisma.team.findUnique({
@@ -213,12 +277,12 @@ export async function activityOfTeam(prisma: PrismaClient, teamId: string): Prom
 }
 
 export async function teamsPastDeadline(prisma: PrismaClient, now: Date, limit: number): Promise<{ id: string; activityId: string }[]> {
-  return prisma.team.findMany({
-    where: { status: 'OPEN', deadline: { lte: now } },
-    select: { id: true, activityId: true },
-    orderBy: { deadline: 'asc' },
-    take: limit,
-  });
+  // Teams of activities never defined (opened before operators defined them) have no
+  // terms to be failed with, and would hold up the batch.
+  return prisma.$queryRaw<{ id: string; activityId: string }[]>(Prisma.sql`
+    SELECT t.id, t.activity_id AS "activityId" FROM team t
+    WHERE t.status = 'OPEN' AND t.deadline <= ${now} AND EXISTS (SELECT 1 FROM group_buy_activity a WHERE a.id = t.activity_id)
+    ORDER BY t.deadline LIMIT ${limit}`);
 }
 
 /**
@@ -233,4 +297,29 @@ export async function listTeams(prisma: PrismaClient, activityId: string, status
     ORDER BY (t.status = 'OPEN' AND (SELECT count(*) FROM team_member m WHERE m.team_id = t.id) < t.capacity) DESC, t.created_at, t.id
     LIMIT ${limit}`);
   return rows.map((row) => row.id);
+}
+
+/**
+ * The teams where the user may hold a seat lock now: those where a lock of theirs was
+ * taken within the longest a lock lasts and is not yet due. A lock is journaled here
+ * before it is answered, so none is missed; one released, moved on or lost since is still
+ * listed, and only Redis can tell (TeamStore.heldLocks).
+ */
+export async function recentlyLockedTeams(prisma: PrismaClient, userId: string, nowMs: number): Promise<TeamRef[]> {
+  const rows = await prisma.teamSeatEvent.findMany({
+    where: { userId, kind: 'LOCKED', at: { gt: new Date(nowMs - MAX_LOCK_SECONDS * 1000) }, expiresAt: { gt: new Date(nowMs) } },
+    select: { teamId: true, team: { select: { activityId: true } } },
+  });
+  const teams = new Map(rows.map((row) => [row.teamId, { activityId: row.team.activityId, teamId: row.teamId }]));
+  return [...teams.values()];
+}
+
+/** A page of the teams the user is a member of (the leader is one) or among `lockedTeamIds`, newest first. */
+export async function teamsOfUser(prisma: PrismaClient, userId: string, lockedTeamIds: string[], page: KeysetPage): Promise<TeamRef[]> {
+  const rows = await prisma.team.findMany({
+    where: { OR: [{ members: { some: { userId } } }, { id: { in: lockedTeamIds } }] },
+    select: { id: true, activityId: true },
+    ...keysetArgs(page, [{ createdAt: 'desc' }, { id: 'desc' }], (id) => ({ id })),
+  });
+  return rows.map((row) => ({ activityId: row.activityId, teamId: row.id }));
 }

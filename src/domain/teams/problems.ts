@@ -7,24 +7,42 @@ export class TeamFull extends Problem {
     readonly nextUnlockAt: Date | null,
     readonly serverTime: Date,
   ) {
-    super('every seat of this team is taken or locked by a paying buyer');
+    super();
   }
 }
 
-export class AlreadyMember extends Problem {
-  constructor() {
-    super('you are already a member of this team');
-  }
-}
+export class AlreadyMember extends Problem {}
 
 export class TeamClosed extends Problem {
   constructor(readonly status: TeamStatus) {
-    super(status === 'COMPLETE' ? 'this team is complete' : status === 'FAILED' ? 'this team failed to form before its deadline' : 'this team is past its deadline');
+    super();
   }
 }
 
 export class NoSeatLock extends Problem {
   constructor(readonly nextUnlockAt: Date | null) {
-    super('you hold no seat lock on this team and no seat is free');
+    super();
+  }
+}
+
+export class GroupBuyNotActive extends Problem {
+  constructor(
+    readonly startsAt: Date,
+    readonly endsAt: Date,
+    readonly serverTime: Date,
+  ) {
+    super();
+  }
+}
+
+export class OpenTeamLimitReached extends Problem {
+  constructor(readonly maxOpenTeamsPerLeader: number) {
+    super();
+  }
+}
+
+export class TeamLimitReached extends Problem {
+  constructor(readonly maxTeamsPerUser: number) {
+    super();
   }
 }

@@ -1,24 +1,44 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import type { Missing } from '../../infra/campaign/campaign.ts';
+import type { KeysetPage } from '../../infra/db/pages.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
 import { BadInputError, ServiceUnavailableError } from '../errors.ts';
 import { NotFound } from '../problems.ts';
+import type { GroupBuyActivity, GroupBuyActivityInput } from './activities.ts';
 import { TeamCampaign, type TeamDeps } from './campaign.ts';
 import { DeadlineSweeper } from './deadlines.ts';
-import type { OpenTeamInput } from './input.ts';
 import { LockExpirySweeper } from './lockExpiry.ts';
-import { insertTeam, listTeams } from './persistence.ts';
-import { AlreadyMember, NoSeatLock, TeamClosed, TeamFull } from './problems.ts';
-import { type ConfirmReply, type SeatLockView, type TeamRef, type TeamState, type TeamStatus, activityKeys } from './store.ts';
+import { insertTeam, listTeams, recentlyLockedTeams, teamsOfUser } from './persistence.ts';
+import { AlreadyMember, GroupBuyNotActive, NoSeatLock, TeamClosed, TeamFull, TeamLimitReached } from './problems.ts';
+import { type ConfirmReply, type ConfirmedBy, type SeatLockView, type TeamRef, type TeamState, type TeamStatus, activityKeys } from './store.ts';
 
 export type { TeamDeps } from './campaign.ts';
+
+/** What the caller pays for a seat lock: the server minted the reference for this user, team and lock. */
+export interface PaymentIntent {
+  paymentRef: string;
+  amountCents: number;
+  expiresAt: string;
+}
 
 export interface SeatLocked {
   team: TeamState;
   lock: SeatLockView;
   /** The team the caller's previous live lock was moved from. */
   releasedTeamId: string | null;
+  payment: PaymentIntent;
 }
+
+/** A provider's notify that a seat's payment succeeded. */
+export interface SeatPayment {
+  userId: string;
+  teamId: string;
+  paymentRef: string;
+  providerTxnId: string;
+}
+
+/** Unguessable, so no one can pay (or be confirmed with) a reference they were not given. */
+export const mintPaymentRef = () => `pay_${randomBytes(18).toString('base64url')}`;
 
 /** Each retry follows the user's lock to where a request of theirs on another instance moved it. */
 const LOCK_ATTEMPTS = 8;
@@ -37,14 +57,29 @@ export class TeamService {
     this.deadlines = new DeadlineSweeper(deps, this.teams);
   }
 
-  /** The caller becomes the leader and the first member. */
-  async open(leaderId: string, input: OpenTeamInput): Promise<TeamState> {
+  createActivity(input: GroupBuyActivityInput): Promise<GroupBuyActivity> {
+    return this.teams.groupBuys.create(input);
+  }
+
+  activity(id: string): Promise<GroupBuyActivity | null> {
+    return this.teams.groupBuys.get(id);
+  }
+
+  activities(page: KeysetPage): Promise<GroupBuyActivity[]> {
+    return this.teams.groupBuys.list(page);
+  }
+
+  /** The caller becomes the leader and the first member of a new team, on the activity's terms. */
+  async open(leaderId: string, activityId: string): Promise<TeamState> {
+    const activity = await this.teams.groupBuys.get(activityId);
+    if (!activity) throw new NotFound('group-buy activity', activityId);
     const now = await redisTimeMs(this.deps.redis);
-    const ref = { activityId: input.activityId, teamId: randomUUID() };
+    if (now < activity.startsAt.getTime() || now >= activity.endsAt.getTime()) throw new GroupBuyNotActive(activity.startsAt, activity.endsAt, new Date(now));
+    const ref = { activityId, teamId: randomUUID() };
     // The activity lists the team as soon as PostgreSQL has it, and a rebuild from that list
     // lets seats be locked: created under the rebuild lock, its first keys cannot wipe them.
     await this.teams.runtime.create(ref, async () => {
-      const team = await insertTeam(this.deps.prisma, ref, leaderId, input, now);
+      const team = await insertTeam(this.deps.prisma, ref, leaderId, activity, now);
       this.teams.remember(ref);
       return team;
     });
@@ -66,8 +101,9 @@ export class TeamService {
    */
   private async lockIn(ref: TeamRef, userId: string): Promise<SeatLocked> {
     let expectedHolder = '';
+    const paymentRef = mintPaymentRef();
     for (let attempt = 1; attempt <= LOCK_ATTEMPTS; attempt++) {
-      const reply = await this.teams.journaled(ref, () => this.teams.store.lock(ref.activityId, ref.teamId, userId, randomUUID(), expectedHolder));
+      const reply = await this.teams.journaled(ref, () => this.teams.store.lock(ref.activityId, ref.teamId, userId, randomUUID(), expectedHolder, paymentRef));
       if (!reply) throw new NotFound('team', ref.teamId);
       switch (reply.kind) {
         case 'holderIs':
@@ -79,15 +115,15 @@ export class TeamService {
           throw new TeamClosed(reply.status);
         case 'full':
           throw new TeamFull(reply.nextUnlockAtMs === null ? null : new Date(reply.nextUnlockAtMs), new Date(reply.nowMs));
+        case 'limitReached':
+          throw new TeamLimitReached(reply.maxTeamsPerUser);
         case 'locked':
         case 'alreadyLocked': {
           const team = await this.teams.mustRead(ref);
-          const lock = {
-            userId,
-            lockedAt: new Date(reply.expiresAtMs - team.lockSeconds * 1000).toISOString(),
-            expiresAt: new Date(reply.expiresAtMs).toISOString(),
-          };
-          return { team, lock, releasedTeamId: reply.kind === 'locked' ? reply.releasedTeamId : null };
+          const expiresAt = new Date(reply.expiresAtMs).toISOString();
+          const lock = { userId, lockedAt: new Date(reply.expiresAtMs - team.lockSeconds * 1000).toISOString(), expiresAt };
+          const payment = { paymentRef: reply.paymentRef, amountCents: reply.amountCents, expiresAt };
+          return { team, lock, releasedTeamId: reply.kind === 'locked' ? reply.releasedTeamId : null, payment };
         }
       }
     }
@@ -102,13 +138,15 @@ export class TeamService {
     return reply && this.teams.mustRead(ref);
   }
 
-  /** Lock -> membership, idempotent per paymentRef. Resolves once the member is committed in PostgreSQL. */
+  /** An operator's manual confirmation: lock (or a free seat) -> membership, idempotent per paymentRef. Resolves once the member is committed in PostgreSQL. */
   async confirm(userId: string, teamId: string, paymentRef: string): Promise<TeamState> {
     const ref = await this.teams.refOf(teamId);
     if (!ref) throw new NotFound('team', teamId);
-    const reply = await this.teams.journaled(ref, () => this.confirmOnce(ref, userId, paymentRef));
+    const reply = await this.teams.journaled(ref, () => this.confirmOnce(ref, userId, paymentRef, {}));
     if (!reply) throw new NotFound('team', teamId);
     switch (reply.kind) {
+      case 'late':
+        throw new Error('an operator confirmation cannot be late');
       case 'paymentRefTaken':
         throw new BadInputError('this paymentRef already confirmed another member of the team');
       case 'noSeatLock':
@@ -126,12 +164,26 @@ export class TeamService {
    * once it is durable. One PostgreSQL never got means Redis was rebuilt while the first
    * call was in flight: the keys are dropped, and the call is made again on rebuilt ones.
    */
-  private async confirmOnce(ref: TeamRef, userId: string, paymentRef: string): Promise<ConfirmReply> {
-    const reply = await this.teams.store.confirm(ref.activityId, ref.teamId, userId, paymentRef, randomUUID());
+  private async confirmOnce(ref: TeamRef, userId: string, paymentRef: string, by: ConfirmedBy): Promise<ConfirmReply> {
+    const reply = await this.teams.store.confirm(ref.activityId, ref.teamId, userId, paymentRef, randomUUID(), by);
     if (reply.kind !== 'alreadyMember' || (await this.isDurableMember(ref, userId))) return reply;
     this.deps.log.warn({ teamId: ref.teamId, userId }, 'confirmation conflicted with PostgreSQL; rebuilding the team');
     await this.teams.runtime.forget([ref]);
     return { kind: 'missing' } satisfies Missing;
+  }
+
+  /**
+   * The provider's notify of a seat's payment: 'seated' once the member (and the payment's
+   * success, in the same statement) is committed in PostgreSQL, or 'late' when the payment
+   * seats no one (its lock ran out, moved or was released, or the team closed): a refund is
+   * owed then. Idempotent per paymentRef.
+   */
+  async payForSeat({ userId, teamId, paymentRef, providerTxnId }: SeatPayment): Promise<'seated' | 'late'> {
+    const ref = await this.teams.refOf(teamId);
+    if (!ref) return 'late';
+    const reply = await this.teams.journaled(ref, () => this.confirmOnce(ref, userId, paymentRef, { providerTxnId }));
+    if (reply?.kind === 'paymentRefTaken') throw new Error(`payment ${paymentRef} seated another user`);
+    return reply?.kind === 'joined' || reply?.kind === 'alreadyMember' ? 'seated' : 'late';
   }
 
   private async isDurableMember({ activityId, teamId }: TeamRef, userId: string): Promise<boolean> {
@@ -155,6 +207,28 @@ export class TeamService {
     );
     // Stable: the order PostgreSQL gave stays within each group.
     return states.sort((a, b) => Number(b.freeSeats > 0) - Number(a.freeSeats > 0));
+  }
+
+  /**
+   * The teams the user is in, newest first (by when the team opened): those PostgreSQL
+   * holds them a member of (the leader is one), and those where they hold a live seat lock.
+   * Membership is durable, so PostgreSQL is its truth; a lock lives only in Redis, so its
+   * seat events in PostgreSQL only narrow down where to look, and Redis decides. The set is
+   * fixed before the page is read, so page sizes hold; a lock running out in between leaves
+   * its team on the page with no lock of the user's.
+   */
+  async mine(userId: string, page: KeysetPage): Promise<TeamState[]> {
+    const candidates = await recentlyLockedTeams(this.deps.prisma, userId, await redisTimeMs(this.deps.redis));
+    const locked = await this.teams.store.heldLocks(userId, candidates);
+    const refs = await teamsOfUser(
+      this.deps.prisma,
+      userId,
+      locked.map((ref) => ref.teamId),
+      page,
+    );
+    for (const ref of refs) this.teams.remember(ref);
+    const states = await Promise.all(refs.map((ref) => this.teams.read(ref)));
+    return states.filter((state): state is TeamState => state !== null);
   }
 
   /**

@@ -1,6 +1,7 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../infra/redis/connection.ts';
 import { campaignKeys, keysExpireAt, retainUntil } from '../../infra/redis/keys.ts';
 import { type ReplyOf, type ReplyValues, type Scripts, defineScript } from '../../infra/redis/scripts.ts';
+import { redisTimeMs } from '../../infra/redis/time.ts';
 
 /**
  * Every key of every team of one activity shares the activity's hash tag, `{tm:<activityId>}`:
@@ -9,7 +10,7 @@ import { type ReplyOf, type ReplyValues, type Scripts, defineScript } from '../.
  * so one node carries all of its traffic; that is the cost of the atomic move.
  */
 export function activityKeys(activityId: string) {
-  return campaignKeys('tm', activityId, ['holders', 'expiries', 'journal']);
+  return campaignKeys('tm', activityId, ['holders', 'expiries', 'journal', 'activity', 'joined', 'activityRebuilding']);
 }
 
 /** The activity whose journal `stream` is: the inverse of activityKeys(id).journal. */
@@ -35,6 +36,7 @@ export function teamKeys(activityId: string, teamId: string) {
     members: `${prefix}:members`,
     payments: `${prefix}:payments`,
     locks: `${prefix}:locks`,
+    lockRefs: `${prefix}:lockRefs`,
     rebuilding: `${prefix}:rebuilding`,
   };
 }
@@ -92,23 +94,31 @@ export interface TeamSnapshot {
 const change = (values: ReplyValues, keys: { journal: string }) => ({ entry: values.entry(0, keys.journal) });
 const status = (values: ReplyValues, index: number) => values.str(index) as TeamStatus;
 
-const lockTeamSeat = defineScript('lockTeamSeat', ['meta', 'members', 'locks', 'holders', 'expiries', 'journal', 'previousMeta', 'previousLocks'], {
+const lockTeamSeat = defineScript('lockTeamSeat', ['meta', 'members', 'locks', 'holders', 'expiries', 'journal', 'previousMeta', 'previousLocks', 'lockRefs', 'activity', 'joined'], {
   missing: () => ({}),
   holderIs: (values) => ({ teamId: values.str(0) }),
-  locked: (values, keys) => ({ ...change(values, keys), expiresAtMs: values.num(2), releasedTeamId: values.str(3) || null }),
-  alreadyLocked: (values, keys) => ({ ...change(values, keys), expiresAtMs: values.num(2) }),
+  locked: (values, keys) => ({
+    ...change(values, keys),
+    expiresAtMs: values.num(2),
+    releasedTeamId: values.str(3) || null,
+    paymentRef: values.str(4),
+    amountCents: values.num(5),
+  }),
+  alreadyLocked: (values, keys) => ({ ...change(values, keys), expiresAtMs: values.num(2), paymentRef: values.str(3), amountCents: values.num(4) }),
+  limitReached: (values, keys) => ({ ...change(values, keys), maxTeamsPerUser: values.num(2) }),
   member: change,
   closed: (values, keys) => ({ ...change(values, keys), status: status(values, 2) }),
   full: (values, keys) => ({ ...change(values, keys), nextUnlockAtMs: values.numOrNull(2), nowMs: values.num(3) }),
 });
 
-const confirmTeamSeat = defineScript('confirmTeamSeat', ['meta', 'members', 'payments', 'locks', 'holders', 'expiries', 'journal'], {
+const confirmTeamSeat = defineScript('confirmTeamSeat', ['meta', 'members', 'payments', 'locks', 'holders', 'expiries', 'journal', 'lockRefs', 'activity', 'joined'], {
   missing: () => ({}),
   joined: (values, keys) => ({ ...change(values, keys), completed: values.num(2) === 1 }),
   alreadyMember: () => ({}),
   paymentRefTaken: () => ({}),
   noSeatLock: (values, keys) => ({ ...change(values, keys), nextUnlockAtMs: values.numOrNull(2) }),
   closed: (values, keys) => ({ ...change(values, keys), status: status(values, 2) }),
+  late: change,
 });
 
 const releaseTeamSeat = defineScript('releaseTeamSeat', ['meta', 'locks', 'holders', 'expiries', 'journal'], {
@@ -122,7 +132,7 @@ const expireTeamSeats = defineScript('expireTeamSeats', ['meta', 'locks', 'holde
   expired: (values, keys) => ({ ...change(values, keys), count: values.num(2) }),
 });
 
-const failTeam = defineScript('failTeam', ['meta', 'members', 'payments', 'locks', 'holders', 'expiries', 'journal'], {
+const failTeam = defineScript('failTeam', ['meta', 'members', 'payments', 'locks', 'holders', 'expiries', 'journal', 'activity', 'joined'], {
   missing: () => ({}),
   failed: change,
   notOpen: (values) => ({ status: status(values, 0) }),
@@ -130,24 +140,28 @@ const failTeam = defineScript('failTeam', ['meta', 'members', 'payments', 'locks
 });
 
 export type LockReply = ReplyOf<typeof lockTeamSeat.replies>;
+/** Who confirms a seat: the provider's notify (with its transaction id), or an operator. */
+export type ConfirmedBy = { providerTxnId?: string };
 export type ConfirmReply = ReplyOf<typeof confirmTeamSeat.replies>;
 
 /** The team's Redis side: the script bindings, state reads, and rebuilds. */
 export class TeamStore {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly scripts: Scripts,
   ) {}
 
   /** `expectedHolder`: the team the caller thinks holds the user's lock ('' for none); a wrong guess is answered with the right one. */
-  lock(activityId: string, teamId: string, userId: string, eventId: string, expectedHolder: string): Promise<LockReply> {
+  lock(activityId: string, teamId: string, userId: string, eventId: string, expectedHolder: string, paymentRef: string): Promise<LockReply> {
     const keys = teamKeys(activityId, teamId);
     const previous = expectedHolder ? teamKeys(activityId, expectedHolder) : keys;
-    return this.scripts.call(lockTeamSeat, { ...keys, previousMeta: previous.meta, previousLocks: previous.locks }, [userId, teamId, eventId, expectedHolder]);
+    return this.scripts.call(lockTeamSeat, { ...keys, previousMeta: previous.meta, previousLocks: previous.locks }, [userId, teamId, eventId, expectedHolder, paymentRef]);
   }
 
-  confirm(activityId: string, teamId: string, userId: string, paymentRef: string, eventId: string): Promise<ConfirmReply> {
-    return this.scripts.call(confirmTeamSeat, teamKeys(activityId, teamId), [userId, teamId, paymentRef, eventId]);
+  /** `payment`: the provider's notify (the lock's own reference only); `operator`: a manual confirmation. */
+  confirm(activityId: string, teamId: string, userId: string, paymentRef: string, eventId: string, by: ConfirmedBy): Promise<ConfirmReply> {
+    const mode = by.providerTxnId === undefined ? 'operator' : 'payment';
+    return this.scripts.call(confirmTeamSeat, teamKeys(activityId, teamId), [userId, teamId, paymentRef, eventId, mode, by.providerTxnId ?? '']);
   }
 
   release(activityId: string, teamId: string, userId: string, eventId: string) {
@@ -208,6 +222,15 @@ export class TeamStore {
     };
   }
 
+  /** Of `teams`, those where the user holds a live seat lock: the truth is each team's locks zset. */
+  async heldLocks(userId: string, teams: TeamRef[]): Promise<TeamRef[]> {
+    if (teams.length === 0) return [];
+    // Not one pipeline: on a cluster teams of other activities lie on other nodes.
+    // Auto-pipelining still sends these in one write per node.
+    const [nowMs, ...expiries] = await Promise.all([redisTimeMs(this.redis), ...teams.map(({ activityId, teamId }) => this.redis.zscore(teamKeys(activityId, teamId).locks, userId))]);
+    return teams.filter((_team, i) => expiries[i] != null && Number(expiries[i]) > nowMs);
+  }
+
   /**
    * Writes the team's keys in one transaction, replacing whatever was there; locks are not
    * kept in PostgreSQL, so a rebuilt team has none. The version restarts at the Redis time
@@ -230,7 +253,7 @@ export class TeamStore {
     if (snapshot.closedAt) meta.closedAtMs = snapshot.closedAt.getTime();
     const paid = snapshot.members.filter((member) => member.paymentRef !== null);
 
-    const tx = this.redis.multi().del(keys.meta, keys.members, keys.payments, keys.locks);
+    const tx = this.redis.multi().del(keys.meta, keys.members, keys.payments, keys.locks, keys.lockRefs);
     if (snapshot.members.length > 0) {
       tx.hset(keys.members, Object.fromEntries(snapshot.members.map((member) => [member.userId, `${member.seat}:${member.joinedAt.getTime()}`])));
       tx.pexpireat(keys.members, expireAt);

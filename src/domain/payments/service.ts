@@ -1,0 +1,150 @@
+import type { Prisma, PrismaClient } from '../../generated/prisma/client.ts';
+import type { Logger } from '../../infra/logger.ts';
+import { oweRefunds } from '../money/refunds.ts';
+import { postToWallets } from '../money/wallets.ts';
+import type { TeamService } from '../teams/service.ts';
+import { mintPaymentRef } from '../teams/service.ts';
+import { NotifyRefused, type PaymentIntent, type PaymentNotice, type PaymentProvider, signNotify } from './provider.ts';
+
+/** How long a top-up intent may be paid; a later payment is credited all the same (money in is never refused). */
+const TOP_UP_TTL_MS = 30 * 60 * 1000;
+
+/** What a notify did, in the 2xx answer: SEATED, REFUND_OWED (late), CREDITED (top-up), FAILED, DUPLICATE_REFUND_OWED. */
+export type NotifyOutcome = 'SEATED' | 'REFUND_OWED' | 'CREDITED' | 'FAILED' | 'DUPLICATE_REFUND_OWED';
+
+export interface NotifyAnswer {
+  status: number;
+  body: { outcome: NotifyOutcome } | { error: string };
+}
+
+export interface PaymentView {
+  paymentRef: string;
+  purpose: 'TEAM_SEAT' | 'WALLET_TOP_UP';
+  amountCents: number;
+  status: 'PENDING' | 'SUCCEEDED' | 'FAILED';
+  expiresAt: Date;
+}
+
+interface PaymentDeps {
+  prisma: PrismaClient;
+  log: Logger;
+  teams: TeamService;
+  provider: PaymentProvider;
+  /** Signs the sandbox's notifies; null where there is no sandbox (production). */
+  sandboxSecret: string | null;
+}
+
+/**
+ * Payments the client cannot forge: the server mints every reference (seat locks mint
+ * theirs in the lock's journal entry, top-ups here), and only the provider's notify settles
+ * one. A notify is answered 2xx only once its outcome is durable, and is idempotent per
+ * reference, so the provider may retry it whenever it did not see the answer.
+ */
+export class PaymentService {
+  constructor(private readonly deps: PaymentDeps) {}
+
+  async topUp(userId: string, amountCents: number): Promise<PaymentIntent> {
+    const payment = await this.deps.prisma.payment.create({
+      data: { paymentRef: mintPaymentRef(), userId, purpose: 'WALLET_TOP_UP', amountCents, expiresAt: new Date(Date.now() + TOP_UP_TTL_MS) },
+    });
+    return this.deps.provider.describeIntent(payment);
+  }
+
+  /** POST /payments/notify: never throws for a refusal, which changes nothing. */
+  async notify(rawBody: Buffer, header: (name: string) => string | undefined): Promise<NotifyAnswer> {
+    let notice: PaymentNotice;
+    try {
+      notice = this.deps.provider.verifyNotify(rawBody, header, Date.now());
+    } catch (error) {
+      if (!(error instanceof NotifyRefused)) throw error;
+      this.deps.log.warn({ reason: error.message }, 'payment notify refused');
+      return { status: error.status, body: { error: error.message } };
+    }
+    const payment = await this.deps.prisma.payment.findUnique({ where: { paymentRef: notice.paymentRef } });
+    if (!payment) {
+      this.deps.log.warn({ paymentRef: notice.paymentRef }, 'payment notify for an unknown paymentRef refused');
+      return { status: 404, body: { error: 'unknown paymentRef' } };
+    }
+    if (payment.amountCents !== notice.amountCents) {
+      this.deps.log.warn({ paymentRef: notice.paymentRef, expected: payment.amountCents, notified: notice.amountCents }, 'payment notify with a wrong amount refused');
+      return { status: 409, body: { error: `amountCents does not match the payment (${payment.amountCents})` } };
+    }
+    if (notice.status === 'FAILED') return { status: 200, body: { outcome: await this.failed(notice) } };
+
+    let outcome: NotifyOutcome;
+    if (payment.purpose === 'WALLET_TOP_UP') {
+      outcome = await this.credit(payment.userId, notice);
+    } else {
+      const seated = await this.deps.teams.payForSeat({ userId: payment.userId, teamId: payment.teamId!, paymentRef: notice.paymentRef, providerTxnId: notice.providerTxnId });
+      outcome = seated === 'seated' ? 'SEATED' : await this.refundLate(payment.userId, notice);
+    }
+    return { status: 200, body: { outcome: (await this.refundDuplicate(payment.userId, notice)) ?? outcome } };
+  }
+
+  /** A failure the provider reports: recorded unless the payment succeeded already (a success is final). */
+  private async failed(notice: PaymentNotice): Promise<NotifyOutcome> {
+    await this.deps.prisma.payment.updateMany({
+      where: { paymentRef: notice.paymentRef, status: 'PENDING' },
+      data: { status: 'FAILED', providerTxnId: notice.providerTxnId, settledAt: new Date() },
+    });
+    return 'FAILED';
+  }
+
+  /** The payment succeeded, if it had not, in the transaction that does what it pays for. */
+  private succeed(tx: Prisma.TransactionClient, notice: PaymentNotice) {
+    return tx.payment.updateMany({
+      where: { paymentRef: notice.paymentRef, status: { not: 'SUCCEEDED' } },
+      data: { status: 'SUCCEEDED', providerTxnId: notice.providerTxnId, settledAt: new Date() },
+    });
+  }
+
+  private async credit(userId: string, notice: PaymentNotice): Promise<NotifyOutcome> {
+    await this.deps.prisma.$transaction(async (tx) => {
+      await this.succeed(tx, notice);
+      await postToWallets(tx, [{ entryKey: `topup:${notice.paymentRef}`, userId, deltaCents: notice.amountCents, reason: 'TOP_UP' }]);
+    });
+    return 'CREDITED';
+  }
+
+  /** Paid, but it seats no one: the money is owed back, once however often this is notified. */
+  private async refundLate(userId: string, notice: PaymentNotice): Promise<NotifyOutcome> {
+    await this.deps.prisma.$transaction(async (tx) => {
+      await this.succeed(tx, notice);
+      await oweRefunds(tx, [{ sourceKey: `payment:${notice.paymentRef}`, userId, amountCents: notice.amountCents, reason: 'LATE_PAYMENT', paymentRef: notice.paymentRef }]);
+    });
+    this.deps.log.info({ paymentRef: notice.paymentRef, userId }, 'a seat payment came too late; a refund is owed');
+    return 'REFUND_OWED';
+  }
+
+  /**
+   * A second successful transaction for one reference (the provider charged twice): the
+   * first one recorded did what the payment is for, this one is owed back. Checked after
+   * the outcome, so of two racing notifies the one that lost is the duplicate.
+   */
+  private async refundDuplicate(userId: string, notice: PaymentNotice): Promise<NotifyOutcome | null> {
+    const recorded = await this.deps.prisma.payment.findUnique({ where: { paymentRef: notice.paymentRef }, select: { providerTxnId: true } });
+    if (recorded?.providerTxnId === notice.providerTxnId) return null;
+    await oweRefunds(this.deps.prisma, [
+      { sourceKey: `payment:${notice.paymentRef}:txn:${notice.providerTxnId}`, userId, amountCents: notice.amountCents, reason: 'DUPLICATE_PAYMENT', paymentRef: notice.paymentRef },
+    ]);
+    this.deps.log.warn({ paymentRef: notice.paymentRef, providerTxnId: notice.providerTxnId }, 'a payment was notified twice with different transactions; the second is owed back');
+    return 'DUPLICATE_REFUND_OWED';
+  }
+
+  /**
+   * Development only: pays the caller's own payment as a provider would, with a signed
+   * notify through the same handler, so GraphiQL and the web app can run the whole flow.
+   * Null when the caller has no such payment.
+   */
+  async sandboxPay(userId: string, paymentRef: string): Promise<(PaymentView & { outcome: string }) | null> {
+    if (this.deps.sandboxSecret === null) throw new Error('the payment sandbox does not exist in production');
+    const payment = await this.deps.prisma.payment.findUnique({ where: { paymentRef } });
+    if (!payment || payment.userId !== userId) return null;
+    const body = Buffer.from(JSON.stringify({ paymentRef, amountCents: payment.amountCents, status: 'SUCCEEDED', providerTxnId: `sandbox-${paymentRef}` }));
+    const signature = signNotify(this.deps.sandboxSecret, body, Date.now());
+    const answer = await this.notify(body, (name) => (name === 'payment-signature' ? signature : undefined));
+    if (!('outcome' in answer.body)) throw new Error(`the sandbox notify was refused: ${answer.body.error}`);
+    const settled = await this.deps.prisma.payment.findUniqueOrThrow({ where: { paymentRef } });
+    return { ...settled, outcome: answer.body.outcome };
+  }
+}

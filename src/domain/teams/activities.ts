@@ -1,0 +1,114 @@
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { Prisma } from '../../generated/prisma/client.ts';
+import { ruleIssue } from '../../i18n/issues.ts';
+import { rebuildOnce } from '../../infra/campaign/rebuild.ts';
+import { type KeysetPage, keysetArgs } from '../../infra/db/pages.ts';
+import { keysExpireAt, retainUntil } from '../../infra/redis/keys.ts';
+import { BadInputError } from '../errors.ts';
+import type { TeamDeps } from './campaign.ts';
+import { activityId } from './input.ts';
+import { activityKeys } from './store.ts';
+
+/** The longest a seat lock lasts: a lock taken earlier has run out. */
+export const MAX_LOCK_SECONDS = 3600;
+
+const LIMITS = {
+  maxCapacity: 50,
+  maxLockSeconds: MAX_LOCK_SECONDS,
+  maxFormationSeconds: 7 * 24 * 3600,
+  maxPriceCents: 100_000_000,
+  maxTeamsPerUser: 1000,
+  maxLengthDays: 366,
+};
+
+const text = (name: string, max: number) => z.string().max(max, `${name} must be at most ${max} characters`).regex(/\S/, `${name} must not be blank`);
+const cents = (name: string) => z.number().int().min(1, `${name} must be at least 1 cent`).max(LIMITS.maxPriceCents, `${name} must be at most ${LIMITS.maxPriceCents} cents`);
+
+/** What an operator defines; the terms every team of the activity gets. */
+export const groupBuyActivityInput = z
+  .object({
+    /** Chosen by the operator (a readable slug), or minted. */
+    id: activityId.optional(),
+    title: text('title', 200),
+    description: z.string().max(5000, 'description must be at most 5000 characters'),
+    priceCents: cents('priceCents'),
+    groupPriceCents: cents('groupPriceCents'),
+    capacity: z.number().int().min(2, 'capacity must be 2 to 50').max(LIMITS.maxCapacity, 'capacity must be 2 to 50'),
+    lockSeconds: z.number().int().min(1).max(LIMITS.maxLockSeconds),
+    formationSeconds: z.number().int().min(1).max(LIMITS.maxFormationSeconds),
+    startsAt: z.date(),
+    endsAt: z.date(),
+    maxTeamsPerUser: z.number().int().min(1).max(LIMITS.maxTeamsPerUser),
+    maxOpenTeamsPerLeader: z.number().int().min(1).max(LIMITS.maxTeamsPerUser),
+  })
+  .refine((input) => input.groupPriceCents <= input.priceCents, { ...ruleIssue('GROUP_PRICE_ABOVE_PRICE'), path: ['groupPriceCents'] })
+  .refine((input) => input.endsAt > input.startsAt, { ...ruleIssue('ENDS_BEFORE_STARTS'), path: ['endsAt'] })
+  .refine((input) => input.endsAt.getTime() - input.startsAt.getTime() <= LIMITS.maxLengthDays * 86_400_000, {
+    ...ruleIssue('ACTIVITY_TOO_LONG', { days: LIMITS.maxLengthDays }),
+    path: ['endsAt'],
+  });
+
+export type GroupBuyActivityInput = z.infer<typeof groupBuyActivityInput>;
+
+export interface GroupBuyActivity extends Omit<GroupBuyActivityInput, 'id'> {
+  id: string;
+  createdAt: Date;
+}
+
+/**
+ * Group-buy activities: defined by operators in PostgreSQL, never changed after, so each
+ * is cached once read. Each has two Redis keys beside its teams' (same hash tag): its terms
+ * the seat scripts read, and every user's count of teams joined, which the lock script
+ * checks against the limit. Both are written together from PostgreSQL under a rebuild lock
+ * while the scripts that use them answer `missing`.
+ */
+export class GroupBuyActivities {
+  private readonly cache = new Map<string, GroupBuyActivity>();
+
+  constructor(private readonly deps: TeamDeps) {}
+
+  async create({ id, ...input }: GroupBuyActivityInput): Promise<GroupBuyActivity> {
+    try {
+      return await this.deps.prisma.groupBuyActivity.create({ data: { id: id ?? randomUUID(), ...input } });
+    } catch (error) {
+      if (error instanceof Prisma.PrismaClientKnownRequestError && error.code === 'P2002') throw BadInputError.of([{ path: ['input', 'id'], message: `activity ${id} exists already` }]);
+      throw error;
+    }
+  }
+
+  async get(id: string): Promise<GroupBuyActivity | null> {
+    const cached = this.cache.get(id);
+    if (cached) return cached;
+    const found = await this.deps.prisma.groupBuyActivity.findUnique({ where: { id } });
+    if (found) this.cache.set(id, found);
+    return found;
+  }
+
+  /** Newest first, by keyset. */
+  list(page: KeysetPage): Promise<GroupBuyActivity[]> {
+    return this.deps.prisma.groupBuyActivity.findMany(keysetArgs(page, [{ createdAt: 'desc' }, { id: 'desc' }], (id) => ({ id })));
+  }
+
+  /** Writes the activity's keys if they are missing; false if there is no such activity. */
+  install(activityId: string): Promise<boolean> {
+    const keys = activityKeys(activityId);
+    return rebuildOnce(this.deps, { meta: keys.activity, rebuilding: keys.activityRebuilding }, async () => {
+      const activity = await this.get(activityId);
+      if (!activity) return false;
+      // No script changes the counts while the terms are missing; the changes journaled
+      // before are committed first, so PostgreSQL counts them all.
+      await this.deps.journal.commitStream(keys.journal);
+      const counts = await this.deps.prisma.$queryRaw<{ user_id: string; n: number }[]>(Prisma.sql`
+        SELECT m.user_id, count(*)::int AS n FROM team_member m JOIN team t ON t.id = m.team_id
+        WHERE t.activity_id = ${activityId} AND t.status <> 'FAILED' AND m.user_id <> t.leader_id
+        GROUP BY m.user_id`);
+      const expireAt = keysExpireAt(retainUntil(activity.endsAt.getTime() + activity.formationSeconds * 1000));
+      const tx = this.deps.redis.multi().del(keys.joined);
+      if (counts.length > 0) tx.hset(keys.joined, Object.fromEntries(counts.map((row) => [row.user_id, row.n]))).pexpireat(keys.joined, expireAt);
+      tx.hset(keys.activity, { groupPriceCents: activity.groupPriceCents, maxTeamsPerUser: activity.maxTeamsPerUser }).pexpireat(keys.activity, expireAt);
+      await tx.exec();
+      return true;
+    });
+  }
+}

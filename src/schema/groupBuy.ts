@@ -1,0 +1,75 @@
+import { builder } from '../builder.ts';
+import { type GroupBuyActivity, groupBuyActivityInput } from '../domain/teams/activities.ts';
+import { serverNow, serverTimeNote } from './common.ts';
+import { keysetConnection } from './connections.ts';
+
+const GroupBuyActivityRef = builder.objectRef<GroupBuyActivity>('GroupBuyActivity').implement({
+  description: 'A group-buy an operator defined: every team of it gets these terms.',
+  fields: (t) => ({
+    id: t.exposeID('id', { description: 'The activityId of its teams.' }),
+    title: t.exposeString('title'),
+    description: t.exposeString('description'),
+    priceCents: t.exposeInt('priceCents'),
+    groupPriceCents: t.exposeInt('groupPriceCents', { description: 'What a seat costs.' }),
+    capacity: t.exposeInt('capacity', { description: 'Seats per team, the leader included.' }),
+    lockSeconds: t.exposeInt('lockSeconds', { description: 'How long a seat lock (and its payment) lasts.' }),
+    formationSeconds: t.exposeInt('formationSeconds', { description: 'A team still OPEN this long after it opened fails.' }),
+    startsAt: t.expose('startsAt', { type: 'DateTime' }),
+    endsAt: t.expose('endsAt', { type: 'DateTime', description: 'Teams may be opened from startsAt until endsAt; those open then may still fill.' }),
+    maxTeamsPerUser: t.exposeInt('maxTeamsPerUser', { description: 'How many teams one user may join as a buyer (FAILED ones not counted).' }),
+    maxOpenTeamsPerLeader: t.exposeInt('maxOpenTeamsPerLeader', { description: 'How many OPEN teams one user may lead at once.' }),
+    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+    serverTime: t.field({ type: 'DateTime', description: serverTimeNote, resolve: (_activity, _args, { app }) => serverNow(app) }),
+  }),
+});
+
+const CreateGroupBuyActivityInput = builder
+  .inputType('CreateGroupBuyActivityInput', {
+    fields: (t) => ({
+      id: t.id({ description: 'A readable id such as "double11-tea" (1 to 64 letters, digits, "_", "-" or "."); unset: one is minted.' }),
+      title: t.string({ required: true }),
+      description: t.string({ defaultValue: '' }),
+      priceCents: t.int({ required: true, description: '1 to 100,000,000.' }),
+      groupPriceCents: t.int({ required: true, description: 'What a seat costs: 1 to priceCents.' }),
+      capacity: t.int({ required: true, description: 'Seats per team, the leader included: 2 to 50.' }),
+      lockSeconds: t.int({ defaultValue: 300, description: 'How long a seat lock lasts: 1 to 3,600.' }),
+      formationSeconds: t.int({ defaultValue: 86_400, description: 'Time to fill a team: 1 to 604,800.' }),
+      startsAt: t.field({ type: 'DateTime', required: true }),
+      endsAt: t.field({ type: 'DateTime', required: true, description: 'After startsAt, at most 366 days later.' }),
+      maxTeamsPerUser: t.int({ defaultValue: 1, description: 'Teams one user may join as a buyer: 1 to 1,000.' }),
+      maxOpenTeamsPerLeader: t.int({ defaultValue: 1, description: 'OPEN teams one user may lead at once: 1 to 1,000.' }),
+    }),
+  })
+  .validate(groupBuyActivityInput);
+
+builder.mutationField('createGroupBuyActivity', (t) =>
+  t.withAuth({ admin: true }).field({
+    type: GroupBuyActivityRef,
+    description: 'Operators: defines a group-buy; its teams are opened with openTeam(input: { activityId }).',
+    args: { input: t.arg({ type: CreateGroupBuyActivityInput, required: true }) },
+    // Parsed again for its types: the input was validated, its defaults filled in by GraphQL.
+    resolve: (_root, { input }, { app }) => app.teams.createActivity(groupBuyActivityInput.parse(input)),
+  }),
+);
+
+builder.queryField('groupBuyActivity', (t) =>
+  t.withAuth({ signedIn: true }).field({
+    type: GroupBuyActivityRef,
+    nullable: true,
+    args: { id: t.arg.id({ required: true }) },
+    resolve: (_root, { id }, { app }) => app.teams.activity(String(id)),
+  }),
+);
+
+builder.queryField('groupBuyActivities', (t) =>
+  t.withAuth({ signedIn: true }).connection({
+    type: GroupBuyActivityRef,
+    description: 'Newest first.',
+    resolve: (_root, args, { app }) =>
+      keysetConnection(
+        args,
+        (page) => app.teams.activities(page),
+        (activity) => activity.id,
+      ),
+  }),
+);

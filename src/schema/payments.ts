@@ -1,0 +1,58 @@
+import { z } from 'zod';
+import { builder } from '../builder.ts';
+import type { PaymentIntent } from '../domain/payments/provider.ts';
+import type { PaymentView } from '../domain/payments/service.ts';
+import { paymentRef as paymentRefSchema } from '../domain/teams/input.ts';
+import { notFoundError } from './common.ts';
+
+/** 1 cent to 100,000 yuan per top-up. */
+const topUpAmount = z.number().int().min(1, 'amountCents must be at least 1').max(10_000_000, 'amountCents must be at most 10000000 (100,000 yuan)');
+
+export const PaymentIntentRef = builder.objectRef<PaymentIntent>('PaymentIntent').implement({
+  description: "A payment the server asked for. Pay it with the provider; the provider's signed notify (POST /payments/notify) settles it.",
+  fields: (t) => ({
+    paymentRef: t.exposeString('paymentRef', { description: 'Minted by the server for this caller and purpose; unguessable.' }),
+    amountCents: t.exposeInt('amountCents'),
+    expiresAt: t.expose('expiresAt', { type: 'DateTime', description: 'A seat payment notified later seats no one and is owed back.' }),
+  }),
+});
+
+const PaymentStatusEnum = builder.enumType('PaymentStatus', { values: ['PENDING', 'SUCCEEDED', 'FAILED'] as const });
+const PaymentPurposeEnum = builder.enumType('PaymentPurpose', { values: ['TEAM_SEAT', 'WALLET_TOP_UP'] as const });
+
+/** The types only the development schema has (src/schema/index.ts drops them in production). */
+export const DEVELOPMENT_ONLY = { mutations: ['sandboxPay'], types: ['SandboxPayment'] };
+
+const SandboxPayment = builder.objectRef<PaymentView & { outcome: string }>('SandboxPayment').implement({
+  description: 'Development only: a payment the sandbox provider paid.',
+  fields: (t) => ({
+    paymentRef: t.exposeString('paymentRef'),
+    purpose: t.expose('purpose', { type: PaymentPurposeEnum }),
+    amountCents: t.exposeInt('amountCents'),
+    status: t.expose('status', { type: PaymentStatusEnum }),
+    outcome: t.exposeString('outcome', { description: 'What the notify did: SEATED, REFUND_OWED, CREDITED, DUPLICATE_REFUND_OWED.' }),
+  }),
+});
+
+builder.mutationField('topUpWallet', (t) =>
+  t.withAuth({ signedIn: true }).field({
+    type: PaymentIntentRef,
+    description: "A payment of amountCents (1 to 10,000,000) into the caller's wallet: credited when the provider's notify says it SUCCEEDED.",
+    args: { amountCents: t.arg.int({ required: true, validate: topUpAmount }) },
+    resolve: (_root, { amountCents }, { app, viewer }) => app.payments.topUp(viewer.userId, amountCents),
+  }),
+);
+
+builder.mutationField('sandboxPay', (t) =>
+  t.withAuth({ signedIn: true }).field({
+    type: SandboxPayment,
+    description:
+      "Development only (absent from the production schema): pays one of the caller's payments as the provider would, with a signed SUCCEEDED notify through POST /payments/notify's handler.",
+    args: { paymentRef: t.arg.string({ required: true, validate: paymentRefSchema }) },
+    resolve: async (_root, { paymentRef }, { app, viewer }) => {
+      const paid = await app.payments.sandboxPay(viewer.userId, paymentRef);
+      if (!paid) throw notFoundError(`payment ${paymentRef} of yours`);
+      return paid;
+    },
+  }),
+);
