@@ -1,29 +1,33 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { unlessCutOff } from './support/client.ts';
 import { testEnv } from './support/env.ts';
+import { expectMoneyInvariants } from './support/moneyInvariants.ts';
 import { waitFor } from './support/poll.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
 import { redPacketsAt } from './support/redPackets.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
 import { signAhead } from './support/tokens.ts';
+import { testWallets } from './support/wallets.ts';
 
 // The sweeper of the restarted server persists what the killed one left in the journal.
 const env = testEnv('rp_crash', { JOURNAL_SWEEP_AFTER_MS: '500', SWEEP_INTERVAL_MS: '200' });
 let stores: Stores;
 const servers: ServerProcess[] = [];
+const wallets = testWallets(env);
 
 beforeAll(() => {
   stores = openStores(env);
 });
 
 afterAll(async () => {
+  await wallets.close();
   for (const server of servers) await server.stop().catch(() => undefined);
   await stores?.cleanup();
 });
 
 describe('a server killed with SIGKILL in the middle of a storm', () => {
-  it('loses no acknowledged grab, grants no share twice, and the survivors finish the packet exactly', async () => {
+  it('loses no acknowledged grab, grants no share twice, credits every grab once, and the survivors finish the packet exactly', async () => {
     const COUNT = 400;
     const TOTAL = 123_456;
     const KILL_AFTER = 100;
@@ -31,7 +35,10 @@ describe('a server killed with SIGKILL in the middle of a storm', () => {
     const first = await startServerProcess(env.vars);
     servers.push(first);
     const onFirst = redPacketsAt(first.url);
-    const packet = await onFirst.create('crash-sender', { totalAmount: TOTAL, count: COUNT, mode: 'RANDOM' });
+    // Paid from the sender's wallet: every grab, acknowledged or cut off, moves money.
+    await wallets.fund([['crash-sender', TOTAL]]);
+    const packet = await onFirst.send('crash-sender', { totalAmount: TOTAL, count: COUNT, mode: 'RANDOM' });
+    if (packet.__typename !== 'RedPacket') throw new Error(`the sender could not pay: ${packet.message}`);
     const journalKey = `{rp:${packet.id}}:journal`;
     const grabsKey = `{rp:${packet.id}}:grabs`;
 
@@ -95,8 +102,9 @@ describe('a server killed with SIGKILL in the middle of a storm', () => {
     const { rows: durableAtCrash } = await stores.sql.query<{ user_id: string; amount: number }>('SELECT user_id, amount FROM red_packet_grab WHERE packet_id = $1', [packet.id]);
     const durableByUser = new Map(durableAtCrash.map((row) => [row.user_id, row.amount]));
     for (const [user, amount] of acknowledged) expect(durableByUser.get(user), `acknowledged grab of ${user}`).toBe(amount);
-    // 2. No share granted twice, nothing oversold.
+    // 2. No share granted twice, nothing oversold; what PostgreSQL holds is credited once, and money is conserved.
     await expectRedPacketInvariants(stores, packet.id);
+    await expectMoneyInvariants(stores.sql, wallets.putIn);
 
     // Restart with the same environment; its sweeper persists the dead process's journal.
     const second = await startServerProcess(env.vars);
@@ -139,5 +147,8 @@ describe('a server killed with SIGKILL in the middle of a storm', () => {
     const redPacket = await onSecond.packet('crash-sender', packet.id);
     expect(redPacket).toMatchObject({ status: 'EMPTY', remainingCount: 0, remainingAmount: 0 });
     expect(redPacket?.shares).toHaveLength(COUNT);
+    // Every grab, the dead server's swept ones too, is in its grabber's wallet, once.
+    const books = await expectMoneyInvariants(stores.sql, wallets.putIn);
+    expect(books).toMatchObject({ wallets: TOTAL, heldByPackets: 0 });
   });
 });

@@ -39,18 +39,22 @@ afterAll(async () => {
 interface State {
   packets: number;
   grabs: number;
+  ledger: number;
+  refunds: number;
   keys: string[];
   meta: Record<string, string>;
 }
 
 /** Everything a request could change: rows in both tables, every Redis key under the prefix, the live packet's meta. */
 async function state(): Promise<State> {
-  const [{ rows: packets }, { rows: grabs }] = await Promise.all([
+  const [{ rows: packets }, { rows: grabs }, { rows: ledger }, { rows: refunds }] = await Promise.all([
     stores.sql.query<{ n: number }>('SELECT count(*)::int AS n FROM red_packet'),
     stores.sql.query<{ n: number }>('SELECT count(*)::int AS n FROM red_packet_grab'),
+    stores.sql.query<{ n: number }>('SELECT count(*)::int AS n FROM wallet_ledger'),
+    stores.sql.query<{ n: number }>('SELECT count(*)::int AS n FROM refund'),
   ]);
   const keys = await stateKeys(stores.redis, env.keyPrefix);
-  return { packets: packets[0]!.n, grabs: grabs[0]!.n, keys, meta: await stores.redis.hgetall(`{rp:${packetId}}:meta`) };
+  return { packets: packets[0]!.n, grabs: grabs[0]!.n, ledger: ledger[0]!.n, refunds: refunds[0]!.n, keys, meta: await stores.redis.hgetall(`{rp:${packetId}}:meta`) };
 }
 
 /** Runs the request and checks that it changed nothing. */
@@ -99,6 +103,9 @@ describe('malformed input is BAD_USER_INPUT and changes nothing', () => {
     ['an unknown field', { totalAmount: 100, count: 1, bonus: 5 }],
     ['an unknown SplitMode', { totalAmount: 100, count: 1, mode: 'LUCKY' }],
     ['a lowercase SplitMode', { totalAmount: 100, count: 1, mode: 'random' }],
+    ['an unknown fundedBy', { totalAmount: 100, count: 1, fundedBy: 'BANK' }],
+    ['a lowercase fundedBy', { totalAmount: 100, count: 1, fundedBy: 'shop' }],
+    ['a null fundedBy', { totalAmount: 100, count: 1, fundedBy: null }],
   ];
 
   it.each(badInputs)('createRedPacket with %s, as variables', async (_name, input) => {
@@ -117,17 +124,19 @@ describe('malformed input is BAD_USER_INPUT and changes nothing', () => {
     ['a string for an Int', '{ totalAmount: "x", count: 1 }'],
     ['an unknown SplitMode', '{ totalAmount: 100, count: 1, mode: LUCKY }'],
     ['a SplitMode as a string', '{ totalAmount: 100, count: 1, mode: "RANDOM" }'],
+    ['an unknown fundedBy', '{ totalAmount: 100, count: 1, fundedBy: BANK }'],
+    ['a fundedBy as a string', '{ totalAmount: 100, count: 1, fundedBy: "SHOP" }'],
   ];
 
   it.each(inlineDocuments)('createRedPacket with %s, inline', async (_name, input) => {
-    const response = await unchanged(() => redPackets.raw<{ createRedPacket?: { id: string } }, object>(`mutation { createRedPacket(input: ${input}) { id } }`, {}, SENDER));
+    const response = await unchanged(() => redPackets.raw<{ createRedPacket?: { id: string } }, object>(`mutation { createRedPacket(input: ${input}) { __typename } }`, {}, SENDER));
     expect(response.body.data?.createRedPacket ?? null).toBeNull();
     expect(errorCodes(response), JSON.stringify(response.body.errors)).toEqual(['BAD_USER_INPUT']);
   });
 
   it('rejects an unknown enum value given through an enum-typed variable', async () => {
     const response = await unchanged(() =>
-      redPackets.raw('mutation ($mode: SplitMode!) { createRedPacket(input: { totalAmount: 100, count: 1, mode: $mode }) { id } }', { mode: 'LUCKY' }, SENDER),
+      redPackets.raw('mutation ($mode: SplitMode!) { createRedPacket(input: { totalAmount: 100, count: 1, mode: $mode }) { __typename } }', { mode: 'LUCKY' }, SENDER),
     );
     expect(errorCodes(response)).toEqual(['BAD_USER_INPUT']);
   });
@@ -236,6 +245,24 @@ describe('callers without a valid token, or without the role', () => {
         }),
       );
       expect(codesOf(response.json), authorization).toEqual(['UNAUTHENTICATED']);
+    }
+  });
+
+  it('FORBIDDEN for a signed-in user who is not an operator asking for a shop-funded packet', async () => {
+    const response = await unchanged(() => redPackets.raw(CreateRedPacketDocument, { input: { totalAmount: 100, count: 2, fundedBy: 'SHOP' } }, 'not-an-op'));
+    expect(response.body.data?.createRedPacket ?? null).toBeNull();
+    expect(errorCodes(response)).toEqual(['FORBIDDEN']);
+  });
+
+  it('UNAUTHENTICATED for an anonymous shop-funded packet', async () => {
+    const response = await unchanged(() => redPackets.raw(CreateRedPacketDocument, { input: { totalAmount: 100, count: 2, fundedBy: 'SHOP' } }));
+    expect(errorCodes(response)).toEqual(['UNAUTHENTICATED']);
+  });
+
+  it('InsufficientFunds, and no packet, for a sender whose wallet holds too little', async () => {
+    for (const fundedBy of [undefined, 'WALLET' as const]) {
+      const created = await unchanged(() => redPackets.send('input-pauper', { totalAmount: 100, count: 2, ...(fundedBy ? { fundedBy } : {}) }));
+      expect(created).toMatchObject({ __typename: 'InsufficientFunds', balanceCents: 0, amountCents: 100 });
     }
   });
 

@@ -11,18 +11,21 @@ import { createLogger } from '../src/infra/logger.ts';
 import { RedPacketDocument } from './gql/generated.ts';
 import { TEST_JWT_SECRET, TEST_REDIS_URL, testEnv } from './support/env.ts';
 import { holdCalls } from './support/hold.ts';
+import { expectMoneyInvariants } from './support/moneyInvariants.ts';
 import { sleep, waitFor } from './support/poll.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
 import { type RedPacketsClient, redPacketsAt } from './support/redPackets.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, deleteKeys, loseKeysAtOnce, openStores } from './support/stores.ts';
 import { signAhead, tokenOf } from './support/tokens.ts';
+import { testWallets } from './support/wallets.ts';
 
 const env = testEnv('rp_recovery', { JOURNAL_SWEEP_AFTER_MS: '500', SWEEP_INTERVAL_MS: '200' });
 let server: ServerProcess;
 let stores: Stores;
 let redPackets: RedPacketsClient;
 const apps: App[] = [];
+const wallets = testWallets(env);
 
 beforeAll(async () => {
   server = await startServerProcess(env.vars);
@@ -31,6 +34,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  await wallets.close();
   for (const app of apps) await app.close().catch(() => undefined);
   await server?.stop();
   await stores?.cleanup();
@@ -109,8 +113,11 @@ describe('Redis loses a packet', () => {
     const COUNT = 500;
     const TOTAL = 150_000;
     const LOSE_AFTER = 40;
-    const sender = 'recovery-sender';
-    const packet = await redPackets.create(sender, { totalAmount: TOTAL, count: COUNT });
+    const sender = 'recovery-payer';
+    // Paid from the sender's wallet: grabs that PostgreSQL refuses after the loss must credit nothing.
+    await wallets.fund([[sender, TOTAL]]);
+    const packet = await redPackets.send(sender, { totalAmount: TOTAL, count: COUNT });
+    if (packet.__typename !== 'RedPacket') throw new Error(`the sender could not pay: ${packet.message}`);
     const keys = redPacketKeys(packet.id);
 
     const users = Array.from({ length: 700 }, (_, i) => `storm-${i}`);
@@ -183,6 +190,7 @@ describe('Redis loses a packet', () => {
     expect(grabRows.reduce((sum, row) => sum + row.amount, 0)).toBeLessThanOrEqual(TOTAL);
     const durable = await durableGrabs(packet.id);
     for (const [user, amount] of acknowledged) expect(durable.get(user), `acknowledged grab of ${user}`).toBe(amount);
+    await expectMoneyInvariants(stores.sql, wallets.putIn);
 
     // Not asserted: during the storm a rebuilt Redis may briefly hold a grant that PostgreSQL
     // then refuses, so an AlreadyGrabbed answer can name a share the user never gets. Once the
@@ -215,6 +223,9 @@ describe('Redis loses a packet', () => {
       if (durable.has(user)) expect(result).toMatchObject({ __typename: 'AlreadyGrabbed', share: { amount: durable.get(user) } });
       else expect(result?.__typename).toBe('RedPacketEmpty');
     }
+    // Each grab PostgreSQL holds is credited once, to its grabber; no refused grant is.
+    const books = await expectMoneyInvariants(stores.sql, wallets.putIn);
+    expect(books.heldByPackets).toBe(0);
   });
 });
 
@@ -242,7 +253,7 @@ describe('the journal sweeper', () => {
     const keyPrefix = `${env.keyPrefix}inproc:`;
     const [a, b] = await Promise.all([instance(keyPrefix), instance(keyPrefix)]);
     const COUNT = 40;
-    const created = await a.redPackets.create('sweep-sender', { totalAmount: 4_000, count: COUNT, mode: 'RANDOM', minAmount: 1, expiresInSeconds: 3600 });
+    const created = await a.redPackets.create('sweep-sender', { totalAmount: 4_000, count: COUNT, mode: 'RANDOM', minAmount: 1, expiresInSeconds: 3600, fundedBy: 'SHOP' });
     const keys = redPacketKeys(created.id);
 
     // The grab script runs (it allocates and XADDs its journal entry), and then the
@@ -320,7 +331,7 @@ describe('the journal sweeper', () => {
   it('gives every key of a packet the expiry of its meta, the hash the first grab creates included', async () => {
     const keyPrefix = `${env.keyPrefix}inproc4:`;
     const app = await instance(keyPrefix);
-    const created = await app.redPackets.create('ttl-sender', { totalAmount: 300, count: 3, mode: 'EQUAL', minAmount: 1, expiresInSeconds: 3600 });
+    const created = await app.redPackets.create('ttl-sender', { totalAmount: 300, count: 3, mode: 'EQUAL', minAmount: 1, expiresInSeconds: 3600, fundedBy: 'SHOP' });
     await app.redPackets.grab('ttl-user', created.id);
     const keys = redPacketKeys(created.id);
     const expiry = await app.redis.pexpiretime(keys.meta);
@@ -331,7 +342,7 @@ describe('the journal sweeper', () => {
   it('drops the packet from Redis when a grab it commits for a dead process clashes with a durable grab', async () => {
     const keyPrefix = `${env.keyPrefix}inproc3:`;
     const [a, b] = await Promise.all([instance(keyPrefix), instance(keyPrefix)]);
-    const created = await a.redPackets.create('clash-sender', { totalAmount: 300, count: 3, mode: 'EQUAL', minAmount: 1, expiresInSeconds: 3600 });
+    const created = await a.redPackets.create('clash-sender', { totalAmount: 300, count: 3, mode: 'EQUAL', minAmount: 1, expiresInSeconds: 3600, fundedBy: 'SHOP' });
     const keys = redPacketKeys(created.id);
     const grabScript = (user: string) => new RedPacketStore(a.redis, a.scripts).grab(created.id, user, randomUUID());
 
@@ -351,13 +362,15 @@ describe('the journal sweeper', () => {
     expect([...(await durableGrabs(created.id)).keys()]).toEqual(['clash-u']);
     expect((await a.redPackets.get(created.id))?.remainingCount).toBe(2);
     const grabs = await expectRedPacketInvariants({ ...stores, redis: a.redis }, created.id);
+    // The clashing grant is credited to no one.
+    await expectMoneyInvariants(stores.sql, wallets.putIn);
     expect(grabs.map((grab) => grab.user_id)).toEqual(['clash-u']);
   });
 
   it('lets no rebuild running at the same time reopen a packet an operator closes', async () => {
     const keyPrefix = `${env.keyPrefix}inproc4:`;
     const [a, b] = await Promise.all([instance(keyPrefix), instance(keyPrefix)]);
-    const created = await a.redPackets.create('close-sender', { totalAmount: 1_000, count: 10, mode: 'EQUAL', minAmount: 1, expiresInSeconds: 3600 });
+    const created = await a.redPackets.create('close-sender', { totalAmount: 1_000, count: 10, mode: 'EQUAL', minAmount: 1, expiresInSeconds: 3600, fundedBy: 'SHOP' });
     await loseKeysAtOnce(a.redis, keyPrefix, `{rp:${created.id}}:*`);
 
     // A's rebuild has read PostgreSQL and is held before it writes Redis while B closes the packet.

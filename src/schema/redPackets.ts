@@ -1,11 +1,15 @@
 import { builder } from '../builder.ts';
+import { InsufficientFunds } from '../domain/money/problems.ts';
 import { aliasScope, userIdRule } from '../domain/privacy.ts';
 import { NotFound } from '../domain/problems.ts';
-import { createRedPacketInput } from '../domain/redPackets/input.ts';
+import { createRedPacketInput, latestSharesCount } from '../domain/redPackets/input.ts';
 import { AlreadyGrabbed, RedPacketEmpty, RedPacketExpired } from '../domain/redPackets/problems.ts';
 import type { GrabbedShare } from '../domain/redPackets/service.ts';
-import { type RedPacketShareView, type RedPacketState, redPacketStatus } from '../domain/redPackets/store.ts';
-import { asProblem, shownUserId, watchExisting } from './common.ts';
+import { LATEST_SHARES_MAX, type RedPacketShareView, type RedPacketState, redPacketStatus } from '../domain/redPackets/store.ts';
+import { ErrorCode, graphqlError } from '../errors.ts';
+import { isOperator } from '../infra/auth/tokens.ts';
+import { asProblem, serverNow, serverTimeNote, shownUserId, watchExisting } from './common.ts';
+import { keysetConnection } from './connections.ts';
 
 const USER_IDS = userIdRule('this red packet');
 
@@ -14,10 +18,17 @@ const SplitMode = builder.enumType('SplitMode', {
   values: ['RANDOM', 'NORMAL', 'EQUAL'] as const,
 });
 
+const RedPacketFunding = builder.enumType('RedPacketFunding', {
+  description:
+    "WALLET: the sender's wallet pays the total at creation and gets the remainder back after expiry. SHOP (operators only): the shop pays what is grabbed; nobody's wallet is debited.",
+  values: ['WALLET', 'SHOP'] as const,
+});
+
 const RedPacketStatus = builder.enumType('RedPacketStatus', { values: ['ACTIVE', 'EMPTY', 'EXPIRED'] as const });
 
-const RedPacketShare = builder.objectRef<RedPacketShareView>('RedPacketShare').implement({
+export const RedPacketShare = builder.objectRef<RedPacketShareView>('RedPacketShare').implement({
   fields: (t) => ({
+    packetId: t.exposeID('packetId'),
     userId: t.id({
       description: `Who grabbed the share. ${USER_IDS}`,
       resolve: (share, _args, context) => shownUserId(context, aliasScope.redPacket(share.packetId), share.userId),
@@ -27,18 +38,14 @@ const RedPacketShare = builder.objectRef<RedPacketShareView>('RedPacketShare').i
   }),
 });
 
-/** Shares are oldest first, so the first of the largest is the earliest. */
-function largestShare(shares: RedPacketShareView[]): RedPacketShareView | null {
-  return shares.reduce<RedPacketShareView | null>((best, share) => (!best || share.amount > best.amount ? share : best), null);
-}
-
-const RedPacket = builder.objectRef<RedPacketState>('RedPacket').implement({
+export const RedPacket = builder.objectRef<RedPacketState>('RedPacket').implement({
   fields: (t) => ({
     id: t.exposeID('id'),
     senderId: t.id({
       description: `Who sent the packet. ${USER_IDS}`,
       resolve: (packet, _args, context) => shownUserId(context, aliasScope.redPacket(packet.id), packet.senderId),
     }),
+    fundedBy: t.expose('fundedBy', { type: RedPacketFunding }),
     totalAmount: t.exposeInt('totalAmount', { description: 'In cents (fen).' }),
     count: t.exposeInt('count'),
     mode: t.expose('mode', { type: SplitMode }),
@@ -47,20 +54,41 @@ const RedPacket = builder.objectRef<RedPacketState>('RedPacket').implement({
     remainingCount: t.exposeInt('remainingCount'),
     remainingAmount: t.exposeInt('remainingAmount'),
     expiresAt: t.expose('expiresAt', { type: 'DateTime' }),
+    serverTime: t.field({ type: 'DateTime', description: serverTimeNote, resolve: (packet, _args, { app }) => (packet.asOfMs === undefined ? serverNow(app) : new Date(packet.asOfMs)) }),
     shares: t.field({
       type: [RedPacketShare],
-      description: 'Grabbed shares, oldest first.',
-      // A subscription's state carries the shares of its snapshot.
-      resolve: (packet, _args, { app }) => packet.shares ?? app.redPackets.shares(packet.id),
+      description:
+        "Every grabbed share, oldest first: up to 10,000, and in a subscription read again on every event, so it is costly. Use sharesConnection to page them, or latestShares for the newest. In a subscription, the shares of the event's snapshot.",
+      // A subscription's state names the shares of its snapshot, so they agree with its counts.
+      resolve: (packet, _args, { app }) => app.redPackets.shares(packet.id, packet.committedShares),
+    }),
+    sharesConnection: t.connection({
+      type: RedPacketShare,
+      description: 'The grabbed shares, oldest first (the order of `shares`), a page at a time. Read when resolved, also in a subscription: it may hold grabs newer than the event.',
+      resolve: (packet, args, { app }) =>
+        keysetConnection(
+          args,
+          (page) => app.redPackets.sharesPage(packet.id, page),
+          (share) => share.id,
+        ),
+    }),
+    latestShares: t.field({
+      type: [RedPacketShare],
+      description: `The newest grabbed shares, newest first: \`count\` of them (1 … ${LATEST_SHARES_MAX}). In a subscription, those of the event's snapshot, carried by the event itself.`,
+      args: { count: t.arg.int({ defaultValue: 10, validate: latestSharesCount }) },
+      resolve: (packet, { count }, { app }) => {
+        const wanted = count ?? 10;
+        return packet.latestShares ? packet.latestShares.slice(0, wanted) : app.redPackets.latestShares(packet.id, wanted);
+      },
     }),
     bestLuck: t.field({
       type: RedPacketShare,
       nullable: true,
       description: 'The largest share (the earliest grab on a tie), once the packet is EMPTY.',
-      resolve: (packet, _args, { app }) => (packet.remainingCount > 0 ? null : packet.shares ? largestShare(packet.shares) : app.redPackets.bestLuck(packet.id)),
+      resolve: (packet, _args, { app }) => (packet.remainingCount > 0 ? null : packet.bestLuck !== undefined ? packet.bestLuck : app.redPackets.bestLuck(packet.id)),
     }),
     refundedAmount: t.int({
-      description: 'Returned to the sender after expiry; 0 until the refund is made.',
+      description: "What no grab took, settled after expiry: owed back to the sender's wallet, or kept by the shop for a shop-funded packet; 0 until settled.",
       resolve: (packet) => packet.refundedAmount ?? 0,
     }),
   }),
@@ -87,6 +115,15 @@ builder.objectType(RedPacketExpired, {
   fields: (t) => ({ expiresAt: t.expose('expiresAt', { type: 'DateTime' }) }),
 });
 
+builder.objectType(InsufficientFunds, {
+  name: 'InsufficientFunds',
+  ...asProblem(InsufficientFunds),
+  fields: (t) => ({
+    balanceCents: t.exposeInt('balanceCents', { description: 'What the wallet holds now.' }),
+    amountCents: t.exposeInt('amountCents', { description: 'What the operation needs.' }),
+  }),
+});
+
 const CreateRedPacketInput = builder
   .inputType('CreateRedPacketInput', {
     fields: (t) => ({
@@ -97,6 +134,7 @@ const CreateRedPacketInput = builder
       maxAmount: t.int({ description: 'Defaults to the largest share the other bounds allow.' }),
       expiresInSeconds: t.int({ defaultValue: 86_400 }),
       greeting: t.string(),
+      fundedBy: t.field({ type: RedPacketFunding, defaultValue: 'WALLET', description: 'Who pays; SHOP is for operators only.' }),
     }),
   })
   .validate(createRedPacketInput);
@@ -113,9 +151,14 @@ builder.queryField('redPacket', (t) =>
 builder.mutationField('createRedPacket', (t) =>
   t.withAuth({ signedIn: true }).field({
     type: RedPacket,
-    description: 'Splits the amount now; the caller is the sender.',
+    description:
+      "Splits the amount now; the caller is the sender. A WALLET packet debits the caller's wallet by the total in the same transaction (InsufficientFunds, and no packet, when it holds less); SHOP packets are for operators (FORBIDDEN for users).",
+    errors: { types: [InsufficientFunds], directResult: true, union: { name: 'CreateRedPacketResult' } },
     args: { input: t.arg({ type: CreateRedPacketInput, required: true }) },
-    resolve: (_root, { input }, { app, viewer }) => app.redPackets.create(viewer.userId, input),
+    resolve: (_root, { input }, { app, viewer }) => {
+      if (input.fundedBy === 'SHOP' && !isOperator(viewer)) throw graphqlError(ErrorCode.forbidden, 'only operators create shop-funded red packets');
+      return app.redPackets.create(viewer.userId, input);
+    },
   }),
 );
 
@@ -136,7 +179,7 @@ builder.mutationField('grabRedPacket', (t) =>
 builder.mutationField('closeRedPacket', (t) =>
   t.withAuth({ admin: true }).field({
     type: RedPacket,
-    description: 'Operators: ends the packet now; what is left is refunded to the sender within seconds.',
+    description: "Operators: ends the packet now. Within seconds what is left is owed back to the sender's wallet (a refund), or, for a shop-funded packet, stays with the shop.",
     errors: { types: [NotFound], directResult: true, union: { name: 'CloseRedPacketResult' } },
     args: { packetId: t.arg.id({ required: true }) },
     resolve: (_root, { packetId }, { app }) => app.redPackets.close(String(packetId)),
@@ -147,7 +190,7 @@ builder.subscriptionField('redPacketUpdated', (t) =>
   t.withAuth({ signedIn: true }).field({
     type: RedPacket,
     description:
-      'The current state first, then newer states: after grabs, at the expiry instant, and with the refund. Only committed grabs count, and each event is one consistent snapshot (shares, counts and amounts agree). Grabs close together are merged into one event carrying the newest state, so intermediate states may be skipped. The stream completes after a final state: EMPTY, or EXPIRED with the refund made.',
+      'The current state first, then newer states: after grabs, at the expiry instant, and with the refund. Only committed grabs count, and each event is one consistent snapshot (counts, amounts, latestShares, bestLuck and shares agree). An event carries the counts and the newest shares, not every share: select latestShares, not the costly shares. Grabs close together are merged into one event carrying the newest state, so intermediate states may be skipped. The stream completes after a final state: EMPTY, or EXPIRED with the refund made.',
     args: { packetId: t.arg.id({ required: true }) },
     subscribe: (_root, { packetId }, { app }) => {
       const id = String(packetId);

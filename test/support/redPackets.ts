@@ -7,7 +7,17 @@ export function redPacketsAt(url: string) {
   const { raw, data, attempt } = requestsAt(url);
   return {
     raw,
+    /**
+     * A shop-funded packet, created by `sender` as an operator: tests of the engine itself
+     * need no wallets. Wallet-funded packets are sent with `send`.
+     */
     async create(sender: string, input: CreateRedPacketInput) {
+      const created = (await data(CreateRedPacketDocument, { input: { fundedBy: 'SHOP', ...input } }, sender, { admin: true })).createRedPacket;
+      if (created.__typename !== 'RedPacket') throw new Error(`createRedPacket answered ${created.__typename}`);
+      return created;
+    },
+    /** A packet the sender's wallet pays for, as the user: the packet, or InsufficientFunds. */
+    async send(sender: string, input: CreateRedPacketInput) {
       return (await data(CreateRedPacketDocument, { input }, sender)).createRedPacket;
     },
     async grab(user: string, packetId: string) {

@@ -1,5 +1,7 @@
 import { z } from 'zod';
+import { ruleIssue } from '../../i18n/issues.ts';
 import { SPLIT_LIMITS, splitProblem, widestMaxAmount } from './split.ts';
+import { LATEST_SHARES_MAX } from './store.ts';
 
 const MAX_EXPIRY_SECONDS = 7 * 24 * 3600;
 
@@ -13,14 +15,18 @@ export const createRedPacketInput = z
     maxAmount: z.number().int().min(1).nullish(),
     expiresInSeconds: z.number().int().min(1).max(MAX_EXPIRY_SECONDS),
     greeting: z.string().trim().max(64).nullish(),
+    fundedBy: z.enum(['WALLET', 'SHOP']).default('WALLET'),
   })
   .superRefine((input, ctx) => {
     if (input.maxAmount != null && input.maxAmount < input.minAmount) {
-      ctx.addIssue({ code: 'custom', path: ['maxAmount'], message: 'maxAmount must be at least minAmount' });
+      ctx.addIssue({ ...ruleIssue('MAX_BELOW_MIN'), path: ['maxAmount'] });
       return;
     }
     const problem = splitProblem({ ...input, maxAmount: input.maxAmount ?? widestMaxAmount(input.totalAmount, input.count, input.minAmount) });
-    if (problem) ctx.addIssue({ code: 'custom', path: ['count'], message: `impossible split: ${problem}` });
+    if (problem) ctx.addIssue({ ...ruleIssue('IMPOSSIBLE_SPLIT', problem), path: ['count'] });
   });
 
 export type CreateRedPacketInput = z.infer<typeof createRedPacketInput>;
+
+/** RedPacket.latestShares' count: a subscription's state carries at most this many. */
+export const latestSharesCount = z.number().int().min(1).max(LATEST_SHARES_MAX);

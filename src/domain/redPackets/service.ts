@@ -1,16 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import { Campaign } from '../../infra/campaign/campaign.ts';
+import { type KeysetPage, keysetArgs } from '../../infra/db/pages.ts';
 import { retainUntil } from '../../infra/redis/keys.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
 import type { CampaignDeps } from '../deps.ts';
 import { ServiceUnavailableError } from '../errors.ts';
+import { InsufficientFunds } from '../money/problems.ts';
+import { walletBalance } from '../money/wallets.ts';
 import { NotFound } from '../problems.ts';
 import { cryptoRandom } from '../random.ts';
 import type { CreateRedPacketInput } from './input.ts';
-import { grabJournalKind, loadCommitted, loadSnapshot, packetsDueForRefund, recordedRefund, refundRemainder } from './persistence.ts';
+import { grabJournalKind, insertPacket, loadCommitted, loadSnapshot, packetsDueForRefund, recordedRefund, refundRemainder } from './persistence.ts';
 import { AlreadyGrabbed, RedPacketEmpty, RedPacketExpired } from './problems.ts';
 import { splitAmount, widestMaxAmount } from './split.ts';
-import { type RedPacketSnapshot, type RedPacketState, RedPacketStore, redPacketKeys } from './store.ts';
+import { type RedPacketShareView, type RedPacketSnapshot, type RedPacketState, RedPacketStore, isCommittedShare, redPacketKeys } from './store.ts';
 
 export interface GrabbedShare {
   packetId: string;
@@ -28,6 +31,8 @@ const REFUND_BATCH = 100;
 export class RedPacketService {
   private readonly store: RedPacketStore;
   private readonly packets: Campaign<string, RedPacketSnapshot, RedPacketState>;
+  /** Reads of a snapshot's shares in flight, by packet and snapshot. */
+  private readonly snapshotReads = new Map<string, Promise<RedPacketShareView[]>>();
 
   constructor(private readonly deps: RedPacketDeps) {
     this.store = new RedPacketStore(deps.redis, deps.scripts);
@@ -51,29 +56,21 @@ export class RedPacketService {
     this.packets.persistsWith(grabJournalKind, ({ fields }) => (fields.packet ? [fields.packet] : []));
   }
 
+  /**
+   * Splits and creates the packet. A WALLET packet debits the sender's wallet in the
+   * statement that inserts it (insertPacket); without the funds it throws
+   * InsufficientFunds and nothing is created.
+   */
   async create(senderId: string, input: CreateRedPacketInput): Promise<RedPacketState> {
     const maxAmount = input.maxAmount ?? widestMaxAmount(input.totalAmount, input.count, input.minAmount);
     const shareAmounts = splitAmount({ ...input, maxAmount }, this.deps.random ?? cryptoRandom);
     const expiresAt = new Date((await redisTimeMs(this.deps.redis)) + input.expiresInSeconds * 1000);
-    const id = randomUUID();
-    await this.packets.create(id, async () => {
-      const packet = await this.deps.prisma.redPacket.create({
-        data: {
-          id,
-          senderId,
-          totalAmount: input.totalAmount,
-          count: input.count,
-          mode: input.mode,
-          minAmount: input.minAmount,
-          maxAmount,
-          greeting: input.greeting ?? null,
-          shareAmounts,
-          expiresAt,
-        },
-      });
+    const packet = { ...input, id: randomUUID(), senderId, maxAmount, greeting: input.greeting ?? null, shareAmounts, expiresAt };
+    await this.packets.create(packet.id, async () => {
+      if (!(await insertPacket(this.deps.prisma, packet))) throw new InsufficientFunds(await walletBalance(this.deps.prisma, senderId), input.totalAmount);
       return { ...packet, refundedAmount: null, grabs: [] };
     });
-    return (await this.store.readState(id))!;
+    return (await this.store.readState(packet.id))!;
   }
 
   /** Takes one share for the user. Resolves only once the grab is committed in PostgreSQL. */
@@ -157,22 +154,47 @@ export class RedPacketService {
     const packet = await loadCommitted(this.deps.prisma, packetId);
     if (!packet) return null;
     const asOfMs = await redisTimeMs(this.deps.redis);
-    const taken = packet.shares.reduce((sum, share) => sum + share.amount, 0);
+    const { grabbedCount, grabbedAmount, ...terms } = packet;
     const expired = asOfMs >= packet.expiresAt.getTime();
     return {
-      ...packet,
+      ...terms,
       id: packetId,
       expiresAt: packet.expiresAt.toISOString(),
-      remainingCount: packet.count - packet.shares.length,
-      remainingAmount: packet.totalAmount - taken,
-      version: 2 * (packet.shares.length + (packet.refundedAmount === null ? 0 : 1)) + (expired ? 1 : 0),
+      remainingCount: packet.count - grabbedCount,
+      remainingAmount: packet.totalAmount - grabbedAmount,
+      version: 2 * (grabbedCount + (packet.refundedAmount === null ? 0 : 1)) + (expired ? 1 : 0),
       asOfMs,
     };
   }
 
-  /** Grabbed shares, oldest first. Only committed grabs, which is every acknowledged one. */
-  shares(packetId: string) {
-    return this.deps.prisma.redPacketGrab.findMany({ where: { packetId }, orderBy: [{ grabbedAt: 'asc' }, { shareIndex: 'asc' }] });
+  /**
+   * Grabbed shares, oldest first. Only committed grabs, which is every acknowledged one;
+   * with `committedShares` (a subscriber's state), only those of that snapshot.
+   */
+  shares(packetId: string, committedShares?: string): Promise<RedPacketShareView[]> {
+    const all = () => this.deps.prisma.redPacketGrab.findMany({ where: { packetId }, orderBy: [{ grabbedAt: 'asc' }, { shareIndex: 'asc' }] });
+    if (committedShares === undefined) return all();
+    // Every subscriber of an event renders it at about the same time: they share one read.
+    const key = `${packetId}:${committedShares}`;
+    let read = this.snapshotReads.get(key);
+    if (!read) {
+      const bits = Buffer.from(committedShares, 'base64');
+      read = all()
+        .then((shares) => shares.filter((share) => isCommittedShare(bits, share.shareIndex)))
+        .finally(() => this.snapshotReads.delete(key));
+      this.snapshotReads.set(key, read);
+    }
+    return read;
+  }
+
+  /** A page of the grabbed shares, oldest first (share indexes are unique in a packet, so the keyset is whole); a cursor is a grant id. */
+  sharesPage(packetId: string, page: KeysetPage) {
+    return this.deps.prisma.redPacketGrab.findMany({ where: { packetId }, ...keysetArgs(page, [{ grabbedAt: 'asc' }, { shareIndex: 'asc' }], (id) => ({ id })) });
+  }
+
+  /** The newest `count` grabbed shares, newest first. */
+  latestShares(packetId: string, count: number) {
+    return this.deps.prisma.redPacketGrab.findMany({ where: { packetId }, orderBy: [{ grabbedAt: 'desc' }, { shareIndex: 'desc' }], take: count });
   }
 
   /** The largest share, the earliest grab on a tie. */

@@ -12,10 +12,10 @@ export interface SplitSpec {
 
 export const SPLIT_LIMITS = { maxCount: 10_000, maxTotalAmount: 100_000_000 } as const;
 
-/** Why a spec cannot be split, or null when it can. */
-export function splitProblem({ totalAmount, count, minAmount, maxAmount }: SplitSpec): string | null {
-  if (count * minAmount > totalAmount) return `count × minAmount (${count * minAmount}) exceeds totalAmount (${totalAmount})`;
-  if (count * maxAmount < totalAmount) return `count × maxAmount (${count * maxAmount}) is below totalAmount (${totalAmount})`;
+/** Why a spec cannot be split (the bound that count shares of it miss the total by), or null when it can. */
+export function splitProblem({ totalAmount, count, minAmount, maxAmount }: SplitSpec): { bound: 'min' | 'max'; product: number; total: number } | null {
+  if (count * minAmount > totalAmount) return { bound: 'min', product: count * minAmount, total: totalAmount };
+  if (count * maxAmount < totalAmount) return { bound: 'max', product: count * maxAmount, total: totalAmount };
   return null;
 }
 
@@ -30,7 +30,7 @@ export function widestMaxAmount(totalAmount: number, count: number, minAmount: n
  */
 export function splitAmount(spec: SplitSpec, random: RandomSource = cryptoRandom): number[] {
   const problem = splitProblem(spec);
-  if (problem) throw new RangeError(problem);
+  if (problem) throw new RangeError(`count × ${problem.bound}Amount (${problem.product}) misses totalAmount (${problem.total})`);
   const shares = spec.mode === 'RANDOM' ? doubleAverage(spec, random) : spec.mode === 'NORMAL' ? bellShaped(spec, random) : equal(spec);
   return shuffle(shares, random);
 }

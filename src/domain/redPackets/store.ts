@@ -1,5 +1,5 @@
-import type { Redis } from 'ioredis';
 import type { Missing } from '../../infra/campaign/campaign.ts';
+import type { RedisClient } from '../../infra/redis/connection.ts';
 import { campaignKeys, keysExpireAt, retainUntil } from '../../infra/redis/keys.ts';
 import { type ReplyOf, type Scripts, defineScript } from '../../infra/redis/scripts.ts';
 import { hsetIfExists } from '../../infra/redis/sharedScripts.ts';
@@ -9,10 +9,14 @@ export function redPacketKeys(packetId: string) {
   return campaignKeys('rp', packetId, ['meta', 'shares', 'grabs', 'journal', 'rebuilding']);
 }
 
+/** Who paid for a packet: the sender's wallet, or the shop (operators only). */
+export type RedPacketFunding = 'WALLET' | 'SHOP';
+
 /** What a packet is: fixed at creation, but for the refund recorded after expiry. */
 interface RedPacketTerms {
   id: string;
   senderId: string;
+  fundedBy: RedPacketFunding;
   totalAmount: number;
   count: number;
   mode: SplitMode;
@@ -28,8 +32,14 @@ export interface RedPacketState extends RedPacketTerms {
   remainingAmount: number;
   /** Grows with every change: one per grab, one for the settlement. */
   version: number;
-  /** Set in the states subscribers get (`CommittedRedPacket`): the committed grabs, oldest first. */
-  shares?: RedPacketShareView[];
+  /**
+   * Set in the states subscribers get (`CommittedRedPacket`), which are published as they
+   * are and so stay small whatever the packet's size: the newest committed grabs (at most
+   * LATEST_SHARES_MAX), newest first; the largest; and which shares are committed.
+   */
+  latestShares?: RedPacketShareView[];
+  bestLuck?: RedPacketShareView | null;
+  committedShares?: string;
   /** Set in the states subscribers get: the Redis time the state was read at, which its status is judged at. */
   asOfMs?: number;
 }
@@ -45,7 +55,26 @@ export interface RedPacketShareView {
 }
 
 /** A packet as PostgreSQL has committed it: `loadCommitted` in persistence.ts. */
-export type CommittedRedPacket = Omit<RedPacketTerms, 'id'> & { expiresAt: Date; shares: RedPacketShareView[] };
+export type CommittedRedPacket = Omit<RedPacketTerms, 'id'> &
+  Required<Pick<RedPacketState, 'latestShares' | 'bestLuck' | 'committedShares'>> & { expiresAt: Date; grabbedCount: number; grabbedAmount: number };
+
+/** The most newest shares a state carries, and RedPacket.latestShares gives. */
+export const LATEST_SHARES_MAX = 50;
+
+/**
+ * Which shares a snapshot holds, as a bitmap over share indexes (base64: 1.7 kB for
+ * 10,000 shares): what a subscriber that asks for every share reads them by, so they
+ * agree with the counts of its event although they are read later.
+ */
+export function committedSharesOf(shareIndexes: number[]): string {
+  const bits = Buffer.alloc(Math.ceil((Math.max(-1, ...shareIndexes) + 1) / 8));
+  for (const index of shareIndexes) bits[index >> 3]! |= 1 << (index & 7);
+  return bits.toString('base64');
+}
+
+export function isCommittedShare(committedShares: Buffer, shareIndex: number): boolean {
+  return ((committedShares[shareIndex >> 3] ?? 0) & (1 << (shareIndex & 7))) !== 0;
+}
 
 export type RedPacketStatus = 'ACTIVE' | 'EMPTY' | 'EXPIRED';
 
@@ -80,7 +109,7 @@ export type GrabReply = Exclude<ReplyOf<typeof grabRedPacket.replies>, Missing>;
 /** The red packet's Redis side: the grab script's binding, state reads, and rebuilds. */
 export class RedPacketStore {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly scripts: Scripts,
   ) {}
 
@@ -97,6 +126,8 @@ export class RedPacketStore {
     return {
       id: packetId,
       senderId: meta.senderId!,
+      // Keys written before packets were funded carry no field: those packets were the shop's.
+      fundedBy: meta.fundedBy === 'WALLET' ? 'WALLET' : 'SHOP',
       totalAmount: Number(meta.totalAmount),
       count,
       mode: meta.mode as SplitMode,
@@ -117,6 +148,7 @@ export class RedPacketStore {
     const expireAt = keysExpireAt(retainUntil(snapshot.expiresAt.getTime()));
     const meta: Record<string, string | number> = {
       senderId: snapshot.senderId,
+      fundedBy: snapshot.fundedBy,
       totalAmount: snapshot.totalAmount,
       count: snapshot.count,
       mode: snapshot.mode,

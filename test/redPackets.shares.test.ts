@@ -1,0 +1,102 @@
+import { Redis } from 'ioredis';
+import { describe, expect, it } from 'vitest';
+import { RedPacketSharesDocument, type RedPacketSharesQuery, RedPacketSlimDocument, type RedPacketSlimSubscription } from './gql/generated.ts';
+import { errorCodes, requestsAt, subscribeWs } from './support/client.ts';
+import { TEST_REDIS_URL, testEnv } from './support/env.ts';
+import { startedServer } from './support/lifecycle.ts';
+import { waitFor } from './support/poll.ts';
+import { redPacketsAt } from './support/redPackets.ts';
+import { tokenOf } from './support/tokens.ts';
+
+const env = testEnv('rp_shares');
+const started = startedServer(env);
+const VIEWER = 'shares-viewer';
+type Connection = NonNullable<RedPacketSharesQuery['redPacket']>['sharesConnection'];
+
+/** A packet of `count` shares with `grabbed` of them taken, one grabber after another. */
+async function packetWith(count: number, grabbed: number) {
+  const packets = redPacketsAt(started.server.url);
+  const packet = await packets.create('shares-sender', { totalAmount: count * 100, count });
+  for (let i = 0; i < grabbed; i++) expect((await packets.grab(`grabber-${i}`, packet.id)).__typename).toBe('GrabbedShare');
+  return packet;
+}
+
+describe('RedPacket.sharesConnection and latestShares', () => {
+  it('page the shares oldest first, as `shares`, and give the newest first, at most 50', async () => {
+    const packet = await packetWith(60, 55);
+    const { data } = requestsAt(started.server.url);
+    const all = (await redPacketsAt(started.server.url).packet(VIEWER, packet.id))!.shares;
+    expect(all).toHaveLength(55);
+
+    const paged = [];
+    let after: string | null | undefined = null;
+    for (let pages = 0; pages < 10; pages++) {
+      const { edges, pageInfo }: Connection = (await data(RedPacketSharesDocument, { id: packet.id, first: 20, after }, VIEWER)).redPacket!.sharesConnection;
+      paged.push(...edges.map((edge) => edge.node));
+      if (!pageInfo.hasNextPage) break;
+      after = pageInfo.endCursor;
+    }
+    expect(paged).toEqual(all);
+    const last = (await data(RedPacketSharesDocument, { id: packet.id, last: 5 }, VIEWER)).redPacket!;
+    expect(last.sharesConnection.edges.map((edge) => edge.node)).toEqual(all.slice(-5));
+    const before = (await data(RedPacketSharesDocument, { id: packet.id, last: 3, before: last.sharesConnection.pageInfo.startCursor }, VIEWER)).redPacket!;
+    expect(before.sharesConnection.edges.map((edge) => edge.node)).toEqual(all.slice(-8, -5));
+
+    expect(last.latestShares).toEqual(all.slice(-10).reverse());
+    const most = (await data(RedPacketSharesDocument, { id: packet.id, first: 1, count: 50 }, VIEWER)).redPacket!;
+    expect(most.latestShares).toEqual(all.slice(-50).reverse());
+  });
+
+  it('refuse garbage arguments and anonymous callers', async () => {
+    const packet = await packetWith(3, 1);
+    const { raw } = requestsAt(started.server.url);
+    for (const variables of [{ count: 0 }, { count: 51 }, { count: -1 }, { first: 101 }, { last: 101 }, { first: -1 }, { after: 'garbage' }, { before: '' }]) {
+      expect(errorCodes(await raw(RedPacketSharesDocument, { id: packet.id, ...variables }, VIEWER)), JSON.stringify(variables)).toEqual(['BAD_USER_INPUT']);
+    }
+    expect(errorCodes(await raw(RedPacketSharesDocument, { id: packet.id }))).toEqual(['UNAUTHENTICATED']);
+  });
+});
+
+describe('redPacketUpdated events', () => {
+  it('carry the counts and the newest shares, not every share, and still end on the final state', async () => {
+    const count = 60;
+    const packet = await packetWith(count, 0);
+    const bus = new Redis(TEST_REDIS_URL);
+    const published: string[] = [];
+    bus.on('message', (_channel, message: string) => published.push(message));
+    await bus.subscribe(`${env.keyPrefix}redPacket:${packet.id}`);
+    const watcher = subscribeWs(started.server.url, RedPacketSlimDocument, { packetId: packet.id }, await tokenOf(VIEWER));
+    try {
+      await watcher.until((events) => events.length >= 1);
+      const packets = redPacketsAt(started.server.url);
+      for (let i = 0; i < count; i++) await packets.grab(`slim-${i}`, packet.id);
+      await watcher.until(() => watcher.completed(), 10_000);
+      const states = watcher.events.map((event) => {
+        expect(event.errors).toBeUndefined();
+        return event.data!.redPacketUpdated as RedPacketSlimSubscription['redPacketUpdated'];
+      });
+      for (const state of states) {
+        const grabbed = state.count - state.remainingCount;
+        expect(state.latestShares).toHaveLength(Math.min(3, grabbed));
+        const times = state.latestShares.map((share) => share.grabbedAt);
+        expect([...times].sort().reverse()).toEqual(times);
+      }
+      const final = states.at(-1)!;
+      const all = (await packets.packet(VIEWER, packet.id))!;
+      expect(final).toMatchObject({ status: 'EMPTY', remainingCount: 0, bestLuck: { amount: all.bestLuck!.amount } });
+      expect(final.latestShares).toEqual(all.shares.slice(-3).reverse());
+
+      // What went over the bus: no list of every share, only the 50 newest.
+      await waitFor('the final state on the bus', () => published.some((message) => JSON.parse(message).remainingCount === 0));
+      for (const message of published) {
+        const state = JSON.parse(message);
+        expect(state.shares).toBeUndefined();
+        expect(state.latestShares.length).toBeLessThanOrEqual(50);
+      }
+      expect(JSON.parse(published.at(-1)!).latestShares).toHaveLength(50);
+    } finally {
+      watcher.close();
+      bus.disconnect();
+    }
+  });
+});
