@@ -16,6 +16,7 @@
   ARGV[5] the range of u (2^48 - 1)
   ARGV[6] clock offset in ms added to Redis TIME; always 0 unless the server runs with TEST_CLOCK
   ARGV[7] activity id
+  ARGV[8] the points the caller reserved for this draw (draw id): 0 for a free draw
 
   Returns
     {'missing'}                                             meta missing: rebuild, then retry
@@ -24,10 +25,11 @@
     {'repeated', drawId, drawnAtMs, prizeJson or '', version}
                                                             this requestId was drawn before (the prize
                                                             as it is now, the version it was drawn with)
-    {'inactive', reason, startsAtMs, endsAtMs}              not active: ENDED, PAUSED, NOT_STARTED,
+    {'inactive', reason, startsAtMs, endsAtMs, nowMs}       not active: ENDED, PAUSED, NOT_STARTED,
                                                             SOLD_OUT (TIMED: nothing released, no consolation left)
     {'limit', dailyDrawLimit, resetsAtMs}                   the user's draws today reached the limit
     {'reroll'}                                              call again with a new u; nothing changed
+    {'unpaid', drawCostPoints}                              ARGV[8] is not the draw's cost; nothing changed
 
   Why the WEIGHTED choice is exact. T, the sum of the available prizes' weights plus
   noPrizeWeight, is at most 21 * 10^6 (input limits), and u < 2^48: every number here
@@ -73,13 +75,20 @@ if requestId ~= '' then
   end
 end
 
+-- No draw without payment: a paid draw runs only on the reservation of its exact cost,
+-- which PostgreSQL checks again when the draw is committed.
+local cost = settings.drawCostPoints or 0
+if tonumber(ARGV[8]) ~= cost then
+  return {'unpaid', cost}
+end
+
 local now = now_ms() + tonumber(ARGV[6])
 if now >= settings.endsAtMs then
-  return {'inactive', 'ENDED', settings.startsAtMs, settings.endsAtMs}
+  return {'inactive', 'ENDED', settings.startsAtMs, settings.endsAtMs, now}
 elseif settings.paused then
-  return {'inactive', 'PAUSED', settings.startsAtMs, settings.endsAtMs}
+  return {'inactive', 'PAUSED', settings.startsAtMs, settings.endsAtMs, now}
 elseif now < settings.startsAtMs then
-  return {'inactive', 'NOT_STARTED', settings.startsAtMs, settings.endsAtMs}
+  return {'inactive', 'NOT_STARTED', settings.startsAtMs, settings.endsAtMs, now}
 end
 
 -- Same rule as offsetAt in src/domain/lottery/timezone.ts.
@@ -158,7 +167,7 @@ else
       if candidate.kind == 'CONSOLATION' and #candidate.hourlyQuota == 0 then prize = candidate end
     end
     if not prize or stock_left(prize) <= 0 then
-      return {'inactive', 'SOLD_OUT', settings.startsAtMs, settings.endsAtMs}
+      return {'inactive', 'SOLD_OUT', settings.startsAtMs, settings.endsAtMs, now}
     end
   end
 end
@@ -199,7 +208,7 @@ local fields = {
   'dailyUnit', tostring(dailyUnit), 'winSeq', tostring(winSeq), 'releaseAt', releaseAt or '',
   'u', total == '' and '' or ARGV[4], 'total', tostring(total), 'roll', tostring(roll),
   'pool', table.concat(pool, ','), 'version', tostring(settings.version), 'at', tostring(now),
-  'snapshot', snapshot,
+  'snapshot', snapshot, 'cost', tostring(cost),
 }
 local entryId = redis.call('XADD', KEYS[6], '*', unpack(fields))
 return {'drawn', drawId, now, snapshot, settings.version, entryId, fields}

@@ -118,7 +118,7 @@ describe('createLotteryActivity refuses malformed input with BAD_USER_INPUT and 
 
   it('reports which field is wrong', async () => {
     const response = await lottery.raw(CreateLotteryDocument, { input: { ...valid, endsAt: valid.startsAt } }, OPERATOR, { admin: true });
-    expect(response.body.errors?.[0]?.extensions?.issues).toEqual([{ path: ['input', 'endsAt'], message: 'endsAt must be after startsAt' }]);
+    expect(response.body.errors?.[0]?.extensions?.issues).toEqual([{ path: ['input', 'endsAt'], message: 'endsAt must be after startsAt', code: 'ENDS_BEFORE_STARTS' }]);
   });
 });
 

@@ -61,7 +61,7 @@ export async function run(args: string[]): Promise<void> {
   }
 }
 
-interface Shape {
+export interface Shape {
   redemptions: number;
   connections: number;
   users: number;
@@ -172,14 +172,14 @@ async function viaPostgres(schema: string, shape: Shape, violations: string[]): 
 }
 
 /** (c) The ceiling: the redeem script alone, on keys of its own (no server sweeps them), nothing persisted. */
-async function viaScript(keyPrefix: string, shape: Shape, violations: string[]): Promise<Measurement> {
+export async function viaScript(keyPrefix: string, shape: Shape, violations: string[]): Promise<Measurement> {
   const redis = new Redis(TEST_REDIS_URL, { keyPrefix });
   const store = new PointsStore(redis, new Scripts(redis));
   const goodsId = randomUUID();
   const codes = voucherCodes('CEILING', shape.redemptions);
   await store.writeGoods({ id: goodsId, pointsCost: COST, perUserLimit: 0, pooled: true, stock: codes.length, remaining: codes.length, freeCodes: codes, lastSeqByUser: {} });
   const nowMs = Date.now();
-  for (let i = 0; i < shape.users; i++) await store.writeBalance({ userId: userId(i), balance: shape.award, recent: [] }, nowMs);
+  for (let i = 0; i < shape.users; i++) await store.writeBalance({ userId: userId(i), balance: shape.award, recent: [], settledDraws: [], drawHolds: [] }, nowMs);
   let granted = 0;
   const measurement = await measureConcurrent('(c) Lua script via ioredis (ceiling)', shape.redemptions, shape.connections, async (i) => {
     const reply = await store.redeem(userId(i % shape.users), goodsId, `ceiling-${i}`, randomUUID());

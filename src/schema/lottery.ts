@@ -6,9 +6,13 @@ import { createLotteryInput, requestIdInput, updateLotteryInput } from '../domai
 import { ActivityNotActive, DrawLimitReached } from '../domain/lottery/problems.ts';
 import { LOTTERY_LIMITS } from '../domain/lottery/settings.ts';
 import type { LotteryActivityView, LotteryLoseView, LotteryWinView, PrizeView } from '../domain/lottery/views.ts';
+import type { UserDrawView } from '../domain/me/history.ts';
+import { InsufficientPoints } from '../domain/points/problems.ts';
 import { aliasScope, userIdRule } from '../domain/privacy.ts';
 import { NotFound } from '../domain/problems.ts';
+import { rethrowInLocale } from '../i18n/issues.ts';
 import { asProblem, shownUserId, watchExisting } from './common.ts';
+import { keysetConnection } from './connections.ts';
 
 const USER_IDS = userIdRule('this lottery activity');
 
@@ -45,6 +49,7 @@ const Prize = builder.objectRef<PrizeView>('Prize').implement({
 });
 
 const LotteryActivity = builder.objectRef<LotteryActivityView>('LotteryActivity').implement({
+  description: 'Absolute state: clients count down to startsAt and endsAt against serverTime.',
   fields: (t) => ({
     id: t.exposeID('id'),
     title: t.string({ resolve: (activity) => activity.settings.title }),
@@ -57,8 +62,24 @@ const LotteryActivity = builder.objectRef<LotteryActivityView>('LotteryActivity'
     noPrizeWeight: t.int({ resolve: (activity) => activity.settings.noPrizeWeight }),
     dailyDrawLimit: t.int({ description: '0 = unlimited.', resolve: (activity) => activity.settings.dailyDrawLimit }),
     dailyWinLimit: t.int({ description: '0 = unlimited.', resolve: (activity) => activity.settings.dailyWinLimit }),
+    drawCostPoints: t.int({ description: 'Points each draw costs; 0 = free.', resolve: (activity) => activity.settings.drawCostPoints ?? 0 }),
     timezone: t.string({ description: 'Daily limits and stock reset at midnight here.', resolve: (activity) => activity.settings.timezone }),
     settingsVersion: t.int({ description: 'Grows by one with every change; stored with every draw.', resolve: (activity) => activity.settings.version }),
+    serverTime: t.expose('serverTime', { type: 'DateTime', description: 'When status was judged, by the clock draws use (Redis time).' }),
+  }),
+});
+
+/** A draw in its user's history (Me.draws). */
+export const LotteryDrawRecord = builder.objectRef<UserDrawView>('LotteryDrawRecord').implement({
+  fields: (t) => ({
+    id: t.exposeID('id', { description: 'The drawId drawLottery answered with.' }),
+    activityId: t.exposeID('activityId'),
+    activity: t.field({ type: LotteryActivity, nullable: true, description: 'The activity as it is now.', resolve: (draw, _args, { app }) => app.lottery.get(draw.activityId) }),
+    won: t.boolean({ resolve: (draw) => draw.prize !== null }),
+    prize: t.field({ type: Prize, nullable: true, description: 'The prize as it was when won; null for a losing draw.', resolve: (draw) => draw.prize }),
+    drawnAt: t.expose('drawnAt', { type: 'DateTime' }),
+    costPoints: t.exposeInt('costPoints', { description: 'Points the draw cost; 0 for a free one.' }),
+    settingsVersion: t.exposeInt('settingsVersion'),
   }),
 });
 
@@ -100,10 +121,11 @@ builder.objectType(ActivityNotActive, {
     reason: t.expose('reason', { type: InactiveReason }),
     startsAt: t.expose('startsAt', { type: 'DateTime' }),
     endsAt: t.expose('endsAt', { type: 'DateTime' }),
+    serverTime: t.expose('serverTime', { type: 'DateTime', description: 'When the draw was refused, by the clock draws use.' }),
   }),
 });
 
-const drawProblems = [DrawLimitReached, ActivityNotActive, NotFound];
+const drawProblems = [DrawLimitReached, ActivityNotActive, InsufficientPoints, NotFound];
 type DrawProblem = InstanceType<(typeof drawProblems)[number]>;
 
 // A win and a loss are both successes, and the errors plugin builds unions around one
@@ -150,6 +172,10 @@ const CreateLotteryInput = builder
       noPrizeWeight: t.int({ defaultValue: 0 }),
       dailyDrawLimit: t.int({ defaultValue: 0, description: '0 = unlimited.' }),
       dailyWinLimit: t.int({ defaultValue: 0, description: '0 = unlimited.' }),
+      drawCostPoints: t.int({
+        defaultValue: 0,
+        description: 'Points each draw costs (0 to 1,000,000; 0 = free). A draw that does not happen (limit, inactive, sold out) spends nothing.',
+      }),
       timezone: t.string({ defaultValue: 'Asia/Shanghai' }),
       prizes: t.field({ type: [PrizeInput], required: true }),
     }),
@@ -189,6 +215,20 @@ builder.queryField('lotteryActivity', (t) =>
   }),
 );
 
+builder.queryField('lotteryActivities', (t) =>
+  t.withAuth({ signedIn: true }).connection({
+    type: LotteryActivity,
+    description: 'The lottery catalog, newest first.',
+    args: { status: t.arg({ type: LotteryStatus, description: 'Only the activities of this status now; unset: all.' }) },
+    resolve: (_root, { status, ...args }, { app }) =>
+      keysetConnection(
+        args,
+        (page) => app.lottery.list(status ?? null, page),
+        (activity) => activity.id,
+      ),
+  }),
+);
+
 builder.queryField('lotteryDrawAudit', (t) =>
   t.withAuth({ admin: true }).field({
     type: LotteryDrawAudit,
@@ -211,7 +251,8 @@ builder.mutationField('createLotteryActivity', (t) =>
 builder.mutationField('drawLottery', (t) =>
   t.withAuth({ signedIn: true }).field({
     type: DrawLotteryResult,
-    description: 'One draw; a result is already committed in PostgreSQL. The same requestId returns the first result and counts once.',
+    description:
+      'One draw; a result is already committed in PostgreSQL, with its cost in points and any POINTS prize. The same requestId returns the first result, counts once and pays once. InsufficientPoints: the balance does not cover drawCostPoints; nothing was spent.',
     args: {
       activityId: t.arg.id({ required: true }),
       requestId: t.arg.string({ validate: requestIdInput }),
@@ -230,7 +271,7 @@ builder.mutationField('updateLotteryActivity', (t) =>
       activityId: t.arg.id({ required: true }),
       input: t.arg({ type: UpdateLotteryInput, required: true }),
     },
-    resolve: (_root, { activityId, input }, { app, viewer }) => app.lottery.update(viewer.userId, String(activityId), input),
+    resolve: (_root, { activityId, input }, { app, viewer, locale }) => app.lottery.update(viewer.userId, String(activityId), input).catch(rethrowInLocale(locale)),
   }),
 );
 

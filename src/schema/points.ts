@@ -1,13 +1,20 @@
 import { builder } from '../builder.ts';
-import { awardPointsArgs, createGoodsInput, listLimit, listOffset, redeemPointsArgs } from '../domain/points/input.ts';
+import { awardPointsArgs, createGoodsInput, listLimit, listOffset, redeemPointsArgs, redemptionUpdatedArgs } from '../domain/points/input.ts';
 import { InsufficientPoints, OutOfStock, PerUserLimitReached } from '../domain/points/problems.ts';
 import { NotFound } from '../domain/problems.ts';
 import { RedemptionStatus } from '../generated/prisma/enums.ts';
-import { asProblem } from './common.ts';
+import { isOperator } from '../infra/auth/tokens.ts';
+import { asProblem, watchExisting } from './common.ts';
 
 const RedemptionStatusEnum = builder.enumType(RedemptionStatus, {
   name: 'RedemptionStatus',
   description: 'PENDING until the delivery worker has handed the voucher over.',
+});
+
+const RedemptionDelivery = builder.enumType('RedemptionDelivery', {
+  description:
+    'Where the delivery of a redemption stands. QUEUED: no attempt has failed yet; RETRYING: the last attempt failed and another comes (at nextDeliveryAttemptAt); DELIVERED: handed over, final.',
+  values: ['QUEUED', 'RETRYING', 'DELIVERED'] as const,
 });
 
 const Redemption = builder.prismaObject('Redemption', {
@@ -22,10 +29,20 @@ const Redemption = builder.prismaObject('Redemption', {
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
     deliveredAt: t.expose('deliveredAt', { type: 'DateTime', nullable: true }),
     deliveryAttempts: t.exposeInt('deliveryAttempts'),
+    delivery: t.field({
+      type: RedemptionDelivery,
+      resolve: (redemption) => (redemption.status === 'DELIVERED' ? 'DELIVERED' : redemption.lastError === null ? 'QUEUED' : 'RETRYING'),
+    }),
+    nextDeliveryAttemptAt: t.field({
+      type: 'DateTime',
+      nullable: true,
+      description: 'While RETRYING: when the next attempt is due (it may come a little later).',
+      resolve: (redemption) => (redemption.status === 'PENDING' && redemption.lastError !== null ? redemption.nextAttemptAt : null),
+    }),
   }),
 });
 
-const Goods = builder.prismaObject('Goods', {
+export const Goods = builder.prismaObject('Goods', {
   fields: (t) => ({
     id: t.exposeID('id'),
     title: t.exposeString('title'),
@@ -40,7 +57,7 @@ const Goods = builder.prismaObject('Goods', {
   }),
 });
 
-const Me = builder.objectRef<{ userId: string }>('Me').implement({
+export const Me = builder.objectRef<{ userId: string }>('Me').implement({
   fields: (t) => ({
     userId: t.exposeID('userId'),
     pointsBalance: t.int({ description: 'Spendable points.', resolve: (me, _args, { app }) => app.points.balance(me.userId) }),
@@ -143,5 +160,19 @@ builder.mutationField('redeemPoints', (t) =>
     },
     args: t.validate({ goodsId: t.arg.id({ required: true }), requestId: t.arg.string({ required: true }) }, redeemPointsArgs),
     resolve: (_root, { goodsId, requestId }, { app, viewer }) => app.points.redeem(viewer.userId, goodsId, requestId),
+  }),
+);
+
+builder.subscriptionField('redemptionUpdated', (t) =>
+  t.withAuth({ signedIn: true }).field({
+    type: Redemption,
+    description:
+      "One of my redemptions (any, for operators) as its delivery moves: the current state first, then after each failed attempt and at the delivery; completes once DELIVERED. Moves close together may be merged into the newest. Someone else's redemption, or an unknown id: NOT_FOUND.",
+    args: t.validate({ redemptionId: t.arg.id({ required: true }) }, redemptionUpdatedArgs),
+    subscribe: (_root, { redemptionId }, { app, viewer }) =>
+      watchExisting(`redemption ${redemptionId}`, app.points.visibleRedemption(redemptionId, { userId: viewer.userId, operator: isOperator(viewer) }), () =>
+        app.points.watchRedemption(redemptionId),
+      ),
+    resolve: (state) => state,
   }),
 );

@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
+import { type RuleInputIssue, ruleInputIssue } from '../../i18n/issues.ts';
+import type { InputRule, RuleValues } from '../../i18n/messages.ts';
 import type { CreateLotteryInput, UpdateLotteryInput } from './input.ts';
-import { LOTTERY_LIMITS, type LotterySettings, type SettingsIssue, lotteryRetainUntil, settingsIssues } from './settings.ts';
+import { LOTTERY_LIMITS, type LotterySettings, lotteryRetainUntil, settingsIssues } from './settings.ts';
 import { utcOffsetTable } from './timezone.ts';
 
 /** Version 1 of a new activity's settings: not paused, every prize given a fresh id. */
@@ -18,6 +20,7 @@ export function firstSettings(input: CreateLotteryInput): LotterySettings {
     noPrizeWeight: input.noPrizeWeight,
     dailyDrawLimit: input.dailyDrawLimit,
     dailyWinLimit: input.dailyWinLimit,
+    drawCostPoints: input.drawCostPoints,
     timezone: input.timezone,
     utcOffsets: utcOffsetTable(input.timezone, startsAtMs, endsAtMs),
     prizes: input.prizes.map((prize) => ({
@@ -33,38 +36,38 @@ export function firstSettings(input: CreateLotteryInput): LotterySettings {
   };
 }
 
-export type SettingsChange = { kind: 'changed'; settings: LotterySettings; topUps: Map<string, number> } | { kind: 'invalid'; issues: SettingsIssue[] };
+export type SettingsChange = { kind: 'changed'; settings: LotterySettings; topUps: Map<string, number> } | { kind: 'invalid'; issues: RuleInputIssue[] };
 
 /**
  * The next version of an activity's settings with an operator's change applied, and the
  * stock to add per prize; or why the change does not fit this activity.
  */
 export function changeSettings(current: LotterySettings, input: UpdateLotteryInput): SettingsChange {
-  const issues: SettingsIssue[] = [];
+  const issues: RuleInputIssue[] = [];
   const weighted = current.strategy === 'WEIGHTED';
-  const onlyFor = (applies: boolean, path: (string | number)[], message: string) => {
-    if (!applies) issues.push({ path, message });
+  const onlyFor = (applies: boolean, path: (string | number)[], rule: InputRule, values?: RuleValues) => {
+    if (!applies) issues.push(ruleInputIssue(path, rule, values));
   };
-  onlyFor(weighted || input.noPrizeWeight == null, ['noPrizeWeight'], 'noPrizeWeight is for WEIGHTED activities');
+  onlyFor(weighted || input.noPrizeWeight == null, ['noPrizeWeight'], 'ONLY_WEIGHTED', { field: 'noPrizeWeight' });
 
   const topUps = new Map<string, number>();
   const prizes = current.prizes.map((prize) => ({ ...prize }));
   (input.prizes ?? []).forEach((change, i) => {
     const prize = prizes.find((candidate) => candidate.id === change.prizeId);
     if (!prize) {
-      issues.push({ path: ['prizes', i, 'prizeId'], message: `prize ${change.prizeId} is not in this activity` });
+      issues.push(ruleInputIssue(['prizes', i, 'prizeId'], 'UNKNOWN_PRIZE', { prizeId: change.prizeId }));
       return;
     }
-    onlyFor(weighted || change.weight == null, ['prizes', i, 'weight'], 'weight is for WEIGHTED activities');
-    onlyFor(weighted || change.dailyStock == null, ['prizes', i, 'dailyStock'], 'dailyStock is for WEIGHTED activities');
-    onlyFor(change.hourlyQuota == null || prize.hourlyQuota.length === 24, ['prizes', i, 'hourlyQuota'], 'hourlyQuota is for the scheduled prizes of TIMED activities');
+    onlyFor(weighted || change.weight == null, ['prizes', i, 'weight'], 'ONLY_WEIGHTED', { field: 'weight' });
+    onlyFor(weighted || change.dailyStock == null, ['prizes', i, 'dailyStock'], 'ONLY_WEIGHTED', { field: 'dailyStock' });
+    onlyFor(change.hourlyQuota == null || prize.hourlyQuota.length === 24, ['prizes', i, 'hourlyQuota'], 'HOURLY_QUOTA_ONLY_SCHEDULED');
     if (change.weight != null) prize.weight = change.weight;
     if (change.dailyStock != null) prize.dailyStock = change.dailyStock;
     if (change.hourlyQuota != null) prize.hourlyQuota = change.hourlyQuota;
     if (change.addStock != null) {
       prize.totalStock += change.addStock;
       topUps.set(prize.id, change.addStock);
-      onlyFor(prize.totalStock <= LOTTERY_LIMITS.maxStock, ['prizes', i, 'addStock'], `a prize's totalStock is at most ${LOTTERY_LIMITS.maxStock}`);
+      onlyFor(prize.totalStock <= LOTTERY_LIMITS.maxStock, ['prizes', i, 'addStock'], 'TOTAL_STOCK_TOO_BIG', { max: LOTTERY_LIMITS.maxStock });
     }
   });
 

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ruleIssue } from '../../i18n/issues.ts';
 import { LOTTERY_LIMITS as L, settingsIssues } from './settings.ts';
 import { isTimezone } from './timezone.ts';
 
@@ -28,7 +29,8 @@ export const createLotteryInput = z
     noPrizeWeight: weight,
     dailyDrawLimit: dailyLimit,
     dailyWinLimit: dailyLimit,
-    timezone: z.string().max(64).refine(isTimezone, 'unknown timezone (use an IANA name such as Asia/Shanghai)'),
+    drawCostPoints: z.number().int().min(0, 'drawCostPoints must not be negative').max(L.maxDrawCostPoints).default(0),
+    timezone: z.string().max(64).refine(isTimezone, ruleIssue('UNKNOWN_TIMEZONE')),
     prizes: z.array(prizeInput).min(1, 'an activity needs at least one prize').max(L.maxPrizes),
   })
   .superRefine((input, ctx) => {
@@ -45,7 +47,7 @@ export const createLotteryInput = z
         hourlyQuota: prize.hourlyQuota ?? [],
       })),
     });
-    for (const { path, message } of issues) ctx.addIssue({ code: 'custom', path, message });
+    for (const { path, code, values } of issues) ctx.addIssue({ ...ruleIssue(code, values), path });
   });
 
 export type CreateLotteryInput = z.infer<typeof createLotteryInput>;
@@ -72,9 +74,9 @@ export const updateLotteryInput = z
     prizes: z.array(prizeUpdate).max(L.maxPrizes).nullish(),
   })
   .superRefine((input, ctx) => {
-    if (Object.values(input).every((value) => value == null)) ctx.addIssue({ code: 'custom', path: [], message: 'nothing to change' });
+    if (Object.values(input).every((value) => value == null)) ctx.addIssue({ ...ruleIssue('NOTHING_TO_CHANGE'), path: [] });
     const ids = (input.prizes ?? []).map((prize) => prize.prizeId);
-    if (new Set(ids).size !== ids.length) ctx.addIssue({ code: 'custom', path: ['prizes'], message: 'each prize at most once' });
+    if (new Set(ids).size !== ids.length) ctx.addIssue({ ...ruleIssue('DUPLICATE_PRIZE'), path: ['prizes'] });
   });
 
 export type UpdateLotteryInput = z.infer<typeof updateLotteryInput>;

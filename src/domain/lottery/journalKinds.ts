@@ -28,6 +28,12 @@ const drawFields = z.object({
   version: int,
   at: int,
   snapshot: blankOr(z.string()),
+  /** Entries journaled before paid draws existed carry no cost. */
+  cost: z
+    .string()
+    .optional()
+    .transform((cost) => Number(cost ?? 0))
+    .pipe(z.number().int().min(0)),
 });
 
 /**
@@ -36,6 +42,12 @@ const drawFields = z.object({
  * day, the requestId) is a unique key, so a replay is a no-op and a draw that clashes
  * with a different durable draw (Redis lost data and was rebuilt while draws were in
  * flight) is reported as a conflict instead of granting a unit twice.
+ *
+ * Points move in the same statement (src/domain/points/drawPayments.ts): a paid draw is
+ * inserted only on its reservation, locked and still RESERVED, which it turns PAID with
+ * a ledger debit; one whose reservation the sweeper released is a conflict (no draw
+ * without payment, no payment without a draw). A POINTS prize is credited to the
+ * winner's account and ledger, once per draw id.
  */
 export const drawJournalKind = entryKind({
   kind: 'lottery.draw',
@@ -43,33 +55,65 @@ export const drawJournalKind = entryKind({
   async persist(db, entries) {
     const draws = entries.map(({ fields }) => fields);
     const inserted = await db.$queryRaw<{ id: string }[]>(Prisma.sql`
-      INSERT INTO lottery_draw (id, activity_id, user_id, request_id, local_day, draw_seq, prize_id, stock_unit, daily_unit, win_seq,
-        release_at, random_input, weight_total, roll, pool, settings_version, prize_snapshot, drawn_at)
-      SELECT d.id, d.activity_id, d.user_id, d.request_id, DATE '1970-01-01' + d.day, d.seq, d.prize_id, d.unit, d.daily_unit, d.win_seq,
-        to_timestamp(d.release_ms / 1000.0), d.u, d.total, d.roll, COALESCE(string_to_array(NULLIF(d.pool, ''), ','), '{}')::int[], d.version,
-        d.snapshot::jsonb, to_timestamp(d.at_ms / 1000.0)
-      FROM ${unnest('d', draws, {
-        id: ['text', (draw) => draw.draw],
-        activity_id: ['text', (draw) => draw.activity],
-        user_id: ['text', (draw) => draw.user],
-        request_id: ['text', (draw) => draw.request],
-        day: ['int', (draw) => draw.day],
-        seq: ['int', (draw) => draw.seq],
-        prize_id: ['text', (draw) => draw.prize],
-        unit: ['int', (draw) => draw.unit],
-        daily_unit: ['int', (draw) => draw.dailyUnit],
-        win_seq: ['int', (draw) => draw.winSeq],
-        release_ms: ['bigint', (draw) => draw.releaseAt],
-        u: ['bigint', (draw) => draw.u],
-        total: ['int', (draw) => draw.total],
-        roll: ['int', (draw) => draw.roll],
-        pool: ['text', (draw) => draw.pool],
-        version: ['int', (draw) => draw.version],
-        snapshot: ['text', (draw) => draw.snapshot],
-        at_ms: ['bigint', (draw) => draw.at],
-      })}
-      ON CONFLICT DO NOTHING
-      RETURNING id`);
+      WITH d AS (
+        SELECT * FROM ${unnest('d', draws, {
+          id: ['text', (draw) => draw.draw],
+          activity_id: ['text', (draw) => draw.activity],
+          user_id: ['text', (draw) => draw.user],
+          request_id: ['text', (draw) => draw.request],
+          day: ['int', (draw) => draw.day],
+          seq: ['int', (draw) => draw.seq],
+          prize_id: ['text', (draw) => draw.prize],
+          unit: ['int', (draw) => draw.unit],
+          daily_unit: ['int', (draw) => draw.dailyUnit],
+          win_seq: ['int', (draw) => draw.winSeq],
+          release_ms: ['bigint', (draw) => draw.releaseAt],
+          u: ['bigint', (draw) => draw.u],
+          total: ['int', (draw) => draw.total],
+          roll: ['int', (draw) => draw.roll],
+          pool: ['text', (draw) => draw.pool],
+          version: ['int', (draw) => draw.version],
+          snapshot: ['text', (draw) => draw.snapshot],
+          at_ms: ['bigint', (draw) => draw.at],
+          cost: ['int', (draw) => draw.cost],
+        })}
+      ),
+      reserved AS MATERIALIZED (
+        SELECT p.draw_id FROM draw_payment p JOIN d ON d.id = p.draw_id AND d.cost > 0
+        WHERE p.status = 'RESERVED' AND p.cost = d.cost AND p.user_id = d.user_id
+        ORDER BY p.draw_id FOR UPDATE OF p
+      ),
+      inserted AS (
+        INSERT INTO lottery_draw (id, activity_id, user_id, request_id, local_day, draw_seq, prize_id, stock_unit, daily_unit, win_seq,
+          release_at, random_input, weight_total, roll, pool, settings_version, prize_snapshot, drawn_at, cost_points)
+        SELECT d.id, d.activity_id, d.user_id, d.request_id, DATE '1970-01-01' + d.day, d.seq, d.prize_id, d.unit, d.daily_unit, d.win_seq,
+          to_timestamp(d.release_ms / 1000.0), d.u, d.total, d.roll, COALESCE(string_to_array(NULLIF(d.pool, ''), ','), '{}')::int[], d.version,
+          d.snapshot::jsonb, to_timestamp(d.at_ms / 1000.0), d.cost
+        FROM d WHERE d.cost = 0 OR d.id IN (SELECT draw_id FROM reserved)
+        ON CONFLICT DO NOTHING
+        RETURNING id, activity_id, user_id, request_id, cost_points, drawn_at,
+          CASE WHEN prize_snapshot->>'kind' = 'POINTS' THEN (prize_snapshot->>'points')::int ELSE 0 END AS prize_points
+      ),
+      paid AS (
+        UPDATE draw_payment p SET status = 'PAID', prize_points = i.prize_points, settled_at = CASE WHEN i.prize_points = 0 THEN now() END
+        FROM inserted i WHERE p.draw_id = i.id AND i.cost_points > 0
+      ),
+      free_won AS (
+        INSERT INTO draw_payment (draw_id, user_id, activity_id, request_id, cost, status, prize_points, reserved_at, release_after)
+        SELECT id, user_id, activity_id, request_id, 0, 'PAID', prize_points, drawn_at, drawn_at FROM inserted WHERE cost_points = 0 AND prize_points > 0
+      ),
+      ledgered AS (
+        INSERT INTO points_ledger (user_id, delta, reason, draw_id, created_at)
+        SELECT user_id, -cost_points, 'lottery draw', id, drawn_at FROM inserted WHERE cost_points > 0
+        UNION ALL
+        SELECT user_id, prize_points, 'lottery prize', id, drawn_at FROM inserted WHERE prize_points > 0
+      ),
+      credited AS (
+        INSERT INTO points_account AS a (user_id, balance)
+        SELECT user_id, sum(prize_points) FROM inserted WHERE prize_points > 0 GROUP BY user_id ORDER BY user_id
+        ON CONFLICT (user_id) DO UPDATE SET balance = a.balance + EXCLUDED.balance
+      )
+      SELECT id FROM inserted`);
     return conflictingEntries(
       entries,
       (draw) => draw.draw,

@@ -1,5 +1,6 @@
-import type { PrismaClient } from '../../generated/prisma/client.ts';
-import type { LotterySettings } from './settings.ts';
+import type { Prisma, PrismaClient } from '../../generated/prisma/client.ts';
+import { type KeysetPage, keysetArgs } from '../../infra/db/pages.ts';
+import type { LotterySettings, LotteryStatus } from './settings.ts';
 import type { LotterySnapshot } from './store.ts';
 import { localDate, localDay } from './timezone.ts';
 
@@ -23,6 +24,7 @@ export async function insertActivity(prisma: PrismaClient, { id, createdBy, sett
         noPrizeWeight: settings.noPrizeWeight,
         dailyDrawLimit: settings.dailyDrawLimit,
         dailyWinLimit: settings.dailyWinLimit,
+        drawCostPoints: settings.drawCostPoints ?? 0,
         timezone: settings.timezone,
         settingsVersion: settings.version,
         createdBy,
@@ -180,4 +182,29 @@ export async function loadDrawForAudit(prisma: PrismaClient, drawId: string): Pr
     select: { settings: true },
   });
   return { ...draw, settings: version ? (version.settings as unknown as LotterySettings) : null };
+}
+
+/** lotteryStatus (settings.ts) as a filter on the columns that mirror the newest settings. */
+function statusFilter(status: LotteryStatus, now: Date): Prisma.LotteryActivityWhereInput {
+  const running = { endsAt: { gt: now } };
+  switch (status) {
+    case 'ENDED':
+      return { endsAt: { lte: now } };
+    case 'PAUSED':
+      return { ...running, paused: true };
+    case 'UPCOMING':
+      return { ...running, paused: false, startsAt: { gt: now } };
+    case 'ACTIVE':
+      return { ...running, paused: false, startsAt: { lte: now } };
+  }
+}
+
+/** A page of the activities' ids, newest first, of one status at `nowMs` (or all). */
+export async function lotteryActivityIds(prisma: PrismaClient, status: LotteryStatus | null, nowMs: number, page: KeysetPage): Promise<string[]> {
+  const rows = await prisma.lotteryActivity.findMany({
+    where: status === null ? {} : statusFilter(status, new Date(nowMs)),
+    select: { id: true },
+    ...keysetArgs(page, [{ createdAt: 'desc' }, { id: 'desc' }], (id) => ({ id })),
+  });
+  return rows.map((row) => row.id);
 }

@@ -1,20 +1,22 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { Campaign } from '../../infra/campaign/campaign.ts';
+import type { KeysetPage } from '../../infra/db/pages.ts';
 import type { JournalEntry } from '../../infra/journal/journal.ts';
 import type { ScriptClock } from '../../infra/redis/testClock.ts';
 import type { CampaignDeps } from '../deps.ts';
 import { BadInputError, ServiceUnavailableError } from '../errors.ts';
+import type { DrawPayments } from '../points/drawPayments.ts';
 import { NotFound } from '../problems.ts';
 import { type RandomSource, cryptoRandom } from '../random.ts';
 import { type DrawAudit, auditDraw } from './audit.ts';
 import { changeSettings, firstSettings } from './change.ts';
 import type { CreateLotteryInput, UpdateLotteryInput } from './input.ts';
 import { drawJournalKind, scheduleJournalKind, settingsJournalKind } from './journalKinds.ts';
-import { drawIsDurable, insertActivity, loadSnapshot, prizeRemainingStock, remainingStock } from './persistence.ts';
+import { drawIsDurable, insertActivity, loadSnapshot, lotteryActivityIds, prizeRemainingStock, remainingStock } from './persistence.ts';
 import { ActivityNotActive, DrawLimitReached } from './problems.ts';
 import { LotteryScheduler } from './scheduler.ts';
-import { DRAW_RANDOM_RANGE, type LotterySettings, lotteryStatus } from './settings.ts';
+import { DRAW_RANDOM_RANGE, type LotterySettings, type LotteryStatus, lotteryStatus } from './settings.ts';
 import { type LotterySnapshot, LotteryStore, emptySnapshot, lotteryKeys } from './store.ts';
 import { localDay } from './timezone.ts';
 import { type DrawOutcome, type LotteryActivityView, type LotteryWinView, drawOutcome, prizeView } from './views.ts';
@@ -24,6 +26,10 @@ export class DrawNotConfirmedError extends ServiceUnavailableError {}
 
 export interface LotteryDeps extends CampaignDeps {
   clock: ScriptClock;
+  /** Where paid draws reserve their points (src/domain/points/drawPayments.ts). */
+  payments: DrawPayments;
+  /** Tests only: runs between a paid draw's reservation and its draw (a crash test stops the process there). */
+  afterReservation?: () => Promise<void>;
 }
 
 /** Every lottery entry names its activity: the campaign whose keys a refused entry drops (none if it names none). */
@@ -71,20 +77,43 @@ export class LotteryService {
 
   /**
    * One draw for the user. Resolves only once the draw is committed in PostgreSQL; the
-   * same requestId gives the first draw's result and counts once.
+   * same requestId gives the first draw's result and counts once. A paid draw reserves
+   * its cost first and draws on that reservation (src/domain/points/drawPayments.ts).
    */
   async draw(userId: string, activityId: string, requestId: string | null): Promise<DrawOutcome> {
-    const reply = await this.activities.journaled(activityId, {
-      call: () => this.drawWithFreshRandom(activityId, userId, requestId),
-      entryOf: (reply) => (reply.kind === 'drawn' ? reply.entry : null),
-      unavailable: () => new DrawNotConfirmedError('the lottery is being rebuilt; try again'),
-    });
+    let drawId: string = randomUUID();
+    let cost = 0;
+    // Thrown before the draw is known to be committed or not: a paid draw's reservation
+    // stays, for the sweeper to release if no draw comes of it.
+    const drawOnce = () =>
+      this.activities.journaled(activityId, {
+        call: () => this.drawWithFreshRandom(activityId, userId, requestId, drawId, cost),
+        entryOf: (reply) => (reply.kind === 'drawn' ? reply.entry : null),
+        onConflict: async () => {
+          if (cost > 0 && (await this.deps.payments.isReleased(drawId))) throw new DrawNotConfirmedError('the points reserved for this draw were released; try again');
+          return undefined;
+        },
+        unavailable: () => new DrawNotConfirmedError('the lottery is being rebuilt; try again'),
+      });
+    // A free draw is one call. A paid one is refused 'unpaid' (after a retry's 'repeated'
+    // check), reserves its cost, and draws on the reservation.
+    let reply = await drawOnce();
+    if (reply?.kind === 'unpaid') {
+      cost = reply.drawCostPoints;
+      drawId = await this.deps.payments.reserve({ userId, activityId, requestId, drawId, cost });
+      await this.deps.afterReservation?.();
+      reply = await drawOnce();
+    }
+    const drawnHere = reply?.kind === 'drawn' || (reply?.kind === 'repeated' && reply.drawId === drawId);
+    if (cost > 0 && !drawnHere) await this.deps.payments.release(drawId);
     if (!reply) throw new NotFound('lottery activity', activityId);
     switch (reply.kind) {
       case 'inactive':
-        throw new ActivityNotActive(reply.reason, new Date(reply.startsAtMs), new Date(reply.endsAtMs));
+        throw new ActivityNotActive(reply.reason, new Date(reply.startsAtMs), new Date(reply.endsAtMs), new Date(reply.nowMs));
       case 'limit':
         throw new DrawLimitReached(reply.dailyDrawLimit, new Date(reply.resetsAtMs));
+      case 'unpaid':
+        throw new DrawNotConfirmedError('the cost of this lottery changed; try again');
       case 'repeated':
         // The first call may still be committing, or may have failed: answer only with a durable draw.
         await this.deps.journal.commitStream(lotteryKeys(activityId).journal, (entry) => entry.fields.draw === reply.drawId);
@@ -94,10 +123,17 @@ export class LotteryService {
         return drawOutcome(activityId, userId, reply);
       case 'drawn': {
         const outcome = drawOutcome(activityId, userId, reply);
+        // The prize is committed with the draw; the cached balance shows it before the answer does.
+        if (reply.prize?.kind === 'POINTS') await this.deps.payments.settleCommitted(drawId);
         if (outcome.outcome === 'win') this.winnersTicker.announce(outcome);
         return outcome;
       }
     }
+  }
+
+  /** Paid draws: releases reservations whose draw never came, once the lottery's journal holds none for them. */
+  sweepPayments(): Promise<number> {
+    return this.deps.payments.sweep((activityId, drawId) => this.deps.journal.commitStream(lotteryKeys(activityId).journal, (entry) => entry.fields.draw === drawId));
   }
 
   /** An operator's change, applied atomically for the next draw; resolves once it is committed in PostgreSQL. */
@@ -128,8 +164,20 @@ export class LotteryService {
       id: activityId,
       settings,
       status: lotteryStatus(settings, nowMs),
+      serverTime: new Date(nowMs),
       prizes: settings.prizes.map((prize) => ({ ...prizeView(activityId, prize), remainingStock: remaining.get(prize.id) ?? prize.totalStock })),
     };
+  }
+
+  /**
+   * The catalog, newest first; `status` picks the activities of that status now, by the
+   * columns PostgreSQL mirrors the settings in. Each is then read as get() reads it, so
+   * one whose status changes in between is listed with its new status.
+   */
+  async list(status: LotteryStatus | null, page: KeysetPage): Promise<LotteryActivityView[]> {
+    const ids = await lotteryActivityIds(this.deps.prisma, status, await this.deps.clock.nowMs(), page);
+    const views = await Promise.all(ids.map((id) => this.get(id)));
+    return views.filter((view): view is LotteryActivityView => view !== null);
   }
 
   /** totalStock − wins persisted in PostgreSQL: every acknowledged win, and only those. */
@@ -153,10 +201,10 @@ export class LotteryService {
   }
 
   /** One draw; a random input in the rejected sliver of the range is replaced by a fresh one. */
-  private async drawWithFreshRandom(activityId: string, userId: string, requestId: string | null) {
+  private async drawWithFreshRandom(activityId: string, userId: string, requestId: string | null, drawId: string, paidPoints: number) {
     const clockOffsetMs = await this.deps.clock.offsetMs();
     for (;;) {
-      const reply = await this.store.draw({ activityId, userId, drawId: randomUUID(), requestId, randomInput: this.random.int(0, DRAW_RANDOM_RANGE), clockOffsetMs });
+      const reply = await this.store.draw({ activityId, userId, drawId, requestId, randomInput: this.random.int(0, DRAW_RANDOM_RANGE), clockOffsetMs, paidPoints });
       if (reply.kind !== 'reroll') return reply;
     }
   }

@@ -1,3 +1,5 @@
+import { type RuleInputIssue, ruleInputIssue } from '../../i18n/issues.ts';
+import type { InputRule, RuleValues } from '../../i18n/messages.ts';
 import { retainUntil } from '../../infra/redis/keys.ts';
 import type { UtcOffsets } from './timezone.ts';
 
@@ -12,6 +14,7 @@ export const LOTTERY_LIMITS = {
   maxHourlyQuota: 10_000,
   maxDailyLimit: 10_000,
   maxPoints: 1_000_000,
+  maxDrawCostPoints: 1_000_000,
   maxTitleLength: 64,
   maxDurationMs: 400 * 24 * 3600 * 1000,
   maxRequestIdLength: 64,
@@ -63,6 +66,8 @@ export interface LotterySettings {
   noPrizeWeight: number;
   dailyDrawLimit: number;
   dailyWinLimit: number;
+  /** Points each draw costs, reserved before the draw; 0 (or absent, before paid draws existed) = free. */
+  drawCostPoints?: number;
   timezone: string;
   /** The timezone's UTC offsets over the activity's window, so scripts find local days from Redis time. */
   utcOffsets: UtcOffsets;
@@ -82,11 +87,6 @@ export function lotteryStatus(settings: LotterySettings, nowMs: number): Lottery
   return nowMs < settings.startsAtMs ? 'UPCOMING' : 'ACTIVE';
 }
 
-export interface SettingsIssue {
-  path: (string | number)[];
-  message: string;
-}
-
 type CheckedSettings = Pick<LotterySettings, 'strategy' | 'startsAtMs' | 'endsAtMs' | 'noPrizeWeight'> & {
   prizes: Pick<PrizeSettings, 'kind' | 'points' | 'weight' | 'dailyStock' | 'hourlyQuota'>[];
 };
@@ -95,30 +95,28 @@ type CheckedSettings = Pick<LotterySettings, 'strategy' | 'startsAtMs' | 'endsAt
  * The rules that span fields, for a new activity and for one changed by an operator.
  * (Each field's own bounds are checked by the input schemas.)
  */
-export function settingsIssues(settings: CheckedSettings): SettingsIssue[] {
-  const issues: SettingsIssue[] = [];
-  const issue = (path: (string | number)[], message: string) => issues.push({ path, message });
-  if (settings.endsAtMs <= settings.startsAtMs) issue(['endsAt'], 'endsAt must be after startsAt');
-  else if (settings.endsAtMs - settings.startsAtMs > LOTTERY_LIMITS.maxDurationMs) issue(['endsAt'], 'an activity lasts at most 400 days');
+export function settingsIssues(settings: CheckedSettings): RuleInputIssue[] {
+  const issues: RuleInputIssue[] = [];
+  const issue = (path: (string | number)[], rule: InputRule, values?: RuleValues) => issues.push(ruleInputIssue(path, rule, values));
+  if (settings.endsAtMs <= settings.startsAtMs) issue(['endsAt'], 'ENDS_BEFORE_STARTS');
+  else if (settings.endsAtMs - settings.startsAtMs > LOTTERY_LIMITS.maxDurationMs) issue(['endsAt'], 'ACTIVITY_TOO_LONG', { days: LOTTERY_LIMITS.maxDurationMs / 86_400_000 });
   settings.prizes.forEach((prize, i) => {
-    if (prize.kind === 'POINTS' && prize.points === 0) issue(['prizes', i, 'points'], 'a POINTS prize needs points');
-    if (prize.kind !== 'POINTS' && prize.points !== 0) issue(['prizes', i, 'points'], 'only a POINTS prize has points');
+    if (prize.kind === 'POINTS' && prize.points === 0) issue(['prizes', i, 'points'], 'POINTS_PRIZE_NEEDS_POINTS');
+    if (prize.kind !== 'POINTS' && prize.points !== 0) issue(['prizes', i, 'points'], 'POINTS_ONLY_ON_POINTS_PRIZE');
   });
   if (settings.strategy === 'WEIGHTED') {
     settings.prizes.forEach((prize, i) => {
-      if (prize.hourlyQuota.length > 0) issue(['prizes', i, 'hourlyQuota'], 'hourlyQuota is for TIMED activities');
+      if (prize.hourlyQuota.length > 0) issue(['prizes', i, 'hourlyQuota'], 'HOURLY_QUOTA_ONLY_TIMED');
     });
-    if (settings.noPrizeWeight + settings.prizes.reduce((sum, prize) => sum + prize.weight, 0) === 0) {
-      issue(['prizes'], 'a WEIGHTED activity needs a positive weight (a prize or noPrizeWeight)');
-    }
+    if (settings.noPrizeWeight + settings.prizes.reduce((sum, prize) => sum + prize.weight, 0) === 0) issue(['prizes'], 'NO_POSITIVE_WEIGHT');
   } else {
-    if (settings.noPrizeWeight !== 0) issue(['noPrizeWeight'], 'every TIMED draw wins: noPrizeWeight must be 0');
+    if (settings.noPrizeWeight !== 0) issue(['noPrizeWeight'], 'TIMED_NO_PRIZE_WEIGHT');
     const consolations = settings.prizes.filter((prize) => prize.kind === 'CONSOLATION' && prize.hourlyQuota.length === 0);
-    if (consolations.length !== 1) issue(['prizes'], 'a TIMED activity needs exactly one CONSOLATION prize, without hourlyQuota');
+    if (consolations.length !== 1) issue(['prizes'], 'TIMED_ONE_CONSOLATION');
     settings.prizes.forEach((prize, i) => {
-      if (prize.weight !== 0) issue(['prizes', i, 'weight'], 'TIMED prizes are released by hourlyQuota, not by weight');
-      if (prize.dailyStock !== 0) issue(['prizes', i, 'dailyStock'], 'TIMED prizes are released by hourlyQuota, not by dailyStock');
-      if (prize.kind !== 'CONSOLATION' && prize.hourlyQuota.length === 0) issue(['prizes', i, 'hourlyQuota'], 'a TIMED prize other than the CONSOLATION prize needs an hourlyQuota');
+      if (prize.weight !== 0) issue(['prizes', i, 'weight'], 'TIMED_RELEASED_BY_QUOTA', { field: 'weight' });
+      if (prize.dailyStock !== 0) issue(['prizes', i, 'dailyStock'], 'TIMED_RELEASED_BY_QUOTA', { field: 'dailyStock' });
+      if (prize.kind !== 'CONSOLATION' && prize.hourlyQuota.length === 0) issue(['prizes', i, 'hourlyQuota'], 'TIMED_PRIZE_NEEDS_QUOTA');
     });
   }
   return issues;

@@ -1,5 +1,5 @@
-import type { Redis } from 'ioredis';
 import type { Missing } from '../../infra/campaign/campaign.ts';
+import type { RedisClient } from '../../infra/redis/connection.ts';
 import { campaignKeys, keysExpireAt } from '../../infra/redis/keys.ts';
 import { type ReplyOf, type ReplyValues, type Scripts, defineScript } from '../../infra/redis/scripts.ts';
 import { DRAW_RANDOM_RANGE, type LotterySettings, type PrizeSettings, RELEASE_RANDOM_RANGE } from './settings.ts';
@@ -21,6 +21,8 @@ export interface DrawRequest {
   /** Uniform in [0, DRAW_RANDOM_RANGE). */
   randomInput: number;
   clockOffsetMs: number;
+  /** The points reserved for this draw id; 0 for a free draw. */
+  paidPoints?: number;
 }
 
 /** Everything needed to rebuild an activity's keys, read from PostgreSQL. */
@@ -75,9 +77,10 @@ const drawLottery = defineScript('drawLottery', ['meta', 'stock', 'daily', 'requ
     entry: values.entry(4, keys.journal)!,
   }),
   repeated: (values) => ({ drawId: values.str(0), drawnAtMs: values.num(1), prize: prizeOf(values, 2), settingsVersion: values.num(3) }),
-  inactive: (values) => ({ reason: values.str(0) as InactiveReason, startsAtMs: values.num(1), endsAtMs: values.num(2) }),
+  inactive: (values) => ({ reason: values.str(0) as InactiveReason, startsAtMs: values.num(1), endsAtMs: values.num(2), nowMs: values.num(3) }),
   limit: (values) => ({ dailyDrawLimit: values.num(0), resetsAtMs: values.num(1) }),
   reroll: () => ({}),
+  unpaid: (values) => ({ drawCostPoints: values.num(0) }),
 });
 
 const scheduleLotteryHour = defineScript('scheduleLotteryHour', ['meta', 'stock', 'releases', 'hours', 'journal'], {
@@ -100,7 +103,7 @@ export type UpdateReply = ReplyOf<typeof updateLotterySettings.replies>;
 /** The lottery's Redis side: the script bindings, settings reads, and rebuilds. */
 export class LotteryStore {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly scripts: Scripts,
   ) {}
 
@@ -113,6 +116,7 @@ export class LotteryStore {
       DRAW_RANDOM_RANGE,
       request.clockOffsetMs,
       request.activityId,
+      request.paidPoints ?? 0,
     ]);
   }
 

@@ -13,6 +13,8 @@ export interface LotteryActivityView {
   id: string;
   settings: LotterySettings;
   status: LotteryStatus;
+  /** The lottery clock's time (Redis TIME, plus the test clock) that status was judged at. */
+  serverTime: Date;
   prizes: PrizeView[];
 }
 

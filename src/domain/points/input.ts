@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ruleIssue } from '../../i18n/issues.ts';
 
 /** GraphQL Int is 32-bit: a balance and a cost must stay within it. */
 export const MAX_POINTS = 2_147_483_647;
@@ -16,12 +17,14 @@ export const awardPointsArgs = z.object({
     .int()
     .min(-MAX_POINTS)
     .max(MAX_POINTS)
-    .refine((amount) => amount !== 0, 'amount must not be 0'),
+    .refine((amount) => amount !== 0, ruleIssue('ZERO_AMOUNT')),
   reason: z.string().trim().min(1, 'reason must not be empty').max(200),
   requestId,
 });
 
 export const redeemPointsArgs = z.object({ goodsId: id, requestId });
+
+export const redemptionUpdatedArgs = z.object({ redemptionId: id });
 
 /** createGoods' input: with a pool of voucher codes the stock is the number of codes. */
 export const createGoodsInput = z
@@ -35,11 +38,11 @@ export const createGoodsInput = z
   .superRefine((input, ctx) => {
     if (!input.voucherCodes) return;
     if (input.voucherCodes.length !== input.stock) {
-      ctx.addIssue({ code: 'custom', path: ['stock'], message: `stock must equal the number of voucher codes (${input.voucherCodes.length})` });
+      ctx.addIssue({ ...ruleIssue('STOCK_NOT_CODE_COUNT', { codes: input.voucherCodes.length }), path: ['stock'] });
     }
     const seen = new Set<string>();
     for (const [index, code] of input.voucherCodes.entries()) {
-      if (seen.has(code)) ctx.addIssue({ code: 'custom', path: ['voucherCodes', index], message: `voucher code ${code} appears twice` });
+      if (seen.has(code)) ctx.addIssue({ ...ruleIssue('DUPLICATE_VOUCHER_CODE', { code }), path: ['voucherCodes', index] });
       seen.add(code);
     }
   });

@@ -48,12 +48,20 @@ export async function recordAward(prisma: PrismaClient, award: Award): Promise<'
 /**
  * The ledger's sum and the user's answers Redis still remembers: redemptions and
  * refusals made after `nowMs` − the answer TTL. No transaction: an answer left out only
- * sends a retry to PostgreSQL, whose journal handlers keep the first answer.
+ * sends a retry to PostgreSQL, whose journal handlers keep the first answer. The balance
+ * and the draw payments it counts are read in one statement, one snapshot: a draw's
+ * commit changes both at once, and a settlement marked here is never applied again.
  */
 export async function loadBalance(prisma: PrismaClient, userId: string, nowMs: number): Promise<BalanceSnapshot> {
   const since = new Date(nowMs - ANSWER_TTL_MS);
-  const [account, redemptions, refusals] = await Promise.all([
-    prisma.pointsAccount.findUnique({ where: { userId } }),
+  const [[account], redemptions, refusals] = await Promise.all([
+    prisma.$queryRaw<{ balance: number; settled: string[]; holds: { activityId: string; requestId: string; drawId: string; atMs: number }[] }[]>`
+      SELECT COALESCE((SELECT balance FROM points_account WHERE user_id = ${userId}), 0) AS balance,
+        ARRAY(SELECT draw_id FROM draw_payment WHERE user_id = ${userId} AND settled_at IS NULL AND status <> 'RESERVED') AS settled,
+        COALESCE((SELECT jsonb_agg(jsonb_build_object('activityId', activity_id, 'requestId', request_id, 'drawId', draw_id,
+                    'atMs', (extract(epoch FROM reserved_at) * 1000)::bigint))
+                  FROM draw_payment WHERE user_id = ${userId} AND cost > 0 AND request_id IS NOT NULL AND status <> 'RELEASED' AND reserved_at > ${since}),
+                 '[]'::jsonb) AS holds`,
     prisma.redemption.findMany({ where: { userId, createdAt: { gt: since } }, select: { requestId: true, createdAt: true } }),
     prisma.redemptionRefusal.findMany({ where: { userId, refusedAt: { gt: since } }, select: { requestId: true, answer: true, refusedAt: true } }),
   ]);
@@ -64,6 +72,8 @@ export async function loadBalance(prisma: PrismaClient, userId: string, nowMs: n
       ...redemptions.map((row) => ({ requestId: row.requestId, answer: 'redeemed:', forgetAtMs: row.createdAt.getTime() + ANSWER_TTL_MS })),
       ...refusals.map((row) => ({ requestId: row.requestId, answer: row.answer, forgetAtMs: row.refusedAt.getTime() + ANSWER_TTL_MS })),
     ],
+    settledDraws: account?.settled ?? [],
+    drawHolds: (account?.holds ?? []).map(({ atMs, ...hold }) => ({ ...hold, forgetAtMs: Number(atMs) + ANSWER_TTL_MS })),
   };
 }
 

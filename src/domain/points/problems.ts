@@ -5,18 +5,14 @@ export class InsufficientPoints extends Problem {
     readonly balance: number,
     readonly pointsCost: number,
   ) {
-    super(`this costs ${pointsCost} points; your balance is ${balance}`);
+    super();
   }
 }
 
-export class OutOfStock extends Problem {
-  constructor() {
-    super('this goods item is out of stock');
-  }
-}
+export class OutOfStock extends Problem {}
 
 export class PerUserLimitReached extends Problem {
   constructor(readonly perUserLimit: number) {
-    super(`you have already redeemed this goods item the most times allowed (${perUserLimit})`);
+    super();
   }
 }

@@ -6,6 +6,7 @@ import type { CampaignDeps } from '../deps.ts';
 import { ServiceUnavailableError } from '../errors.ts';
 import { NotFound } from '../problems.ts';
 import { type DeliveryOptions, VoucherDeliveryWorker } from './deliveryWorker.ts';
+import { type DrawPaymentOptions, DrawPayments } from './drawPayments.ts';
 import type { CreateGoodsInput } from './input.ts';
 import type { VoucherNotifier } from './notifiers.ts';
 import { type Award, insertGoods, loadBalance, loadGoods, recordAward } from './persistence.ts';
@@ -13,11 +14,19 @@ import { InsufficientPoints, OutOfStock, PerUserLimitReached } from './problems.
 import { pendingRedemption, redemptionJournalKind, refusalJournalKind, requestOf } from './redemptions.ts';
 import { type BalanceSnapshot, type GoodsSnapshot, PointsStore, type RedeemAnswer, answerKey, balanceKeys, goodsKeys, parseAnswer } from './store.ts';
 
+/** A redemption as its watchers get it: published as is, so its dates may arrive as ISO text. */
+export type RedemptionState = Redemption & { version: number };
+
+function redemptionTopic(redemptionId: string): string {
+  return `redemption:${redemptionId}`;
+}
+
 export class RedemptionNotConfirmedError extends ServiceUnavailableError {}
 
 export interface PointsDeps extends Omit<CampaignDeps, 'random'> {
   notifier: VoucherNotifier;
   delivery: DeliveryOptions;
+  drawPayments: DrawPaymentOptions;
 }
 
 /** The selection the Pothos Prisma plugin plans for a field; services pass it to Prisma. */
@@ -39,10 +48,14 @@ export class PointsService {
   private readonly balances: Campaign<string, RebuiltBalance>;
   private readonly goods: Campaign<string, GoodsSnapshot>;
   private readonly redemptions: ReturnType<typeof redemptionJournalKind>;
+  /** Lottery draws paid in points: reservations, releases, prizes (drawPayments.ts). */
+  readonly draws: DrawPayments;
 
   constructor(private readonly deps: PointsDeps) {
     this.store = new PointsStore(deps.redis, deps.scripts);
-    this.delivery = new VoucherDeliveryWorker(deps.prisma, deps.notifier, deps.delivery, deps.log);
+    this.delivery = new VoucherDeliveryWorker(deps.prisma, deps.notifier, deps.delivery, deps.log, (ids) => {
+      for (const id of ids) deps.events.publishLatest(redemptionTopic(id), () => this.redemptionState(id));
+    });
     this.balances = new Campaign(deps, {
       name: 'points balance',
       keys: balanceKeys,
@@ -75,6 +88,7 @@ export class PointsService {
         },
       );
     }
+    this.draws = new DrawPayments(deps, this.balances, this.store, deps.drawPayments);
   }
 
   /**
@@ -160,6 +174,37 @@ export class PointsService {
       take: page.limit,
       skip: page.offset,
     });
+  }
+
+  /** A redemption the viewer may watch: their own, or any for an operator; null otherwise, as if it did not exist. */
+  async visibleRedemption(redemptionId: string, viewer: { userId: string; operator: boolean }): Promise<Redemption | null> {
+    const redemption = await this.deps.prisma.redemption.findUnique({ where: { id: redemptionId } });
+    return redemption && (viewer.operator || redemption.userId === viewer.userId) ? redemption : null;
+  }
+
+  /**
+   * The redemption now, then as its delivery moves (a failed attempt and its retry, the
+   * delivery), across instances; completes once DELIVERED. Nothing is published before
+   * someone watches, and a watcher reads the current state itself.
+   */
+  watchRedemption(redemptionId: string): AsyncIterableIterator<RedemptionState> {
+    return this.deps.events.currentThenChanges(redemptionTopic(redemptionId), {
+      load: () => this.redemptionState(redemptionId),
+      versionOf: (state) => state.version,
+      isFinal: (state) => state.status === 'DELIVERED',
+    });
+  }
+
+  /**
+   * A redemption with a version that grows with every move: four per attempt (a claim
+   * counts one), plus one once that attempt failed, two once delivered. A handed-back
+   * claim lowers it, but nothing was delivered then and the next claim raises it again.
+   */
+  private async redemptionState(redemptionId: string): Promise<RedemptionState | null> {
+    const redemption = await this.deps.prisma.redemption.findUnique({ where: { id: redemptionId } });
+    if (!redemption) return null;
+    const move = redemption.status === 'DELIVERED' ? 2 : redemption.lastError === null ? 0 : 1;
+    return { ...redemption, version: 4 * redemption.deliveryAttempts + move };
   }
 
   /** One round of the delivery worker over what is due (retries, and redemptions whose process died). */

@@ -8,9 +8,10 @@
  * two-phase reservation across slots (hold the points, take the stock, then commit or
  * release), buys scale-out with a new failure mode: reservations a crash leaves behind.
  */
-import type { Redis } from 'ioredis';
+
 import type { Missing } from '../../infra/campaign/campaign.ts';
 import { type JournalEntry, journalEntry } from '../../infra/journal/journal.ts';
+import type { RedisClient } from '../../infra/redis/connection.ts';
 import { type ReplyOf, type Scripts, defineScript } from '../../infra/redis/scripts.ts';
 
 const SHOP = '{shop}';
@@ -33,6 +34,12 @@ export function goodsKeys(goodsId: string) {
 
 /** The remembered answer to one (user, requestId). */
 export const answerKey = (userId: string, requestId: string) => keyOf('answer', userId, requestId);
+
+/** A paid draw request's live reservation: the draw id a retry with the same requestId draws with. */
+export const drawHoldKey = (userId: string, activityId: string, requestId: string) => keyOf('drawHold', userId, activityId, requestId);
+
+/** Set once a settled draw payment (a release, a POINTS prize) is in the cached balance. */
+export const drawSettledKey = (drawId: string) => keyOf('drawSettled', drawId);
 
 /** How long a redemption's answer is remembered in Redis; a rebuilt balance restores those of its persisted redemptions. */
 export const ANSWER_TTL_MS = 24 * 3600 * 1000;
@@ -73,6 +80,29 @@ const awardPoints = defineScript('awardPoints', ['balance'], {
   belowZero: () => ({}),
 });
 
+const reserveDrawPoints = defineScript('reserveDrawPoints', ['balance', 'hold', 'journal'], {
+  missing: () => ({}),
+  held: (values) => ({ drawId: values.str(0) }),
+  insufficient: (values) => ({ balance: values.num(0), cost: values.num(1) }),
+  reserved: (values, keys) => ({ entry: values.entry(0, keys.journal)! }),
+});
+
+const settleDrawPoints = defineScript('settleDrawPoints', ['balance', 'settled', 'hold'], {
+  applied: (values) => ({ balance: values.num(0) }),
+  already: () => ({}),
+  missing: () => ({}),
+});
+
+export type ReserveDrawReply = ReplyOf<typeof reserveDrawPoints.replies>;
+
+export interface DrawReservation {
+  userId: string;
+  activityId: string;
+  requestId: string | null;
+  drawId: string;
+  cost: number;
+}
+
 export type RedeemReply = Exclude<ReplyOf<typeof redeemPoints.replies>, Missing>;
 
 /** What a rebuilt balance holds: the ledger's sum and the answers of recent redemptions. */
@@ -81,6 +111,10 @@ export interface BalanceSnapshot {
   balance: number;
   /** Answers to remember: 'redeemed:' for a redemption (retries look it up), or the refusal. */
   recent: { requestId: string; answer: string; forgetAtMs: number }[];
+  /** Draw payments the balance already counts but Redis may not have applied: marked settled, never applied again. */
+  settledDraws: string[];
+  /** Live reservations of paid draw requests, so a retry reserves nothing. */
+  drawHolds: { activityId: string; requestId: string; drawId: string; forgetAtMs: number }[];
 }
 
 /** What rebuilt goods keys hold. */
@@ -101,7 +135,7 @@ export interface GoodsSnapshot {
 /** The shop's Redis side: the scripts' bindings, reads, and what a rebuild writes. */
 export class PointsStore {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly scripts: Scripts,
   ) {}
 
@@ -109,6 +143,18 @@ export class PointsStore {
     const goods = goodsKeys(goodsId);
     const keys = { balance: balanceKeys(userId).meta, goods: goods.meta, codes: goods.codes, users: goods.users, answer: answerKey(userId, requestId), journal: SHOP_JOURNAL };
     return this.scripts.call(redeemPoints, keys, [userId, goodsId, requestId, redemptionId, ANSWER_TTL_MS]);
+  }
+
+  reserveDraw(reservation: DrawReservation, rememberMs: number, releaseAfterMs: number): Promise<ReserveDrawReply> {
+    const { userId, activityId, requestId, drawId, cost } = reservation;
+    const keys = { balance: balanceKeys(userId).meta, hold: drawHoldKey(userId, activityId, requestId ?? ''), journal: SHOP_JOURNAL };
+    return this.scripts.call(reserveDrawPoints, keys, [userId, activityId, requestId ?? '', drawId, cost, rememberMs, releaseAfterMs]);
+  }
+
+  /** Applies a settled draw payment to the cached balance, once per draw; 'missing' when the balance is not cached. */
+  async settleDraw(payment: { userId: string; activityId: string; requestId: string | null; drawId: string }, delta: number, released: boolean, rememberMs: number) {
+    const keys = { balance: balanceKeys(payment.userId).meta, settled: drawSettledKey(payment.drawId), hold: drawHoldKey(payment.userId, payment.activityId, payment.requestId ?? '') };
+    return (await this.scripts.call(settleDrawPoints, keys, [payment.drawId, delta, rememberMs, released ? '1' : '0'])).kind;
   }
 
   /** Applies a committed award to the cached balance; null when it cannot (see the script): reload it. */
@@ -137,6 +183,10 @@ export class PointsStore {
     const tx = this.redis.multi();
     for (const { requestId, answer, forgetAtMs } of snapshot.recent) {
       if (forgetAtMs > nowMs) tx.set(answerKey(snapshot.userId, requestId), answer, 'PX', forgetAtMs - nowMs);
+    }
+    for (const drawId of snapshot.settledDraws) tx.set(drawSettledKey(drawId), '1', 'PX', ANSWER_TTL_MS);
+    for (const { activityId, requestId, drawId, forgetAtMs } of snapshot.drawHolds) {
+      if (forgetAtMs > nowMs) tx.set(drawHoldKey(snapshot.userId, activityId, requestId), drawId, 'PX', forgetAtMs - nowMs);
     }
     await tx.set(balanceKeys(snapshot.userId).meta, snapshot.balance).exec();
   }

@@ -1,0 +1,162 @@
+import { randomUUID } from 'node:crypto';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { CreateLotteryDocument, type CreateLotteryInput, DrawLotteryDocument } from './gql/generated.ts';
+import { errorCodes, gql } from './support/client.ts';
+import { expectDrawPaymentInvariants } from './support/drawPaymentInvariants.ts';
+import { testEnv } from './support/env.ts';
+import { startedServer } from './support/lifecycle.ts';
+import { type LotteryClient, lotteryAt, runningWindow } from './support/lottery.ts';
+import { type PointsClient, pointsAt } from './support/points.ts';
+import { expectPointsInvariants } from './support/pointsInvariants.ts';
+import { waitFor } from './support/poll.ts';
+import { tokenOf } from './support/tokens.ts';
+
+// The sweeper settles within a second what no request did.
+const env = testEnv('lot_paid', { DRAW_RESERVATION_TIMEOUT_MS: '500', SWEEP_INTERVAL_MS: '200' });
+const lot = startedServer(env);
+const OPERATOR = 'lot_paid-op';
+let lottery: LotteryClient;
+let points: PointsClient;
+
+const COST = 30;
+/** Loses every time: a paid draw that costs and wins nothing. */
+const losing = (input: Partial<CreateLotteryInput> = {}): CreateLotteryInput => ({
+  title: 'paid',
+  ...runningWindow(),
+  noPrizeWeight: 1,
+  drawCostPoints: COST,
+  prizes: [{ title: 'never', weight: 0, totalStock: 1 }],
+  ...input,
+});
+/** Wins 7 points every time. */
+const pointsPrize = (cost: number): CreateLotteryInput => ({
+  title: 'points',
+  ...runningWindow(),
+  drawCostPoints: cost,
+  prizes: [{ title: 'seven points', kind: 'POINTS', points: 7, weight: 1, totalStock: 1000 }],
+});
+
+beforeAll(() => {
+  lottery = lotteryAt(lot.server.url);
+  points = pointsAt(lot.server.url);
+});
+
+async function ledgerOf(userId: string) {
+  const { rows } = await lot.stores.sql.query<{ delta: number; reason: string; draw_id: string | null }>('SELECT delta, reason, draw_id FROM points_ledger WHERE user_id = $1 ORDER BY id', [
+    userId,
+  ]);
+  return rows;
+}
+
+describe('drawCostPoints', () => {
+  it('is refused out of bounds or of the wrong type with BAD_USER_INPUT, and creates nothing', async () => {
+    for (const drawCostPoints of [-1, 1_000_001, 1.5, 'ten', 2 ** 31]) {
+      const response = await lottery.raw(CreateLotteryDocument, { input: { ...losing(), drawCostPoints } as unknown as CreateLotteryInput }, OPERATOR, { admin: true });
+      expect(errorCodes(response), String(drawCostPoints)).toEqual(['BAD_USER_INPUT']);
+    }
+    const { rows } = await lot.stores.sql.query('SELECT id FROM lottery_activity');
+    expect(rows).toEqual([]);
+  });
+
+  it('is for operators only: anonymous callers get UNAUTHENTICATED, users FORBIDDEN', async () => {
+    const anonymous = await gql(lot.server.url, CreateLotteryDocument, { input: losing() });
+    expect(errorCodes(anonymous)).toEqual(['UNAUTHENTICATED']);
+    const user = await gql(lot.server.url, CreateLotteryDocument, { input: losing() }, await tokenOf('lot_paid-user'));
+    expect(errorCodes(user)).toEqual(['FORBIDDEN']);
+    const created = await lottery.create(OPERATOR, losing());
+    expect(created.drawCostPoints).toBe(COST);
+    expect((await lottery.create(OPERATOR, { ...losing(), drawCostPoints: undefined })).drawCostPoints).toBe(0);
+  });
+
+  it('an anonymous paid draw is UNAUTHENTICATED and spends nothing', async () => {
+    const activity = await lottery.create(OPERATOR, losing());
+    await points.award(OPERATOR, { userId: 'anon-victim', amount: 100 });
+    const response = await gql(lot.server.url, DrawLotteryDocument, { activityId: activity.id });
+    expect(errorCodes(response)).toEqual(['UNAUTHENTICATED']);
+    expect((await points.me('anon-victim')).pointsBalance).toBe(100);
+  });
+});
+
+describe('a paid draw', () => {
+  it('spends the cost once, with one ledger debit, and a retry with the same requestId spends nothing more', async () => {
+    const activity = await lottery.create(OPERATOR, losing());
+    await points.award(OPERATOR, { userId: 'payer', amount: 100 });
+    const first = await lottery.draw('payer', activity.id, 'r1');
+    expect(first.__typename).toBe('LotteryLose');
+    expect((await points.me('payer')).pointsBalance).toBe(100 - COST);
+    const again = await Promise.all([lottery.draw('payer', activity.id, 'r1'), lottery.draw('payer', activity.id, 'r1')]);
+    for (const draw of again) expect(draw).toMatchObject({ __typename: 'LotteryLose', drawId: (first as { drawId: string }).drawId });
+    expect((await points.me('payer')).pointsBalance).toBe(100 - COST);
+    expect((await ledgerOf('payer')).filter((row) => row.reason === 'lottery draw')).toEqual([{ delta: -COST, reason: 'lottery draw', draw_id: (first as { drawId: string }).drawId }]);
+    await expectDrawPaymentInvariants(lot.stores, { swept: true });
+  });
+
+  it('answers InsufficientPoints with the balance and the cost, and spends nothing', async () => {
+    const activity = await lottery.create(OPERATOR, losing());
+    await points.award(OPERATOR, { userId: 'poor', amount: COST - 1 });
+    const draw = await lottery.draw('poor', activity.id);
+    expect(draw).toMatchObject({ __typename: 'InsufficientPoints', balance: COST - 1, pointsCost: COST });
+    const never = await lottery.draw('never-awarded', activity.id);
+    expect(never).toMatchObject({ __typename: 'InsufficientPoints', balance: 0, pointsCost: COST });
+    expect((await points.me('poor')).pointsBalance).toBe(COST - 1);
+    const { rows } = await lot.stores.sql.query("SELECT 1 FROM draw_payment WHERE user_id IN ('poor', 'never-awarded')");
+    expect(rows).toEqual([]);
+  });
+
+  it('that does not happen (the daily limit, a pause, the end) spends nothing', async () => {
+    const limited = await lottery.create(OPERATOR, losing({ dailyDrawLimit: 1 }));
+    const paused = await lottery.create(OPERATOR, losing());
+    await lottery.update(OPERATOR, paused.id, { paused: true });
+    const ended = await lottery.create(OPERATOR, losing());
+    await lottery.update(OPERATOR, ended.id, { endsAt: new Date(Date.now() - 1000).toISOString() });
+    await points.award(OPERATOR, { userId: 'refused', amount: 100 });
+    expect((await lottery.draw('refused', limited.id)).__typename).toBe('LotteryLose');
+    expect(await lottery.draw('refused', limited.id)).toMatchObject({ __typename: 'DrawLimitReached', dailyDrawLimit: 1 });
+    expect(await lottery.draw('refused', paused.id)).toMatchObject({ __typename: 'ActivityNotActive', reason: 'PAUSED' });
+    expect(await lottery.draw('refused', ended.id)).toMatchObject({ __typename: 'ActivityNotActive', reason: 'ENDED' });
+    expect((await lottery.draw('refused', randomUUID())).__typename).toBe('NotFound');
+    expect((await points.me('refused')).pointsBalance).toBe(100 - COST);
+    const { rows } = await lot.stores.sql.query<{ status: string }>("SELECT status FROM draw_payment WHERE user_id = 'refused' ORDER BY status");
+    expect(rows.map((row) => row.status)).toEqual(['PAID', 'RELEASED', 'RELEASED', 'RELEASED']);
+    // A refused requestId may be tried again later and pays then.
+    await lottery.update(OPERATOR, paused.id, { paused: false });
+    expect((await lottery.draw('refused', paused.id)).__typename).toBe('LotteryLose');
+    expect((await points.me('refused')).pointsBalance).toBe(100 - 2 * COST);
+    await expectDrawPaymentInvariants(lot.stores, { swept: true });
+  });
+});
+
+describe('a POINTS prize', () => {
+  it('is credited in the draw commit, once, and me.pointsBalance shows it at once (paid and free draws)', async () => {
+    const paid = await lottery.create(OPERATOR, pointsPrize(5));
+    const free = await lottery.create(OPERATOR, pointsPrize(0));
+    await points.award(OPERATOR, { userId: 'winner', amount: 10 });
+    const win = await lottery.draw('winner', paid.id, 'w1');
+    expect(win).toMatchObject({ __typename: 'LotteryWin', prize: { kind: 'POINTS' } });
+    expect((await points.me('winner')).pointsBalance).toBe(10 - 5 + 7);
+    expect((await lottery.draw('winner', paid.id, 'w1')).__typename).toBe('LotteryWin');
+    expect((await lottery.draw('winner', free.id)).__typename).toBe('LotteryWin');
+    expect((await points.me('winner')).pointsBalance).toBe(10 - 5 + 7 + 7);
+    const drawId = (win as { drawId: string }).drawId;
+    expect((await ledgerOf('winner')).filter((row) => row.draw_id === drawId)).toEqual([
+      { delta: -5, reason: 'lottery draw', draw_id: drawId },
+      { delta: 7, reason: 'lottery prize', draw_id: drawId },
+    ]);
+    await expectDrawPaymentInvariants(lot.stores, { swept: true });
+    await expectPointsInvariants(lot.stores);
+  });
+
+  it('reaches a balance Redis does not hold: the rebuild reads it from the ledger, and is not credited twice', async () => {
+    const free = await lottery.create(OPERATOR, pointsPrize(0));
+    expect((await lottery.draw('cold-winner', free.id)).__typename).toBe('LotteryWin');
+    await lot.stores.redis.del(`{shop}:balance:cold-winner`);
+    expect((await points.me('cold-winner')).pointsBalance).toBe(7);
+    expect((await lottery.draw('cold-winner', free.id)).__typename).toBe('LotteryWin');
+    expect((await points.me('cold-winner')).pointsBalance).toBe(14);
+    // A prize won while the balance was not cached is recorded as settled by the sweeper.
+    const unsettled = "SELECT 1 FROM draw_payment WHERE user_id = 'cold-winner' AND settled_at IS NULL";
+    await waitFor('the sweeper to settle the prizes', async () => (await lot.stores.sql.query(unsettled)).rowCount === 0, { timeoutMs: 10_000 });
+    expect((await points.me('cold-winner')).pointsBalance).toBe(14);
+    await expectDrawPaymentInvariants(lot.stores, { swept: true });
+  });
+});
