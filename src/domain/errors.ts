@@ -6,6 +6,10 @@ export const ErrorCode = {
   rateLimited: 'RATE_LIMITED',
   notFound: 'NOT_FOUND',
   unavailable: 'SERVICE_UNAVAILABLE',
+  /** A documentId the server has no persisted document for (src/trustedDocuments.ts): send the text. */
+  persistedQueryNotFound: 'PERSISTED_QUERY_NOT_FOUND',
+  /** Query text where GRAPHQL_TRUSTED_DOCUMENTS=only takes persisted documents alone. */
+  persistedQueryOnly: 'PERSISTED_QUERY_ONLY',
 } as const;
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -17,6 +21,12 @@ export const RETRY_AFTER_UNAVAILABLE_MS = 1000;
 export interface InputIssue {
   path?: (string | number)[];
   message: string;
+  /** A machine code: TOO_SMALL, TOO_BIG, INVALID_FORMAT…, or the name of a flow's own rule (ENDS_BEFORE_STARTS…). */
+  code?: string;
+  minimum?: number;
+  maximum?: number;
+  /** The values a rule's wording uses (the product and total of an impossible split, say). */
+  values?: Record<string, string | number>;
 }
 
 /**

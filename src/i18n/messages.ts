@@ -1,0 +1,167 @@
+/*
+ * Every message a client may show, in each language the service speaks: one catalog.
+ * Problems are keyed by their stable code (Problem.code) and worded from their own
+ * fields; validation issues by their machine code (src/i18n/issues.ts). A client that
+ * keeps its own texts branches on the codes and ignores these.
+ */
+import type { ActivityNotActive, DrawLimitReached } from '../domain/lottery/problems.ts';
+import type { InsufficientFunds } from '../domain/money/problems.ts';
+import type { InsufficientPoints, PerUserLimitReached } from '../domain/points/problems.ts';
+import type { CampaignKind, NotFound, Problem } from '../domain/problems.ts';
+import type { GroupBuyNotActive, OpenTeamLimitReached, TeamClosed, TeamLimitReached } from '../domain/teams/problems.ts';
+
+export const LOCALES = ['en', 'zh-CN'] as const;
+export type Locale = (typeof LOCALES)[number];
+export const DEFAULT_LOCALE: Locale = 'en';
+
+type Wording<P> = Record<Locale, (problem: P) => string>;
+
+/** A catalog entry for problems of type P (its fields are what a message may use). */
+const wording = <P extends Problem>(entry: Wording<P>) => entry as Wording<Problem>;
+
+const CAMPAIGN_ZH: Record<CampaignKind, string> = {
+  team: '拼团',
+  'red packet': '红包',
+  goods: '商品',
+  'lottery activity': '抽奖活动',
+  'group-buy activity': '拼团活动',
+};
+
+const yuan = (cents: number) => (cents / 100).toFixed(2);
+
+export const problemMessages: Record<string, Wording<Problem>> = {
+  NOT_FOUND: wording<NotFound>({ en: (p) => `${p.what} ${p.id} does not exist`, 'zh-CN': (p) => `${CAMPAIGN_ZH[p.what]} ${p.id} 不存在` }),
+  TEAM_FULL: wording({ en: () => 'every seat of this team is taken or locked by a paying buyer', 'zh-CN': () => '该团的座位已满或正被其他买家锁定付款中' }),
+  ALREADY_MEMBER: wording({ en: () => 'you are already a member of this team', 'zh-CN': () => '你已经是该团成员' }),
+  TEAM_CLOSED: wording<TeamClosed>({
+    en: (p) => (p.status === 'COMPLETE' ? 'this team is complete' : p.status === 'FAILED' ? 'this team failed to form before its deadline' : 'this team is past its deadline'),
+    'zh-CN': (p) => (p.status === 'COMPLETE' ? '该团已成团' : p.status === 'FAILED' ? '该团未能在截止时间前成团' : '该团已过截止时间'),
+  }),
+  GROUP_BUY_NOT_ACTIVE: wording<GroupBuyNotActive>({
+    en: (p) => (p.serverTime < p.startsAt ? 'this group-buy has not started yet' : 'this group-buy has ended'),
+    'zh-CN': (p) => (p.serverTime < p.startsAt ? '该拼团活动尚未开始' : '该拼团活动已结束'),
+  }),
+  OPEN_TEAM_LIMIT_REACHED: wording<OpenTeamLimitReached>({
+    en: (p) => `you lead ${p.maxOpenTeamsPerLeader} open teams of this group-buy, as many as it allows`,
+    'zh-CN': (p) => `你在该拼团活动中已开 ${p.maxOpenTeamsPerLeader} 个进行中的团，已达上限`,
+  }),
+  TEAM_LIMIT_REACHED: wording<TeamLimitReached>({
+    en: (p) => `you joined ${p.maxTeamsPerUser} teams of this group-buy, as many as it allows`,
+    'zh-CN': (p) => `你在该拼团活动中已参加 ${p.maxTeamsPerUser} 个团，已达上限`,
+  }),
+  NO_SEAT_LOCK: wording({ en: () => 'you hold no seat lock on this team and no seat is free', 'zh-CN': () => '你在该团没有锁定的座位，且没有空位' }),
+  ALREADY_GRABBED: wording({ en: () => 'you already grabbed a share of this red packet', 'zh-CN': () => '你已经抢过这个红包' }),
+  RED_PACKET_EMPTY: wording({ en: () => 'every share of this red packet has been grabbed', 'zh-CN': () => '红包已被抢完' }),
+  RED_PACKET_EXPIRED: wording({ en: () => 'this red packet has expired', 'zh-CN': () => '红包已过期' }),
+  ACTIVITY_NOT_ACTIVE: wording<ActivityNotActive>({
+    en: (p) =>
+      ({
+        NOT_STARTED: 'this lottery has not started yet',
+        ENDED: 'this lottery has ended',
+        PAUSED: 'this lottery is paused',
+        SOLD_OUT: 'every prize of this lottery has been given away',
+      })[p.reason],
+    'zh-CN': (p) => ({ NOT_STARTED: '抽奖尚未开始', ENDED: '抽奖已结束', PAUSED: '抽奖已暂停', SOLD_OUT: '奖品已全部抽完' })[p.reason],
+  }),
+  DRAW_LIMIT_REACHED: wording<DrawLimitReached>({
+    en: (p) => `you have drawn ${p.dailyDrawLimit} times today, the daily limit`,
+    'zh-CN': (p) => `你今天已抽奖 ${p.dailyDrawLimit} 次，已达每日上限`,
+  }),
+  INSUFFICIENT_POINTS: wording<InsufficientPoints>({
+    en: (p) => `this costs ${p.pointsCost} points; your balance is ${p.balance}`,
+    'zh-CN': (p) => `需要 ${p.pointsCost} 积分，你的余额为 ${p.balance}`,
+  }),
+  OUT_OF_STOCK: wording({ en: () => 'this goods item is out of stock', 'zh-CN': () => '该商品已售罄' }),
+  PER_USER_LIMIT_REACHED: wording<PerUserLimitReached>({
+    en: (p) => `you have already redeemed this goods item the most times allowed (${p.perUserLimit})`,
+    'zh-CN': (p) => `你兑换该商品的次数已达上限（${p.perUserLimit} 次）`,
+  }),
+  INSUFFICIENT_FUNDS: wording<InsufficientFunds>({
+    en: (p) => `this needs ${yuan(p.amountCents)} yuan; your wallet holds ${yuan(p.balanceCents)}`,
+    'zh-CN': (p) => `需要 ${yuan(p.amountCents)} 元，你的钱包余额为 ${yuan(p.balanceCents)} 元`,
+  }),
+};
+
+/** What a rule's wording may use: the numbers and names of the input that broke it. */
+export type RuleValues = Record<string, string | number>;
+
+/**
+ * The flows' own input rules, those that span fields or that a bound cannot say: a
+ * validation issue broken by one has the rule as its code and these words.
+ */
+export const ruleMessages = {
+  MAX_BELOW_MIN: { en: () => 'maxAmount must be at least minAmount', 'zh-CN': () => '最大金额不能小于最小金额' },
+  IMPOSSIBLE_SPLIT: {
+    en: (v: RuleValues) => `impossible split: count × ${v.bound}Amount (${v.product}) ${v.bound === 'min' ? 'exceeds' : 'is below'} totalAmount (${v.total})`,
+    'zh-CN': (v: RuleValues) => `无法拆分：个数 × ${v.bound === 'min' ? '最小' : '最大'}金额（${v.product}）${v.bound === 'min' ? '超过' : '小于'}总金额（${v.total}）`,
+  },
+  STOCK_NOT_CODE_COUNT: {
+    en: (v: RuleValues) => `stock must equal the number of voucher codes (${v.codes})`,
+    'zh-CN': (v: RuleValues) => `库存必须等于券码数量（${v.codes}）`,
+  },
+  DUPLICATE_VOUCHER_CODE: { en: (v: RuleValues) => `voucher code ${v.code} appears twice`, 'zh-CN': (v: RuleValues) => `券码 ${v.code} 重复` },
+  ZERO_AMOUNT: { en: () => 'amount must not be 0', 'zh-CN': () => '数量不能为 0' },
+  UNKNOWN_TIMEZONE: {
+    en: () => 'unknown timezone (use an IANA name such as Asia/Shanghai)',
+    'zh-CN': () => '未知时区（请使用 IANA 时区名，如 Asia/Shanghai）',
+  },
+  NOTHING_TO_CHANGE: { en: () => 'nothing to change', 'zh-CN': () => '没有要修改的内容' },
+  DUPLICATE_PRIZE: { en: () => 'each prize at most once', 'zh-CN': () => '每个奖品最多出现一次' },
+  GROUP_PRICE_ABOVE_PRICE: { en: () => 'groupPriceCents must not exceed priceCents', 'zh-CN': () => '拼团价不能高于原价' },
+  ENDS_BEFORE_STARTS: { en: () => 'endsAt must be after startsAt', 'zh-CN': () => '结束时间必须晚于开始时间' },
+  ACTIVITY_TOO_LONG: { en: (v: RuleValues) => `an activity lasts at most ${v.days} days`, 'zh-CN': (v: RuleValues) => `活动最长 ${v.days} 天` },
+  POINTS_PRIZE_NEEDS_POINTS: { en: () => 'a POINTS prize needs points', 'zh-CN': () => '积分奖品（POINTS）需要设置积分' },
+  POINTS_ONLY_ON_POINTS_PRIZE: { en: () => 'only a POINTS prize has points', 'zh-CN': () => '只有积分奖品（POINTS）可以设置积分' },
+  HOURLY_QUOTA_ONLY_TIMED: { en: () => 'hourlyQuota is for TIMED activities', 'zh-CN': () => 'hourlyQuota 仅用于定时（TIMED）活动' },
+  NO_POSITIVE_WEIGHT: {
+    en: () => 'a WEIGHTED activity needs a positive weight (a prize or noPrizeWeight)',
+    'zh-CN': () => '按权重（WEIGHTED）抽奖的活动至少需要一个正权重（奖品或 noPrizeWeight）',
+  },
+  TIMED_NO_PRIZE_WEIGHT: { en: () => 'every TIMED draw wins: noPrizeWeight must be 0', 'zh-CN': () => '定时（TIMED）活动每次必中：noPrizeWeight 必须为 0' },
+  TIMED_ONE_CONSOLATION: {
+    en: () => 'a TIMED activity needs exactly one CONSOLATION prize, without hourlyQuota',
+    'zh-CN': () => '定时（TIMED）活动需要恰好一个不设 hourlyQuota 的安慰奖（CONSOLATION）',
+  },
+  TIMED_RELEASED_BY_QUOTA: {
+    en: (v: RuleValues) => `TIMED prizes are released by hourlyQuota, not by ${v.field}`,
+    'zh-CN': (v: RuleValues) => `定时（TIMED）奖品按 hourlyQuota 发放，不使用 ${v.field}`,
+  },
+  ONLY_WEIGHTED: { en: (v: RuleValues) => `${v.field} is for WEIGHTED activities`, 'zh-CN': (v: RuleValues) => `${v.field} 仅用于按权重（WEIGHTED）抽奖的活动` },
+  UNKNOWN_PRIZE: { en: (v: RuleValues) => `prize ${v.prizeId} is not in this activity`, 'zh-CN': (v: RuleValues) => `奖品 ${v.prizeId} 不属于该活动` },
+  HOURLY_QUOTA_ONLY_SCHEDULED: {
+    en: () => 'hourlyQuota is for the scheduled prizes of TIMED activities',
+    'zh-CN': () => 'hourlyQuota 仅用于定时（TIMED）活动中按小时发放的奖品',
+  },
+  TOTAL_STOCK_TOO_BIG: { en: (v: RuleValues) => `a prize's totalStock is at most ${v.max}`, 'zh-CN': (v: RuleValues) => `奖品总库存最多为 ${v.max}` },
+  TIMED_PRIZE_NEEDS_QUOTA: {
+    en: () => 'a TIMED prize other than the CONSOLATION prize needs an hourlyQuota',
+    'zh-CN': () => '定时（TIMED）活动中除安慰奖外的奖品都需要 hourlyQuota',
+  },
+} satisfies Record<string, Record<Locale, (values: RuleValues) => string>>;
+
+export type InputRule = keyof typeof ruleMessages;
+
+/** The problem's message in the caller's language; its code where the catalog has no entry (a test checks there is none). */
+export function problemMessage(problem: Problem, locale: Locale): string {
+  return problemMessages[problem.code]?.[locale](problem) ?? problem.code;
+}
+
+/**
+ * The language to answer in, from an Accept-Language value: the supported locale the
+ * caller ranks highest (any zh-* counts as zh-CN, any en-* as en), English otherwise.
+ */
+export function localeOf(acceptLanguage: string | null | undefined): Locale {
+  let best: { locale: Locale; q: number } | null = null;
+  for (const part of (acceptLanguage ?? '').split(',')) {
+    const [tag = '', ...params] = part.trim().toLowerCase().split(';');
+    const q = Number(
+      params
+        .find((param) => param.trim().startsWith('q='))
+        ?.trim()
+        .slice(2) ?? 1,
+    );
+    const locale: Locale | null = tag.startsWith('zh') ? 'zh-CN' : tag.startsWith('en') ? 'en' : null;
+    if (locale && Number.isFinite(q) && q > 0 && (!best || q > best.q)) best = { locale, q };
+  }
+  return best?.locale ?? DEFAULT_LOCALE;
+}
