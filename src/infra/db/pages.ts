@@ -1,0 +1,34 @@
+import { BadInputError } from '../../domain/errors.ts';
+
+/** One page of a list read newest first (or in any fixed order) by keyset: after or before a row. */
+export interface KeysetPage {
+  /** The unique id of the row the page starts after (or, inverted, before); none for the first page. */
+  cursor?: string;
+  /** Rows to read: the page and one more, so the caller knows whether there is a next. */
+  take: number;
+  /** Read backwards from the cursor (a `last`/`before` request). */
+  inverted: boolean;
+}
+
+type Direction = 'asc' | 'desc';
+type Order = Record<string, Direction>[];
+
+/**
+ * Prisma findMany arguments for the page over rows ordered by `orderBy`, whose last key
+ * is unique: Prisma's cursor finds the row by `cursorOf(id)` and continues the order from
+ * its values, so a page never skips or repeats rows written in the meantime.
+ */
+export function keysetArgs<Cursor>(page: KeysetPage, orderBy: Order, cursorOf: (id: string) => Cursor) {
+  const flip = (direction: Direction): Direction => (direction === 'asc' ? 'desc' : 'asc');
+  return {
+    orderBy: page.inverted ? orderBy.map((key) => Object.fromEntries(Object.entries(key).map(([field, direction]) => [field, flip(direction)]))) : orderBy,
+    take: page.take,
+    ...(page.cursor === undefined ? {} : { cursor: cursorOf(page.cursor), skip: 1 }),
+  };
+}
+
+/** A cursor's id for a table whose ids are numbers (a BIGSERIAL); a client's garbage is bad input, not a crash. */
+export function numericId(id: string): bigint {
+  if (!/^\d{1,19}$/.test(id)) throw new BadInputError('the cursor is not one of this list', [{ message: 'not a cursor of this list', code: 'INVALID_CURSOR' }]);
+  return BigInt(id);
+}

@@ -1,0 +1,38 @@
+import { type DefaultConnectionArguments, resolveCursorConnection } from '@pothos/plugin-relay';
+import { BadInputError } from '../domain/errors.ts';
+import type { KeysetPage } from '../infra/db/pages.ts';
+
+/** Rows a page holds when `first`/`last` is not given, and at most. */
+const PAGE_SIZE = { defaultSize: 20, maxSize: 100 };
+const CURSOR_PREFIX = 'c1:';
+
+/** Opaque to clients, so what a cursor holds can change without a new contract. */
+function encodeCursor(id: string): string {
+  return Buffer.from(`${CURSOR_PREFIX}${id}`).toString('base64url');
+}
+
+function decodeCursor(cursor: string, argument: string): string {
+  const text = Buffer.from(cursor, 'base64url').toString();
+  if (!text.startsWith(CURSOR_PREFIX) || text.length === CURSOR_PREFIX.length)
+    throw new BadInputError(`${argument} is not a cursor of this list`, [{ path: [argument], message: 'not a cursor of this list', code: 'INVALID_CURSOR' }]);
+  return text.slice(CURSOR_PREFIX.length);
+}
+
+/**
+ * A Relay connection over a list read by keyset (`first`/`after` forwards, `last`/`before`
+ * backwards): `read` gets the page to fetch, `idOf` names each row's unique id, its cursor.
+ */
+export async function keysetConnection<Row>(args: DefaultConnectionArguments, read: (page: KeysetPage) => Promise<Row[]>, idOf: (row: Row) => string) {
+  for (const bound of ['first', 'last'] as const) {
+    const size = args[bound];
+    if (size != null && size < 0) throw BadInputError.of([{ path: [bound], message: `${bound} must not be negative`, code: 'TOO_SMALL', minimum: 0 }]);
+    if (size != null && size > PAGE_SIZE.maxSize)
+      throw BadInputError.of([{ path: [bound], message: `${bound} must be at most ${PAGE_SIZE.maxSize}`, code: 'TOO_BIG', maximum: PAGE_SIZE.maxSize }]);
+  }
+  const connection = await resolveCursorConnection<Promise<Row[]>>({ args, ...PAGE_SIZE, toCursor: (row) => encodeCursor(idOf(row)) }, ({ after, before, limit, inverted }) => {
+    const cursor = after !== undefined ? decodeCursor(after, 'after') : before !== undefined ? decodeCursor(before, 'before') : undefined;
+    return read({ ...(cursor === undefined ? {} : { cursor }), take: limit, inverted });
+  });
+  // An empty page has no cursors (Relay's rule), rather than echoing the one it was asked after.
+  return connection.edges.length > 0 ? connection : { ...connection, pageInfo: { ...connection.pageInfo, startCursor: null, endCursor: null } };
+}

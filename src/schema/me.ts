@@ -1,0 +1,87 @@
+import { builder } from '../builder.ts';
+import type { RedPacketState } from '../domain/redPackets/store.ts';
+import { keysetConnection } from './connections.ts';
+import { LotteryDrawRecord } from './lottery.ts';
+import { Goods, Me } from './points.ts';
+import { RedPacket, RedPacketShare } from './redPackets.ts';
+import { Team } from './teams.ts';
+
+const PointsLedgerEntry = builder.prismaObject('PointsLedger', {
+  description: 'A change of a points balance.',
+  fields: (t) => ({
+    id: t.id({ resolve: (entry) => String(entry.id) }),
+    delta: t.exposeInt('delta', { description: 'Positive: points in; negative: points spent.' }),
+    reason: t.exposeString('reason'),
+    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+  }),
+});
+
+builder.objectFields(Me, (t) => ({
+  pointsLedger: t.connection({
+    type: PointsLedgerEntry,
+    description: 'Every change of my points balance, newest first.',
+    resolve: (me, args, { app }) =>
+      keysetConnection(
+        args,
+        (page) => app.history.pointsLedger(me.userId, page),
+        (entry) => String(entry.id),
+      ),
+  }),
+  redPacketsSent: t.connection({
+    type: RedPacket,
+    description: 'The red packets I sent, newest first, each as it is now.',
+    resolve: (me, args, { app }) =>
+      keysetConnection(
+        args,
+        async (page) => {
+          const states = await Promise.all((await app.history.redPacketsSent(me.userId, page)).map((id) => app.redPackets.get(id)));
+          return states.filter((state): state is RedPacketState => state !== null);
+        },
+        (packet) => packet.id,
+      ),
+  }),
+  teams: t.connection({
+    type: Team,
+    description:
+      'The teams I am in (as leader or member) or hold a live seat lock in, newest first, each as it is now; myLock is the lock I hold there. After a restart, this is where to find a lock I hold, wherever it moved.',
+    resolve: (me, args, { app }) =>
+      keysetConnection(
+        args,
+        (page) => app.teams.mine(me.userId, page),
+        (team) => team.id,
+      ),
+  }),
+  draws: t.connection({
+    type: LotteryDrawRecord,
+    description: 'My lottery draws, won or lost, newest first.',
+    resolve: (me, args, { app }) =>
+      keysetConnection(
+        args,
+        (page) => app.history.draws(me.userId, page),
+        (draw) => draw.id,
+      ),
+  }),
+  sharesGrabbed: t.connection({
+    type: RedPacketShare,
+    description: 'The red-packet shares I grabbed, newest first.',
+    resolve: (me, args, { app }) =>
+      keysetConnection(
+        args,
+        (page) => app.history.sharesGrabbed(me.userId, page),
+        (share) => share.id,
+      ),
+  }),
+}));
+
+builder.queryField('goodsCatalog', (t) =>
+  t.withAuth({ signedIn: true }).connection({
+    type: Goods,
+    description: 'The goods of the points shop, newest first.',
+    resolve: (_root, args, { app }) =>
+      keysetConnection(
+        args,
+        (page) => app.history.goodsCatalog(page),
+        (goods) => goods.id,
+      ),
+  }),
+);

@@ -1,0 +1,83 @@
+import { describe, expect, it } from 'vitest';
+import { GoodsCatalogDocument, MyPointsLedgerDocument, MyRedPacketsDocument } from './gql/generated.ts';
+import { errorCodes, requestsAt } from './support/client.ts';
+import { testEnv } from './support/env.ts';
+import { startedServer } from './support/lifecycle.ts';
+import { pointsAt } from './support/points.ts';
+import { redPacketsAt } from './support/redPackets.ts';
+
+const env = testEnv('me_lists');
+const started = startedServer(env);
+const OPERATOR = 'lists-operator';
+
+/** Every node of a connection, page by page through `after`. */
+async function everyPage<Node>(read: (after: string | null) => Promise<{ edges: { node: Node }[]; pageInfo: { hasNextPage: boolean; endCursor?: string | null } }>) {
+  const nodes: Node[] = [];
+  let after: string | null = null;
+  for (let pages = 0; pages < 100; pages++) {
+    const page = await read(after);
+    nodes.push(...page.edges.map((edge) => edge.node));
+    if (!page.pageInfo.hasNextPage) return nodes;
+    after = page.pageInfo.endCursor ?? null;
+  }
+  throw new Error('more than 100 pages');
+}
+
+describe('Me.pointsLedger', () => {
+  it('pages every change of my balance newest first, forwards and backwards, and nobody else’s', async () => {
+    const user = 'ledger-user';
+    const points = pointsAt(started.server.url);
+    for (let i = 1; i <= 23; i++) await points.award(OPERATOR, { userId: user, amount: i, reason: `award ${i}` });
+    await points.award(OPERATOR, { userId: 'someone-else', amount: 5 });
+    const { data, raw } = requestsAt(started.server.url);
+    const deltas = await everyPage(async (after) => (await data(MyPointsLedgerDocument, { first: 10, after }, user)).me.pointsLedger);
+    expect(deltas.map((entry) => entry.delta)).toEqual(Array.from({ length: 23 }, (_, i) => 23 - i));
+    const oldest = (await data(MyPointsLedgerDocument, { last: 3 }, user)).me.pointsLedger;
+    expect(oldest.edges.map((edge) => edge.node.delta)).toEqual([3, 2, 1]);
+    expect(oldest.pageInfo).toMatchObject({ hasPreviousPage: true, hasNextPage: false });
+    const before = (await data(MyPointsLedgerDocument, { last: 2, before: oldest.pageInfo.startCursor }, user)).me.pointsLedger;
+    expect(before.edges.map((edge) => edge.node.delta)).toEqual([5, 4]);
+
+    for (const after of ['garbage', Buffer.from('c1:not-a-number').toString('base64url'), '']) {
+      const refused = await raw(MyPointsLedgerDocument, { first: 5, after }, user);
+      expect(errorCodes(refused), after).toEqual(['BAD_USER_INPUT']);
+    }
+    expect(errorCodes(await raw(MyPointsLedgerDocument, { first: -1 }, user))).toEqual(['BAD_USER_INPUT']);
+    expect(errorCodes(await raw(MyPointsLedgerDocument, { first: 5 }))).toEqual(['UNAUTHENTICATED']);
+    // A page is at most 100 rows.
+    expect(errorCodes(await raw(MyPointsLedgerDocument, { first: 101 }, user))).toEqual(['BAD_USER_INPUT']);
+  });
+});
+
+describe('Me.redPacketsSent and Me.sharesGrabbed', () => {
+  it('list what I sent as it is now, and what I grabbed', async () => {
+    const packets = redPacketsAt(started.server.url);
+    const sent = [];
+    for (const totalAmount of [300, 400, 500]) sent.push(await packets.create('sender', { totalAmount, count: 3 }));
+    await packets.grab('grabber', sent[0]!.id);
+    await packets.grab('grabber', sent[2]!.id);
+    const { data } = requestsAt(started.server.url);
+    const mine = (await data(MyRedPacketsDocument, { first: 10 }, 'sender')).me;
+    expect(mine.redPacketsSent.edges.map((edge) => edge.node)).toEqual([
+      { id: sent[2]!.id, totalAmount: 500, remainingCount: 2 },
+      { id: sent[1]!.id, totalAmount: 400, remainingCount: 3 },
+      { id: sent[0]!.id, totalAmount: 300, remainingCount: 2 },
+    ]);
+    expect(mine.sharesGrabbed.edges).toEqual([]);
+    const grabbed = (await data(MyRedPacketsDocument, { first: 10 }, 'grabber')).me;
+    expect(grabbed.sharesGrabbed.edges.map((edge) => edge.node.packetId)).toEqual([sent[2]!.id, sent[0]!.id]);
+    expect(grabbed.redPacketsSent.edges).toEqual([]);
+  });
+});
+
+describe('goodsCatalog', () => {
+  it('pages the goods newest first, for signed-in callers', async () => {
+    const points = pointsAt(started.server.url);
+    const titles = ['tea', 'cup', 'pen', 'bag', 'hat'];
+    for (const title of titles) await points.createGoods(OPERATOR, { title, pointsCost: 10, stock: 5 });
+    const { data, raw } = requestsAt(started.server.url);
+    const goods = await everyPage(async (after) => (await data(GoodsCatalogDocument, { first: 2, after }, 'shopper')).goodsCatalog);
+    expect(goods.map((item) => item.title)).toEqual([...titles].reverse());
+    expect(errorCodes(await raw(GoodsCatalogDocument, { first: 2 }))).toEqual(['UNAUTHENTICATED']);
+  });
+});
