@@ -1,6 +1,6 @@
-import { existsSync } from 'node:fs';
-import { type Browser, chromium } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { STEP_MS, launchChromium, saveScreenshot, watchPage } from './support/browser.ts';
 import { testEnv } from './support/env.ts';
 import { stopAll } from './support/lifecycle.ts';
 import { redPacketsAt } from './support/redPackets.ts';
@@ -8,11 +8,7 @@ import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
 import { tokenOf } from './support/tokens.ts';
 
-// The GraphiQL the server serves, in a real browser: Debian's chromium (.ci/run installs it),
-// driven by playwright-core, which downloads no browser of its own.
-const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
-const STEP_MS = 15_000;
+// The GraphiQL the server serves, in a real browser.
 
 const env = testEnv('graphiql');
 let server: ServerProcess;
@@ -20,8 +16,7 @@ let stores: Stores;
 let browser: Browser;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)`);
-  [server, browser] = await Promise.all([startServerProcess(env.vars), chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS, timeout: STEP_MS })]);
+  [server, browser] = await Promise.all([startServerProcess(env.vars), launchChromium()]);
   stores = openStores(env);
 });
 
@@ -40,6 +35,8 @@ it('a subscription started in GraphiQL, signed in from its headers tab, shows li
 
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
   page.setDefaultTimeout(STEP_MS);
+  const misbehaviour: string[] = [];
+  watchPage(page, new URL(server.url).origin, 'graphiql', misbehaviour);
   await page.goto(server.url);
 
   // The operation editor (Monaco): replace the welcome text with the subscription.
@@ -75,5 +72,7 @@ it('a subscription started in GraphiQL, signed in from its headers tab, shows li
   await response.filter({ hasText: '"remainingCount": 2' }).waitFor();
   // biome-ignore lint/performance/useDomNodeTextContent: Playwright's Locator, not the DOM property
   expect(await response.innerText()).not.toContain('UNAUTHENTICATED');
+  await saveScreenshot(page, 'graphiql-subscription');
+  expect(misbehaviour).toEqual([]);
   await page.close();
 });

@@ -1,0 +1,92 @@
+/*
+ * The web app (web/, built into dist/web by `npm run build:web`, which `npm start` runs)
+ * served by this server at /app/: same origin as /graphql, so it needs no CORS and no CDN.
+ * In development it also mints tokens for any name (POST /app/dev-token): production
+ * takes tokens from the shop's own login only.
+ */
+import { existsSync } from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { fileURLToPath } from 'node:url';
+import sirv from 'sirv';
+import { z } from 'zod';
+import type { Config } from './config.ts';
+import { signLocalToken } from './infra/auth/devTokens.ts';
+
+export const WEB_APP_PATH = '/app';
+const DIST = fileURLToPath(new URL('../dist/web/', import.meta.url));
+const DEV_TOKEN_BODY_MAX = 1024;
+
+const devTokenRequest = z.object({
+  name: z
+    .string()
+    .trim()
+    .min(1)
+    .max(64)
+    .regex(/^[\p{L}\p{N}_.-]+$/u),
+  operator: z.boolean().default(false),
+});
+
+// Everything the page loads comes from this server; its live updates from its WebSocket.
+const SECURITY_HEADERS = {
+  'content-security-policy': "default-src 'self'; connect-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'same-origin',
+};
+
+function answer(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { 'content-type': 'application/json', ...SECURITY_HEADERS }).end(JSON.stringify(body));
+}
+
+async function readBody(req: IncomingMessage): Promise<string | null> {
+  let body = '';
+  for await (const chunk of req) {
+    body += chunk;
+    if (body.length > DEV_TOKEN_BODY_MAX) return null;
+  }
+  return body;
+}
+
+async function mintDevToken(config: Config, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  if (config.NODE_ENV === 'production') return answer(res, 404, { error: 'not found' });
+  const body = await readBody(req);
+  let parsed: z.ZodSafeParseResult<z.infer<typeof devTokenRequest>> | null = null;
+  try {
+    parsed = body === null ? null : devTokenRequest.safeParse(JSON.parse(body));
+  } catch {
+    parsed = null;
+  }
+  if (!parsed?.success) return answer(res, 400, { error: 'send {"name": 1 to 64 letters, digits, "_", "-" or ".", "operator": false}' });
+  const token = await signLocalToken(config, parsed.data.name, parsed.data.operator);
+  if (!token) return answer(res, 404, { error: 'tokens come from the identity provider (JWT_JWKS_URL)' });
+  answer(res, 200, { token });
+}
+
+/** The handler of /app and everything below it; false for any other path. */
+export function createWebApp(config: Config, dir = DIST): (req: IncomingMessage, res: ServerResponse) => boolean {
+  const files = existsSync(dir)
+    ? sirv(dir, {
+        single: true,
+        etag: true,
+        setHeaders: (res) => {
+          for (const [name, value] of Object.entries(SECURITY_HEADERS)) res.setHeader(name, value);
+        },
+      })
+    : null;
+  return (req, res) => {
+    const url = req.url ?? '/';
+    if (url !== WEB_APP_PATH && !url.startsWith(`${WEB_APP_PATH}/`)) return false;
+    if (url === WEB_APP_PATH) {
+      res.writeHead(308, { location: `${WEB_APP_PATH}/` }).end();
+    } else if (url === `${WEB_APP_PATH}/dev-token` && req.method === 'POST') {
+      void mintDevToken(config, req, res);
+    } else if (!files) {
+      res.writeHead(503, { 'content-type': 'text/plain; charset=utf-8' }).end('The web app is not built: run npm run build:web (npm start does).\n');
+    } else {
+      req.url = url.slice(WEB_APP_PATH.length);
+      files(req, res, () => {
+        res.writeHead(404).end();
+      });
+    }
+    return true;
+  };
+}

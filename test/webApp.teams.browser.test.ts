@@ -1,0 +1,132 @@
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ServerTimeDocument } from './gql/generated.ts';
+import { STEP_MS, startWebApp } from './support/browser.ts';
+import { requestsAt } from './support/client.ts';
+import { testEnv } from './support/env.ts';
+import { webDocumentId } from './support/persistedDocuments.ts';
+import { teamsAt } from './support/teams.ts';
+import { walletsAt } from './support/wallets.ts';
+
+// The web app's group-buy pages and wallet, in real browsers: each context is one person's phone.
+const env = testEnv('web_app_teams');
+/** Short enough to watch a lock run out; long enough to lock a seat and pay for it under load. */
+const LOCK_SECONDS = 8;
+/** The skew of one phone's clock: its countdowns must still agree with the server's. */
+const CLOCK_AHEAD_MS = 90_000;
+let web: Awaited<ReturnType<typeof startWebApp>>;
+let server: typeof web.server;
+let appUrl: string;
+let app: typeof web.app;
+
+beforeAll(async () => {
+  // Expired locks are swept often, so a page sees its seat free soon after the countdown ends.
+  web = await startWebApp(env, { TEAM_SWEEP_INTERVAL_MS: '50' });
+  ({ server, appUrl, app } = web);
+});
+
+afterAll(() => web?.close());
+
+const seats = (page: Page, kind: 'member-seat' | 'paying-seat' | 'free-seat') => page.getByTestId(kind).count();
+
+/** The seats every page shows, once they all agree: [members, paying, free]. */
+async function expectSeats(pages: Page[], expected: [number, number, number], timeout = STEP_MS): Promise<void> {
+  for (const page of pages) {
+    await expect.poll(async () => [await seats(page, 'member-seat'), await seats(page, 'paying-seat'), await seats(page, 'free-seat')], { timeout }).toEqual(expected);
+  }
+}
+
+/** How far a page's countdown is from the lock's expiry counted on the server's clock, in ms. */
+async function countdownError(page: Page, expiresAt: string): Promise<number> {
+  const [shown, { serverTime }] = await Promise.all([page.getByTestId('seat-countdown').getAttribute('data-remaining-ms'), requestsAt(server.url).data(ServerTimeDocument, {}, 'clock')]);
+  return Math.abs(Number(shown) - (Date.parse(expiresAt) - Date.parse(serverTime)));
+}
+
+describe('a group-buy team', () => {
+  it('two phones watch one team: a lock counts down on the server clock, runs out, is paid, and the team completes', { timeout: 120_000 }, async () => {
+    const activityId = 'web-tea';
+    const teams = teamsAt(server.url);
+    await teams.activity(activityId, { title: '拼团奶茶', capacity: 3, lockSeconds: LOCK_SECONDS, groupPriceCents: 990 });
+
+    const leader = await app.signedIn('grace');
+    await leader.goto(`${appUrl}#/groupbuy/${activityId}`);
+    await leader.getByRole('button', { name: '我要开团' }).click();
+    await leader.waitForURL(/#\/team\/[\w-]+$/);
+    const teamId = leader.url().split('/').pop()!;
+
+    // This phone's clock is a minute and a half fast; what it counts down must not be.
+    const buyer = await app.signedIn('heidi', { clockAheadMs: CLOCK_AHEAD_MS });
+    expect((await buyer.evaluate(() => Date.now())) - Date.now()).toBeGreaterThan(CLOCK_AHEAD_MS - 10_000);
+    await buyer.getByRole('link', { name: '拼团' }).click();
+    await buyer.getByRole('link', { name: '拼团奶茶' }).waitFor();
+    await app.screenshot(buyer, 'group-buy-activities');
+    await buyer.getByRole('link', { name: '拼团奶茶' }).click();
+    await buyer.getByRole('link', { name: /^参团/ }).waitFor();
+    await app.screenshot(buyer, 'group-buy-teams');
+    await buyer.getByRole('link', { name: /^参团/ }).click();
+    await buyer.waitForURL(leader.url());
+    const watchers = [leader, buyer];
+    await expectSeats(watchers, [1, 0, 2]);
+    // A reload would lose this: every change below must arrive live.
+    for (const page of watchers) await page.evaluate(() => Object.assign(window, { notReloaded: true }));
+
+    const lockId = webDocumentId('WebLockTeamSeat');
+    const locked = buyer.waitForResponse((response) => response.url().endsWith('/graphql') && response.request().postDataJSON()?.documentId === lockId);
+    await buyer.getByRole('button', { name: '参团：锁定座位' }).click();
+    await locked;
+    await leader.getByTestId('paying-seat').waitFor({ timeout: 1000 });
+    const lock = (await teams.team('heidi', teamId))!.locks[0]!;
+    await expectSeats(watchers, [1, 1, 1]);
+    for (const page of watchers) {
+      expect(await countdownError(page, lock.expiresAt)).toBeLessThan(1000);
+      const [minutes, seconds] = (await page.getByTestId('seat-countdown').textContent())!.split(':').map(Number);
+      // Within the same second of slack: the page learns the server's time from an event that took a moment to arrive.
+      expect(minutes! * 60 + seconds!).toBeLessThanOrEqual(LOCK_SECONDS + 1);
+    }
+    await app.screenshot(buyer, 'team-paying');
+
+    // Nobody pays: the seat frees itself on both phones when the server lets the lock go.
+    await expectSeats(watchers, [1, 0, 2], LOCK_SECONDS * 1000 + STEP_MS);
+    for (const page of watchers) expect(await page.evaluate(() => 'notReloaded' in window)).toBe(true);
+
+    // A lock paid through the sandbox provider becomes a seat on every phone.
+    const third = await app.signedIn('ivan');
+    await third.goto(leader.url());
+    const phones = [...watchers, third];
+    await expectSeats([third], [1, 0, 2]);
+    await buyer.getByRole('button', { name: '参团：锁定座位' }).click();
+    await buyer.getByRole('button', { name: '沙箱支付 ¥9.90' }).click();
+    await expect.poll(() => buyer.getByTestId('team-message').textContent()).toBe('支付成功，你已入团');
+    await expectSeats(phones, [2, 0, 1]);
+
+    // The last seat is held: the full team says when it frees, then its payment completes the team.
+    await third.getByRole('button', { name: '参团：锁定座位' }).click();
+    await expectSeats(phones, [2, 1, 0]);
+    await expect.poll(() => leader.getByTestId('next-unlock').textContent()).toMatch(/下一个座位 0:0\d 后释放/);
+    await app.screenshot(leader, 'team-full');
+    await third.getByRole('button', { name: '沙箱支付 ¥9.90' }).click();
+    for (const page of phones) await expect.poll(() => page.getByTestId('team-status').getAttribute('data-status')).toBe('COMPLETE');
+    await expectSeats(phones, [3, 0, 0]);
+    for (const page of watchers) expect(await page.evaluate(() => 'notReloaded' in window)).toBe(true);
+    await app.screenshot(leader, 'team-complete');
+    expect(app.misbehaviour).toEqual([]);
+  });
+});
+
+describe('the wallet', () => {
+  it('shows my balance and its entries, newest first', { timeout: 60_000 }, async () => {
+    const wallets = walletsAt(server.url);
+    await wallets.credit('web-operator', { userId: 'judy', amountCents: 1000, reason: '新人礼' });
+    await wallets.credit('web-operator', { userId: 'judy', amountCents: 234, reason: '活动奖励' });
+    const page = await app.signedIn('judy');
+    await page.getByRole('link', { name: '钱包' }).click();
+    await expect.poll(() => page.getByTestId('wallet-balance').textContent()).toBe('12.34');
+    const entries = await page.getByTestId('wallet-entry').allTextContents();
+    expect(entries).toHaveLength(2);
+    expect(entries[0]).toContain('活动奖励');
+    expect(entries[0]).toContain('+2.34');
+    expect(entries[1]).toContain('+10.00');
+    await app.screenshot(page, 'wallet');
+    expect(app.misbehaviour).toEqual([]);
+  });
+});

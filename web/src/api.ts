@@ -1,0 +1,96 @@
+import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
+import { type DocumentNode, print } from 'graphql';
+import { type Client, type SubscribePayload, createClient } from 'graphql-ws';
+import { currentSession } from './session.ts';
+
+const GRAPHQL_PATH = '/graphql';
+/** The answer of a server that cannot run a documentId (persisted documents off, or another build's): the text is sent instead. */
+const PERSISTED_QUERY_NOT_FOUND = 'PERSISTED_QUERY_NOT_FOUND';
+
+type GraphqlError = { message: string; extensions?: { code?: unknown } };
+
+export class ApiError extends Error {
+  constructor(
+    message: string,
+    readonly code: string | undefined,
+  ) {
+    super(message);
+  }
+}
+
+function headers(): Record<string, string> {
+  const token = currentSession()?.token;
+  return { 'content-type': 'application/json', 'accept-language': navigator.language, ...(token ? { authorization: `Bearer ${token}` } : {}) };
+}
+
+/**
+ * What names the operation: the sha256 codegen put in the document (codegen.yml,
+ * persistedDocuments), which the server looks up in the same build's manifest, or the text.
+ * graphql-ws insists on a `query` string, hence the empty one beside a documentId.
+ */
+function operation(document: DocumentNode, variables: unknown, asText = false): SubscribePayload & { documentId?: string } {
+  const documentId = (document as { __meta__?: { hash?: string } }).__meta__?.hash;
+  const vars = variables as Record<string, unknown>;
+  return documentId && !asText ? { query: '', documentId, variables: vars } : { query: print(document), variables: vars };
+}
+
+const codeOf = (error: GraphqlError | undefined) => (typeof error?.extensions?.code === 'string' ? error.extensions.code : undefined);
+
+async function post<Result>(payload: SubscribePayload): Promise<{ status: number; data?: Result; errors?: GraphqlError[] }> {
+  const { query, ...rest } = payload;
+  const response = await fetch(GRAPHQL_PATH, { method: 'POST', headers: headers(), body: JSON.stringify(query ? payload : rest) });
+  return { status: response.status, ...((await response.json()) as { data?: Result; errors?: GraphqlError[] }) };
+}
+
+/** One query or mutation over HTTP; GraphQL errors become an ApiError carrying extensions.code. */
+export async function request<Result, Variables>(document: TypedDocumentNode<Result, Variables>, variables: Variables): Promise<Result> {
+  let answer = await post<Result>(operation(document, variables));
+  if (codeOf(answer.errors?.[0]) === PERSISTED_QUERY_NOT_FOUND) answer = await post<Result>(operation(document, variables, true));
+  const error = answer.errors?.[0];
+  if (error || !answer.data) throw new ApiError(error?.message ?? `HTTP ${answer.status}`, codeOf(error));
+  return answer.data;
+}
+
+let socket: { client: Client; token: string | undefined } | null = null;
+
+/** One graphql-ws connection per signed-in user, opened on the first subscription. */
+function socketClient(): Client {
+  const token = currentSession()?.token;
+  const open = socket;
+  if (open && open.token === token) return open.client;
+  open?.client.dispose();
+  const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}${GRAPHQL_PATH}`;
+  const client = createClient({ url, lazy: true, retryAttempts: Number.POSITIVE_INFINITY, connectionParams: () => headers() });
+  socket = { client, token };
+  return client;
+}
+
+/** Every event of a subscription until it completes or the returned function is called. */
+export function subscribe<Result, Variables>(
+  document: TypedDocumentNode<Result, Variables>,
+  variables: Variables,
+  onData: (data: Result) => void,
+  onError: (error: ApiError) => void,
+): () => void {
+  const start = (asText: boolean): (() => void) =>
+    socketClient().subscribe<Result>(operation(document, variables, asText), {
+      next: (event) => {
+        if (event.data) onData(event.data);
+        else if (event.errors?.[0]) onError(new ApiError(event.errors[0].message, codeOf(event.errors[0])));
+      },
+      // The server refuses an operation with its GraphQL errors; anything else is the socket failing.
+      error: (error) => {
+        const refusal = Array.isArray(error) ? (error[0] as GraphqlError | undefined) : undefined;
+        if (!asText && codeOf(refusal) === PERSISTED_QUERY_NOT_FOUND) stop = start(true);
+        else onError(refusal ? new ApiError(refusal.message, codeOf(refusal)) : new ApiError('the live connection failed', undefined));
+      },
+      complete: () => undefined,
+    });
+  let stop = start(false);
+  return () => stop();
+}
+
+/** The offset of the server's clock from this device's, so countdowns agree with the server. */
+export function serverOffsetMs(serverTime: string): number {
+  return Date.parse(serverTime) - Date.now();
+}

@@ -1,0 +1,73 @@
+import { useEffect, useState } from 'preact/hooks';
+import { GroupBuyActivities, GroupBuyTeams } from './pages/groupBuy.tsx';
+import { Lottery } from './pages/lottery.tsx';
+import { RedPacketPage } from './pages/redPacket.tsx';
+import { SendRedPacket } from './pages/sendRedPacket.tsx';
+import { Shop } from './pages/shop.tsx';
+import { SignIn } from './pages/signIn.tsx';
+import { TeamPage } from './pages/team.tsx';
+import { Wallet } from './pages/wallet.tsx';
+import { type Session, currentSession } from './session.ts';
+
+/** The page a hash names: #/packets/<id>, #/shop… (hash routes need nothing from the server). */
+function route(): string[] {
+  return location.hash.replace(/^#\/?/, '').split('/').filter(Boolean);
+}
+
+const PAGES = [
+  { path: 'packets', title: '红包' },
+  { path: 'groupbuy', title: '拼团' },
+  { path: 'shop', title: '积分商城' },
+  { path: 'wallet', title: '钱包' },
+  { path: 'signin', title: '登录' },
+];
+
+export function App() {
+  const [path, setPath] = useState(route());
+  const [session, setSession] = useState<Session | null>(currentSession());
+  useEffect(() => {
+    const onHash = () => setPath(route());
+    addEventListener('hashchange', onHash);
+    return () => removeEventListener('hashchange', onHash);
+  }, []);
+
+  const [page = 'packets', id] = path;
+  const body = !session ? (
+    <SignIn onSignedIn={setSession} />
+  ) : page === 'signin' ? (
+    <SignIn onSignedIn={setSession} />
+  ) : page === 'shop' ? (
+    <Shop />
+  ) : page === 'wallet' ? (
+    <Wallet />
+  ) : page === 'groupbuy' ? (
+    id ? (
+      <GroupBuyTeams activityId={id} />
+    ) : (
+      <GroupBuyActivities />
+    )
+  ) : page === 'team' && id ? (
+    <TeamPage teamId={id} />
+  ) : page === 'lottery' && id ? (
+    <Lottery activityId={id} />
+  ) : id ? (
+    <RedPacketPage packetId={id} />
+  ) : (
+    <SendRedPacket />
+  );
+  return (
+    <>
+      <nav>
+        {PAGES.map((item) => (
+          <a key={item.path} href={`#/${item.path}`} class={page === item.path || (page === 'team' && item.path === 'groupbuy') ? 'active' : ''}>
+            {item.title}
+          </a>
+        ))}
+      </nav>
+      <main>
+        {session && <p class="muted">{session.name}</p>}
+        {body}
+      </main>
+    </>
+  );
+}

@@ -1,0 +1,139 @@
+import { useEffect, useState } from 'preact/hooks';
+import { request } from '../api.ts';
+import { yuan } from '../clock.ts';
+import type { WebGroupBuyActivitiesQuery, WebGroupBuyTeamsQuery } from '../gql/graphql.ts';
+import { graphql } from '../gql/index.ts';
+
+const ActivitiesQuery = graphql(`
+  query WebGroupBuyActivities {
+    groupBuyActivities(first: 20) {
+      nodes {
+        id
+        title
+        capacity
+        priceCents
+        groupPriceCents
+      }
+    }
+  }
+`);
+
+const TeamsQuery = graphql(`
+  query WebGroupBuyTeams($activityId: ID!) {
+    groupBuyActivity(id: $activityId) {
+      id
+      title
+      description
+      capacity
+      priceCents
+      groupPriceCents
+      lockSeconds
+    }
+    teams(activityId: $activityId, status: OPEN, limit: 50) {
+      id
+      capacity
+      freeSeats
+      members {
+        userId
+      }
+    }
+  }
+`);
+
+const OpenTeam = graphql(`
+  mutation WebOpenTeam($activityId: ID!) {
+    openTeam(input: { activityId: $activityId }) {
+      __typename
+      ... on Team {
+        id
+      }
+      ... on Problem {
+        code
+        message
+      }
+    }
+  }
+`);
+
+/** The group-buys on now, newest first: each leads to its open teams. */
+export function GroupBuyActivities() {
+  const [activities, setActivities] = useState<WebGroupBuyActivitiesQuery['groupBuyActivities']['nodes'] | null>(null);
+  const [problem, setProblem] = useState<string | null>(null);
+  useEffect(() => {
+    request(ActivitiesQuery, {}).then(
+      ({ groupBuyActivities }) => setActivities(groupBuyActivities.nodes),
+      (error: Error) => setProblem(error.message),
+    );
+  }, []);
+  if (!activities) return <div class="card">{problem ?? '…'}</div>;
+  return (
+    <div class="card">
+      <h2>拼团活动</h2>
+      {activities.length === 0 && <p class="muted">暂无拼团活动</p>}
+      <ul class="plain">
+        {activities.map((activity) => (
+          <li key={activity.id}>
+            <a href={`#/groupbuy/${activity.id}`}>{activity.title}</a>
+            <span>
+              {activity.capacity} 人团 ¥{yuan(activity.groupPriceCents)}
+            </span>
+          </li>
+        ))}
+      </ul>
+    </div>
+  );
+}
+
+/** One group-buy's open teams, those with free seats first: open a team or join one. */
+export function GroupBuyTeams({ activityId }: { activityId: string }) {
+  const [data, setData] = useState<WebGroupBuyTeamsQuery | null>(null);
+  const [problem, setProblem] = useState<string | null>(null);
+  useEffect(() => {
+    request(TeamsQuery, { activityId }).then(setData, (error: Error) => setProblem(error.message));
+  }, [activityId]);
+
+  async function open() {
+    setProblem(null);
+    try {
+      const { openTeam: result } = await request(OpenTeam, { activityId });
+      if (result.__typename === 'Team') location.hash = `#/team/${result.id}`;
+      else if ('message' in result) setProblem(result.message);
+    } catch (error) {
+      setProblem((error as Error).message);
+    }
+  }
+
+  const activity = data?.groupBuyActivity;
+  if (!data || !activity) return <div class="card">{problem ?? (data ? '活动不存在' : '…')}</div>;
+  return (
+    <>
+      <div class="card">
+        <h2>{activity.title}</h2>
+        {activity.description && <p class="muted">{activity.description}</p>}
+        <p>
+          <span class="big">¥{yuan(activity.groupPriceCents)}</span> <s class="muted">¥{yuan(activity.priceCents)}</s> · {activity.capacity} 人成团
+        </p>
+        <button type="button" onClick={open}>
+          我要开团
+        </button>
+        {problem && <p class="problem">{problem}</p>}
+      </div>
+      <div class="card">
+        <h3>正在拼团</h3>
+        {data.teams.length === 0 && <p class="muted">还没有人开团</p>}
+        <ul class="plain" data-testid="open-teams">
+          {data.teams.map((team) => (
+            <li key={team.id} data-testid="open-team">
+              <span>
+                {team.members.length}/{team.capacity} 人
+              </span>
+              <a class="pill" href={`#/team/${team.id}`}>
+                {team.freeSeats > 0 ? `参团（${team.freeSeats} 个空位）` : '查看'}
+              </a>
+            </li>
+          ))}
+        </ul>
+      </div>
+    </>
+  );
+}

@@ -1,0 +1,158 @@
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { request, subscribe } from '../api.ts';
+import type { WebLotteryQuery } from '../gql/graphql.ts';
+import { graphql } from '../gql/index.ts';
+
+const LotteryQuery = graphql(`
+  query WebLottery($id: ID!) {
+    lotteryActivity(id: $id) {
+      id
+      title
+      status
+      noPrizeWeight
+      dailyDrawLimit
+      prizes {
+        id
+        title
+      }
+    }
+  }
+`);
+
+const Draw = graphql(`
+  mutation WebDrawLottery($activityId: ID!, $requestId: String) {
+    drawLottery(activityId: $activityId, requestId: $requestId) {
+      __typename
+      ... on LotteryWin {
+        prize {
+          id
+          title
+        }
+      }
+      ... on Problem {
+        code
+        message
+      }
+    }
+  }
+`);
+
+const Winners = graphql(`
+  subscription WebLotteryWinners($activityId: ID!) {
+    lotteryWinners(activityId: $activityId, recent: 5) {
+      drawId
+      userId
+      prize {
+        title
+      }
+    }
+  }
+`);
+
+type Activity = NonNullable<WebLotteryQuery['lotteryActivity']>;
+/** The wheel's sectors: every prize, and "no prize" when a draw can lose. */
+type Sector = { id: string | null; title: string };
+
+const SPIN_MS = 3000;
+const COLOURS = ['#ffd8a8', '#ffc9c9', '#d0ebff', '#d3f9d8', '#fff3bf', '#e5dbff'];
+
+function sectorsOf(activity: Activity): Sector[] {
+  const prizes: Sector[] = activity.prizes.map((prize) => ({ id: prize.id, title: prize.title }));
+  return activity.noPrizeWeight > 0 ? [...prizes, { id: null, title: '谢谢参与' }] : prizes;
+}
+
+/** A wheel that spins to the result the server committed; the wheel decides nothing. */
+export function Lottery({ activityId }: { activityId: string }) {
+  const [activity, setActivity] = useState<Activity | null>(null);
+  const [turn, setTurn] = useState(0);
+  const [landed, setLanded] = useState<Sector | null>(null);
+  const [message, setMessage] = useState<string | null>(null);
+  const [winners, setWinners] = useState<{ drawId: string; userId: string; prize: string }[]>([]);
+  const spinning = useRef(false);
+
+  useEffect(() => {
+    request(LotteryQuery, { id: activityId }).then(
+      ({ lotteryActivity }) => (lotteryActivity ? setActivity(lotteryActivity) : setMessage('活动不存在')),
+      (error: Error) => setMessage(error.message),
+    );
+    return subscribe(
+      Winners,
+      { activityId },
+      ({ lotteryWinners: win }) => setWinners((list) => [{ drawId: win.drawId, userId: win.userId, prize: win.prize.title }, ...list].slice(0, 10)),
+      (error) => setMessage(error.message),
+    );
+  }, [activityId]);
+
+  async function draw() {
+    if (!activity || spinning.current) return;
+    spinning.current = true;
+    setMessage(null);
+    setLanded(null);
+    try {
+      const { drawLottery: result } = await request(Draw, { activityId, requestId: crypto.randomUUID() });
+      if (result.__typename !== 'LotteryWin' && result.__typename !== 'LotteryLose') {
+        setMessage(result.message);
+        return;
+      }
+      const sectors = sectorsOf(activity);
+      const won = result.__typename === 'LotteryWin' ? result.prize.id : null;
+      const index = Math.max(
+        0,
+        sectors.findIndex((sector) => sector.id === won),
+      );
+      // Whole turns, then the sector's middle under the pointer at the top.
+      const angle = 360 - (index + 0.5) * (360 / sectors.length);
+      setTurn((previous) => previous - (previous % 360) + 5 * 360 + angle);
+      await new Promise((resolve) => setTimeout(resolve, SPIN_MS));
+      setLanded(sectors[index]!);
+    } catch (error) {
+      setMessage((error as Error).message);
+    } finally {
+      spinning.current = false;
+    }
+  }
+
+  if (!activity) return <div class="card">{message ?? '…'}</div>;
+  const sectors = sectorsOf(activity);
+  const slice = 360 / sectors.length;
+  const gradient = sectors.map((_, i) => `${COLOURS[i % COLOURS.length]} ${i * slice}deg ${(i + 1) * slice}deg`).join(', ');
+  return (
+    <div class="card">
+      <h2>{activity.title}</h2>
+      {activity.dailyDrawLimit > 0 && <p class="muted">每天最多抽 {activity.dailyDrawLimit} 次</p>}
+      <div class="wheel-frame">
+        <div class="pointer" />
+        <div
+          class="wheel"
+          data-testid="wheel"
+          data-landed={landed ? (landed.id ?? 'none') : ''}
+          style={{ background: `conic-gradient(${gradient})`, transform: `rotate(${turn}deg)`, transition: `transform ${SPIN_MS}ms cubic-bezier(0.2, 0.8, 0.2, 1)` }}
+        >
+          {sectors.map((sector, i) => (
+            <span key={sector.id ?? 'none'} style={{ transform: `rotate(${(i + 0.5) * slice}deg) translateY(-110px)` }}>
+              {sector.title}
+            </span>
+          ))}
+        </div>
+      </div>
+      <button type="button" onClick={draw} disabled={activity.status !== 'ACTIVE'}>
+        {activity.status === 'ACTIVE' ? '抽奖' : '活动未进行'}
+      </button>
+      {landed && <p data-testid="draw-result">{landed.id ? `恭喜你抽中 ${landed.title}` : '谢谢参与'}</p>}
+      {message && (
+        <p class="problem" data-testid="draw-problem">
+          {message}
+        </p>
+      )}
+      <h3>中奖名单</h3>
+      <ul class="plain" data-testid="winners">
+        {winners.map((win) => (
+          <li key={win.drawId}>
+            <span>{win.userId}</span>
+            <span>{win.prize}</span>
+          </li>
+        ))}
+      </ul>
+    </div>
+  );
+}

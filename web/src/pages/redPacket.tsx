@@ -1,0 +1,128 @@
+import { useEffect, useState } from 'preact/hooks';
+import { request, subscribe } from '../api.ts';
+import type { WebRedPacketFieldsFragment } from '../gql/graphql.ts';
+import { graphql } from '../gql/index.ts';
+
+graphql(`
+  fragment WebRedPacketFields on RedPacket {
+    id
+    totalAmount
+    count
+    greeting
+    status
+    remainingCount
+    remainingAmount
+    expiresAt
+    bestLuck {
+      userId
+      amount
+    }
+    latestShares(count: 5) {
+      userId
+      amount
+    }
+  }
+`);
+
+const RedPacketQuery = graphql(`
+  query WebRedPacket($id: ID!) {
+    redPacket(id: $id) {
+      ...WebRedPacketFields
+    }
+  }
+`);
+
+const RedPacketUpdated = graphql(`
+  subscription WebRedPacketUpdated($packetId: ID!) {
+    redPacketUpdated(packetId: $packetId) {
+      ...WebRedPacketFields
+    }
+  }
+`);
+
+const Grab = graphql(`
+  mutation WebGrabRedPacket($packetId: ID!) {
+    grabRedPacket(packetId: $packetId) {
+      __typename
+      ... on GrabbedShare {
+        amount
+      }
+      ... on AlreadyGrabbed {
+        share {
+          amount
+        }
+      }
+      ... on Problem {
+        code
+        message
+      }
+    }
+  }
+`);
+
+const yuan = (cents: number) => (cents / 100).toFixed(2);
+
+/** A packet: grab it, and watch what is left, the newest grabs and the best luck live. */
+export function RedPacketPage({ packetId }: { packetId: string }) {
+  const [packet, setPacket] = useState<WebRedPacketFieldsFragment | null>(null);
+  const [share, setShare] = useState<number | null>(null);
+  const [problem, setProblem] = useState<string | null>(null);
+
+  useEffect(() => {
+    request(RedPacketQuery, { id: packetId }).then(
+      ({ redPacket }) => (redPacket ? setPacket(redPacket) : setProblem('红包不存在')),
+      (error: Error) => setProblem(error.message),
+    );
+    return subscribe(
+      RedPacketUpdated,
+      { packetId },
+      ({ redPacketUpdated }) => setPacket(redPacketUpdated),
+      (error) => setProblem(error.message),
+    );
+  }, [packetId]);
+
+  async function grab() {
+    const { grabRedPacket: result } = await request(Grab, { packetId });
+    if (result.__typename === 'GrabbedShare') setShare(result.amount);
+    else if (result.__typename === 'AlreadyGrabbed') setShare(result.share.amount);
+    else if ('message' in result) setProblem(result.message);
+  }
+
+  if (!packet) return <div class="card">{problem ?? '…'}</div>;
+  return (
+    <div class="card">
+      <h2>{packet.greeting ?? '红包'}</h2>
+      {share !== null && (
+        <p>
+          你抢到{' '}
+          <span class="big" data-testid="my-share">
+            {yuan(share)}
+          </span>{' '}
+          元
+        </p>
+      )}
+      <p>
+        剩余 <span data-testid="remaining-count">{packet.remainingCount}</span> / {packet.count} 个，{yuan(packet.remainingAmount)} 元
+      </p>
+      {packet.bestLuck && <p class="muted">手气最佳：{yuan(packet.bestLuck.amount)} 元</p>}
+      {packet.latestShares.length > 0 && (
+        // The newest grabs, which every live event carries: never the whole list of shares.
+        <ul class="plain" data-testid="latest-shares">
+          {packet.latestShares.map((grabbed) => (
+            <li key={grabbed.userId}>
+              <span class="muted">{grabbed.userId}</span>
+              <span>{yuan(grabbed.amount)} 元</span>
+            </li>
+          ))}
+        </ul>
+      )}
+      <button type="button" onClick={grab} disabled={share !== null || packet.status !== 'ACTIVE'}>
+        {packet.status === 'ACTIVE' ? '抢' : packet.status === 'EMPTY' ? '已抢完' : '已过期'}
+      </button>
+      <p class="muted">
+        分享链接：<span data-testid="share-link">{location.href}</span>
+      </p>
+      {problem && <p class="problem">{problem}</p>}
+    </div>
+  );
+}

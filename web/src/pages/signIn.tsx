@@ -1,0 +1,45 @@
+import { useState } from 'preact/hooks';
+import { type Session, saveSession } from '../session.ts';
+
+/**
+ * Development: mints a token for any name (POST /app/dev-token, which only a development
+ * server answers). Production: the shop's own login hands the app a token, pasted here.
+ */
+export function SignIn({ onSignedIn }: { onSignedIn: (session: Session) => void }) {
+  const [name, setName] = useState('');
+  const [operator, setOperator] = useState(false);
+  const [token, setToken] = useState('');
+  const [problem, setProblem] = useState<string | null>(null);
+
+  async function signIn(event: Event) {
+    event.preventDefault();
+    setProblem(null);
+    let minted = token.trim();
+    if (!minted) {
+      const response = await fetch('/app/dev-token', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name, operator }) });
+      if (!response.ok) return setProblem(response.status === 404 ? '此服务器不签发开发令牌：请粘贴登录令牌 (paste a token)' : await response.text());
+      minted = ((await response.json()) as { token: string }).token;
+    }
+    const session = { name: name || 'token', token: minted };
+    saveSession(session);
+    onSignedIn(session);
+    location.hash = '#/packets';
+  }
+
+  return (
+    <form class="card" onSubmit={signIn}>
+      <h2>登录 Sign in</h2>
+      <label for="name">昵称 Name</label>
+      <input id="name" value={name} onInput={(event) => setName(event.currentTarget.value)} placeholder="alice" />
+      <label>
+        <input type="checkbox" style={{ width: 'auto' }} checked={operator} onChange={(event) => setOperator(event.currentTarget.checked)} /> 运营 Operator
+      </label>
+      <label for="token">或粘贴令牌 Or paste a token</label>
+      <input id="token" value={token} onInput={(event) => setToken(event.currentTarget.value)} />
+      <button type="submit" disabled={!name && !token}>
+        登录
+      </button>
+      {problem && <p class="problem">{problem}</p>}
+    </form>
+  );
+}

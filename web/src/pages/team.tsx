@@ -1,0 +1,263 @@
+import { useEffect, useState } from 'preact/hooks';
+import { request, serverOffsetMs, subscribe } from '../api.ts';
+import { countdown, useServerNow, yuan } from '../clock.ts';
+import type { WebTeamFieldsFragment } from '../gql/graphql.ts';
+import { graphql } from '../gql/index.ts';
+
+graphql(`
+  fragment WebTeamFields on Team {
+    id
+    activityId
+    status
+    capacity
+    freeSeats
+    leaderId
+    deadline
+    nextUnlockAt
+    serverTime
+    version
+    members {
+      userId
+      joinedAt
+    }
+    locks {
+      userId
+      expiresAt
+    }
+  }
+`);
+
+const TeamQuery = graphql(`
+  query WebTeam($id: ID!) {
+    me {
+      userId
+    }
+    team(id: $id) {
+      ...WebTeamFields
+    }
+  }
+`);
+
+const TeamStatus = graphql(`
+  subscription WebTeamStatus($teamId: ID!) {
+    teamStatus(teamId: $teamId) {
+      ...WebTeamFields
+    }
+  }
+`);
+
+const LockSeat = graphql(`
+  mutation WebLockTeamSeat($teamId: ID!) {
+    lockTeamSeat(teamId: $teamId) {
+      __typename
+      ... on SeatLocked {
+        payment {
+          paymentRef
+          amountCents
+          expiresAt
+        }
+      }
+      ... on Problem {
+        code
+        message
+      }
+    }
+  }
+`);
+
+const ReleaseSeat = graphql(`
+  mutation WebReleaseTeamSeat($teamId: ID!) {
+    releaseTeamSeat(teamId: $teamId) {
+      id
+    }
+  }
+`);
+
+const SandboxPay = graphql(`
+  mutation WebSandboxPay($paymentRef: String!) {
+    sandboxPay(paymentRef: $paymentRef) {
+      outcome
+    }
+  }
+`);
+
+type Payment = { paymentRef: string; amountCents: number; expiresAt: string };
+
+// The payment of my lock outlives a reload of the page (not the tab): the server answers it once.
+const paymentKey = (teamId: string) => `campaign.seatPayment.${teamId}`;
+
+function storedPayment(teamId: string): Payment | null {
+  try {
+    return JSON.parse(sessionStorage.getItem(paymentKey(teamId)) ?? 'null') as Payment | null;
+  } catch {
+    return null;
+  }
+}
+
+function storePayment(teamId: string, payment: Payment | null): void {
+  if (payment) sessionStorage.setItem(paymentKey(teamId), JSON.stringify(payment));
+  else sessionStorage.removeItem(paymentKey(teamId));
+}
+
+const STATUS = { OPEN: '拼团中', COMPLETE: '拼团成功', FAILED: '拼团失败' } as const;
+
+/** Others are opaque aliases ("u_" and 16 characters): a short handle reads better. */
+const handle = (userId: string) => (/^u_[\w-]{16}$/.test(userId) ? `拼友 ${userId.slice(-4)}` : userId);
+
+/**
+ * A team's seats, live: members, seats being paid for (each counting down to its lock's
+ * expiry on the server's clock) and free seats. Lock one, pay for it, watch the team fill.
+ */
+export function TeamPage({ teamId }: { teamId: string }) {
+  const [team, setTeam] = useState<WebTeamFieldsFragment | null>(null);
+  const [me, setMe] = useState<string | null>(null);
+  const [offsetMs, setOffsetMs] = useState(0);
+  const [payment, setPayment] = useState<Payment | null>(() => storedPayment(teamId));
+  const [message, setMessage] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+
+  useEffect(() => {
+    // States may arrive out of order (the query's answer after a pushed change): keep the newest.
+    const accept = (next: WebTeamFieldsFragment) => {
+      setOffsetMs(serverOffsetMs(next.serverTime));
+      setTeam((current) => (current && current.version > next.version ? current : next));
+    };
+    request(TeamQuery, { id: teamId }).then(
+      (data) => {
+        setMe(data.me.userId);
+        if (data.team) accept(data.team);
+        else setMessage('团不存在');
+      },
+      (error: Error) => setMessage(error.message),
+    );
+    return subscribe(
+      TeamStatus,
+      { teamId },
+      ({ teamStatus }) => accept(teamStatus),
+      (error) => setMessage(error.message),
+    );
+  }, [teamId]);
+
+  const now = useServerNow(offsetMs, team?.status === 'OPEN');
+  if (!team) return <div class="card">{message ?? '…'}</div>;
+
+  const myLock = team.locks.find((lock) => lock.userId === me);
+  const member = team.members.some((seat) => seat.userId === me);
+  // A payment is for one lock: one kept from a lock that has since run out pays for nothing.
+  const payable = myLock && payment && Date.parse(payment.expiresAt) === Date.parse(myLock.expiresAt) ? payment : null;
+  const freeRows = Math.max(0, team.capacity - team.members.length - team.locks.length);
+
+  function remember(next: Payment | null) {
+    storePayment(teamId, next);
+    setPayment(next);
+  }
+
+  async function act(action: () => Promise<void>) {
+    setBusy(true);
+    setMessage(null);
+    try {
+      await action();
+    } catch (error) {
+      setMessage((error as Error).message);
+    } finally {
+      setBusy(false);
+    }
+  }
+
+  const lock = () =>
+    act(async () => {
+      const { lockTeamSeat: result } = await request(LockSeat, { teamId });
+      if (result.__typename === 'SeatLocked') remember(result.payment);
+      else if ('message' in result) setMessage(result.message);
+    });
+  const pay = () =>
+    act(async () => {
+      if (!payable) return;
+      const { sandboxPay } = await request(SandboxPay, { paymentRef: payable.paymentRef });
+      remember(null);
+      setMessage(sandboxPay.outcome === 'SEATED' ? '支付成功，你已入团' : '座位已释放，这笔钱会退回给你');
+    });
+  const release = () =>
+    act(async () => {
+      await request(ReleaseSeat, { teamId });
+      remember(null);
+    });
+
+  return (
+    <div class="card">
+      <h2>
+        {team.capacity} 人团 <span class={`tag ${team.status.toLowerCase()}`}>{STATUS[team.status]}</span>
+      </h2>
+      <p data-testid="team-status" data-status={team.status}>
+        {team.status === 'OPEN'
+          ? `还差 ${team.capacity - team.members.length} 人成团，${countdown(Date.parse(team.deadline), now)} 后截止`
+          : team.status === 'COMPLETE'
+            ? `${team.capacity} 人已成团`
+            : '未能成团，已付的钱会退回'}
+      </p>
+      {team.status === 'OPEN' && team.freeSeats === 0 && team.nextUnlockAt && (
+        <p class="notice" data-testid="next-unlock">
+          座位已满：下一个座位 {countdown(Date.parse(team.nextUnlockAt), now)} 后释放
+        </p>
+      )}
+      <ul class="plain seats">
+        {team.members.map((seat) => (
+          <li key={`member-${seat.userId}`} data-testid="member-seat">
+            <span>
+              {handle(seat.userId)}
+              {seat.userId === team.leaderId && <span class="tag">团长</span>}
+              {seat.userId === me && <span class="tag">我</span>}
+            </span>
+            <span class="seat-state">已入团</span>
+          </li>
+        ))}
+        {team.locks.map((seat) => {
+          const expiresAt = Date.parse(seat.expiresAt);
+          return (
+            <li key={`lock-${seat.userId}`} data-testid="paying-seat">
+              <span>
+                {handle(seat.userId)}
+                {seat.userId === me && <span class="tag">我</span>}
+              </span>
+              <span class="seat-state paying">
+                支付中{' '}
+                <span data-testid="seat-countdown" data-remaining-ms={Math.max(0, expiresAt - now)}>
+                  {expiresAt > now ? countdown(expiresAt, now) : '释放中'}
+                </span>
+              </span>
+            </li>
+          );
+        })}
+        {Array.from({ length: freeRows }, (_, i) => (
+          <li key={`free-${i}`} data-testid="free-seat" class="free">
+            <span>空位</span>
+            <span class="seat-state">{team.status === 'OPEN' ? '等你来' : '—'}</span>
+          </li>
+        ))}
+      </ul>
+      {team.status === 'OPEN' && !member && payable && (
+        <>
+          <button type="button" onClick={pay} disabled={busy}>
+            沙箱支付 ¥{yuan(payable.amountCents)}
+          </button>
+          <button type="button" class="secondary" onClick={release} disabled={busy}>
+            放弃座位
+          </button>
+        </>
+      )}
+      {team.status === 'OPEN' && !member && !payable && (
+        <button type="button" onClick={lock} disabled={busy || (!myLock && team.freeSeats === 0)}>
+          {myLock ? '继续支付' : team.freeSeats === 0 ? '暂无空位' : '参团：锁定座位'}
+        </button>
+      )}
+      {message && (
+        <p class="notice" data-testid="team-message">
+          {message}
+        </p>
+      )}
+      <p class="muted">
+        <a href={`#/groupbuy/${team.activityId}`}>查看其他团</a>
+      </p>
+    </div>
+  );
+}

@@ -1,0 +1,98 @@
+import { useEffect, useState } from 'preact/hooks';
+import { request } from '../api.ts';
+import { yuan } from '../clock.ts';
+import type { WebWalletQuery } from '../gql/graphql.ts';
+import { graphql } from '../gql/index.ts';
+
+const WalletQuery = graphql(`
+  query WebWallet($after: String) {
+    me {
+      wallet {
+        balanceCents
+        entries(first: 20, after: $after) {
+          nodes {
+            id
+            createdAt
+            deltaCents
+            reason
+            note
+          }
+          pageInfo {
+            hasNextPage
+            endCursor
+          }
+        }
+      }
+    }
+  }
+`);
+
+type Entry = WebWalletQuery['me']['wallet']['entries']['nodes'][number];
+
+const REASONS: Record<string, string> = {
+  TOP_UP: '充值',
+  OPERATOR_CREDIT: '平台入账',
+  RED_PACKET_SENT: '发红包',
+  RED_PACKET_GRAB: '抢红包',
+  REFUND: '退款',
+};
+
+/** My balance and the ledger behind it, newest first, a page at a time. */
+export function Wallet() {
+  const [balance, setBalance] = useState<number | null>(null);
+  const [entries, setEntries] = useState<Entry[]>([]);
+  const [next, setNext] = useState<string | null>(null);
+  const [problem, setProblem] = useState<string | null>(null);
+
+  async function load(after: string | null) {
+    try {
+      const { wallet } = (await request(WalletQuery, { after })).me;
+      setBalance(wallet.balanceCents);
+      setEntries((list) => (after ? [...list, ...wallet.entries.nodes] : wallet.entries.nodes));
+      setNext(wallet.entries.pageInfo.hasNextPage ? (wallet.entries.pageInfo.endCursor ?? null) : null);
+    } catch (error) {
+      setProblem((error as Error).message);
+    }
+  }
+
+  useEffect(() => {
+    void load(null);
+  }, []);
+
+  if (balance === null) return <div class="card">{problem ?? '…'}</div>;
+  return (
+    <div class="card">
+      <h2>我的钱包</h2>
+      <p>
+        余额 ¥
+        <span class="big" data-testid="wallet-balance">
+          {yuan(balance)}
+        </span>
+      </p>
+      <h3>明细</h3>
+      {entries.length === 0 && <p class="muted">还没有记录</p>}
+      <ul class="plain" data-testid="wallet-entries">
+        {entries.map((entry) => (
+          <li key={entry.id} data-testid="wallet-entry">
+            <span>
+              {REASONS[entry.reason] ?? entry.reason}
+              {entry.note && <span class="muted"> · {entry.note}</span>}
+              <br />
+              <span class="muted">{new Date(entry.createdAt).toLocaleString('zh-CN')}</span>
+            </span>
+            <span class={entry.deltaCents > 0 ? 'credit' : 'debit'}>
+              {entry.deltaCents > 0 ? '+' : ''}
+              {yuan(entry.deltaCents)}
+            </span>
+          </li>
+        ))}
+      </ul>
+      {next && (
+        <button type="button" class="secondary" onClick={() => load(next)}>
+          加载更多
+        </button>
+      )}
+      {problem && <p class="problem">{problem}</p>}
+    </div>
+  );
+}
