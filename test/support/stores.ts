@@ -1,19 +1,20 @@
-import { Redis } from 'ioredis';
 import pg from 'pg';
+import { type RedisClient, createRedis, scanTargets } from '../../src/infra/redis/connection.ts';
 import { TEST_DATABASE_URL, TEST_REDIS_URL, type TestEnv } from './env.ts';
 
 /** Direct connections to the test file's schema and key prefix, to check invariants at the source. */
 export interface Stores {
   sql: pg.Pool;
-  redis: Redis;
+  redis: RedisClient;
   /** Drops the schema and every key under the prefix. */
   cleanup(): Promise<void>;
 }
 
 export function openStores(env: TestEnv): Stores {
   const sql = new pg.Pool({ connectionString: TEST_DATABASE_URL, max: 4, options: `-c search_path="${env.schema}"` });
-  // The file's servers' Redis: the shared one, or a private one the test may kill.
-  const redis = new Redis(env.vars.REDIS_URL ?? TEST_REDIS_URL, { keyPrefix: env.keyPrefix });
+  // The file's servers' Redis: the shared one, a private one the test may kill, or a cluster.
+  const clusterNodes = env.vars.REDIS_CLUSTER_NODES?.split(',') ?? [];
+  const redis = createRedis({ url: env.vars.REDIS_URL ?? TEST_REDIS_URL, keyPrefix: env.keyPrefix, clusterNodes }, 'test-stores');
   return {
     sql,
     redis,
@@ -27,19 +28,21 @@ export function openStores(env: TestEnv): Stores {
 }
 
 /** Every key under the prefix matching `pattern`, without the prefix (ioredis adds it back on use), sorted. */
-async function scanKeys(redis: Redis, keyPrefix: string, pattern: string): Promise<string[]> {
+async function scanKeys(redis: RedisClient, keyPrefix: string, pattern: string): Promise<string[]> {
   const keys = new Set<string>();
-  let cursor = '0';
-  do {
-    const [next, page] = await redis.scan(cursor, 'MATCH', `${keyPrefix}${pattern}`, 'COUNT', 1000);
-    cursor = next;
-    for (const key of page) keys.add(key.slice(keyPrefix.length));
-  } while (cursor !== '0');
+  for (const node of scanTargets(redis)) {
+    let cursor = '0';
+    do {
+      const [next, page] = await node.scan(cursor, 'MATCH', `${keyPrefix}${pattern}`, 'COUNT', 1000);
+      cursor = next;
+      for (const key of page) keys.add(key.slice(keyPrefix.length));
+    } while (cursor !== '0');
+  }
   return [...keys].sort();
 }
 
 /** The keys that hold state; rebuild markers (`…:rebuilding`) are short-lived locks and left out. */
-export async function stateKeys(redis: Redis, keyPrefix: string, pattern = '*'): Promise<string[]> {
+export async function stateKeys(redis: RedisClient, keyPrefix: string, pattern = '*'): Promise<string[]> {
   return (await scanKeys(redis, keyPrefix, pattern)).filter((key) => !key.endsWith(':rebuilding'));
 }
 
@@ -48,16 +51,18 @@ export async function stateKeys(redis: Redis, keyPrefix: string, pattern = '*'):
  * restarts empty or fails over: no script ever sees a campaign with some of its keys
  * and not others.
  */
-export async function loseKeysAtOnce(redis: Redis, keyPrefix: string, pattern = '*'): Promise<number> {
+export async function loseKeysAtOnce(redis: RedisClient, keyPrefix: string, pattern = '*'): Promise<number> {
   const keys = await scanKeys(redis, keyPrefix, pattern);
   return keys.length > 0 ? redis.del(...keys) : 0;
 }
 
 /** Deletes the keys page by page, as a careless operator would: a campaign can briefly have some keys and not others. */
-export async function deleteKeys(redis: Redis, keyPrefix: string, pattern = '*'): Promise<number> {
+export async function deleteKeys(redis: RedisClient, keyPrefix: string, pattern = '*'): Promise<number> {
   let deleted = 0;
   const keys = await scanKeys(redis, keyPrefix, pattern);
-  for (let i = 0; i < keys.length; i += 1000) deleted += await redis.del(...keys.slice(i, i + 1000));
+  // A page's keys lie in many slots of a cluster: one DEL each there.
+  const del = (page: string[]) => (scanTargets(redis).length > 1 ? Promise.all(page.map((key) => redis.del(key))).then((counts) => counts.reduce((a, b) => a + b, 0)) : redis.del(...page));
+  for (let i = 0; i < keys.length; i += 1000) deleted += await del(keys.slice(i, i + 1000));
   return deleted;
 }
 

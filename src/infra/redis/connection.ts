@@ -1,28 +1,74 @@
-import { Redis } from 'ioredis';
+import { Cluster, type RedisOptions as IoRedisOptions, Redis } from 'ioredis';
 import type { Logger } from '../logger.ts';
+import { storeErrors } from '../metrics.ts';
 import { StartupError, describeCause } from '../startupError.ts';
+
+/** One Redis server, or a Redis Cluster (REDIS_CLUSTER_NODES): both run every command and script the service sends. */
+export type RedisClient = Redis | Cluster;
 
 export interface RedisOptions {
   url: string;
   keyPrefix: string;
+  /** `host:port` of some cluster nodes; empty: the one server at `url`. */
+  clusterNodes: string[];
 }
 
-/** A connection that gives up quickly at start, so a wrong REDIS_URL is reported rather than retried forever. */
-export function createRedis({ url, keyPrefix }: RedisOptions, name: string): Redis {
-  return new Redis(url, {
+/** Where the connections go, for messages: REDIS_URL, or the cluster's seed nodes. */
+export function redisAddress({ url, clusterNodes }: RedisOptions): string {
+  return clusterNodes.length > 0 ? `REDIS_CLUSTER_NODES=${clusterNodes.join(',')}` : `REDIS_URL=${redactUrl(url)}`;
+}
+
+/**
+ * A connection that gives up quickly at start, so a wrong REDIS_URL is reported rather
+ * than retried forever. `subscriber`: on a cluster, one that takes sharded subscriptions
+ * (a connection to each primary).
+ */
+export function createRedis({ url, keyPrefix, clusterNodes }: RedisOptions, name: string, { subscriber = false } = {}): RedisClient {
+  const options: IoRedisOptions = {
     keyPrefix,
     connectionName: `campaign-backend:${name}`,
     lazyConnect: true,
     maxRetriesPerRequest: 3,
-    retryStrategy: (attempt) => Math.min(attempt * 100, 2000),
+    retryStrategy: (attempt: number) => Math.min(attempt * 100, 2000),
     // Commands issued in the same tick go out in one write: fewer syscalls under a storm.
     enableAutoPipelining: true,
-  });
+  };
+  const redis = clusterNodes.length === 0 ? new Redis(url, options) : clusterClient(url, keyPrefix, clusterNodes, subscriber, options);
+  // Counted, not logged: ioredis reconnects on its own, and the requests it fails answer SERVICE_UNAVAILABLE.
+  redis.on('error', () => storeErrors.inc({ source: 'redis' }));
+  return redis;
 }
 
-export async function connectRedis(redis: Redis, url: string): Promise<void> {
-  // Without a listener ioredis prints "Unhandled error event" and a stack to stderr;
-  // the socket error is also the useful cause (connect() itself only says "Connection is closed").
+function clusterClient(url: string, keyPrefix: string, clusterNodes: string[], subscriber: boolean, options: IoRedisOptions): Cluster {
+  const { password, username } = new URL(url);
+  const { keyPrefix: _, ...perNode } = options;
+  return new Cluster(
+    clusterNodes.map((node) => {
+      const at = node.lastIndexOf(':');
+      return { host: node.slice(0, at), port: Number(node.slice(at + 1)) };
+    }),
+    {
+      keyPrefix,
+      lazyConnect: true,
+      enableAutoPipelining: true,
+      shardedSubscribers: subscriber,
+      clusterRetryStrategy: options.retryStrategy,
+      // Credentials, if any, come from REDIS_URL, as for a single server.
+      redisOptions: { ...perNode, password: password ? decodeURIComponent(password) : undefined, username: username ? decodeURIComponent(username) : undefined },
+    },
+  );
+}
+
+/**
+ * Every node a SCAN must visit: SCAN lists the keys of the node it runs on, so on a
+ * cluster each primary is scanned in turn. The connections carry no key prefix.
+ */
+export function scanTargets(redis: RedisClient): Redis[] {
+  return redis instanceof Cluster ? redis.nodes('master') : [redis];
+}
+
+export async function connectRedis(redis: RedisClient, options: RedisOptions): Promise<void> {
+  // The socket error is the useful cause (connect() itself only says "Connection is closed").
   let socketError: unknown;
   const onError = (error: unknown) => (socketError ??= error);
   redis.on('error', onError);
@@ -30,22 +76,26 @@ export async function connectRedis(redis: Redis, url: string): Promise<void> {
     await redis.connect();
   } catch (error) {
     redis.disconnect();
-    throw new StartupError(`Redis is unreachable at REDIS_URL=${redactUrl(url)}: ${describeCause(socketError ?? error)}. Set REDIS_URL to a reachable server.`);
+    const setting = options.clusterNodes.length > 0 ? 'REDIS_CLUSTER_NODES to reachable cluster nodes' : 'REDIS_URL to a reachable server';
+    throw new StartupError(`Redis is unreachable at ${redisAddress(options)}: ${describeCause(socketError ?? error)}. Set ${setting}.`);
   }
   redis.off('error', onError);
 }
 
 /** Eviction would silently drop stock and locks, so only `noeviction` is accepted. */
-export async function checkRedisServer(redis: Redis, log: Logger): Promise<void> {
-  const [, policy] = (await redis.config('GET', 'maxmemory-policy')) as [string, string];
-  if (policy !== 'noeviction') {
+export async function checkRedisServer(redis: RedisClient, log: Logger): Promise<void> {
+  // CONFIG is per node: on a cluster every primary must say so.
+  const nodes = scanTargets(redis);
+  const policies = await Promise.all(nodes.map(async (node) => ((await node.config('GET', 'maxmemory-policy')) as [string, string])[1]));
+  const policy = policies.find((value) => value !== 'noeviction');
+  if (policy !== undefined) {
     throw new StartupError(
       `Redis maxmemory-policy is "${policy}"; it must be "noeviction", because eviction silently loses stock. ` +
-        'Run CONFIG SET maxmemory-policy noeviction on the server REDIS_URL points at.',
+        'Run CONFIG SET maxmemory-policy noeviction on the server REDIS_URL points at (on a cluster: on every node).',
     );
   }
-  const [, aof] = (await redis.config('GET', 'appendonly')) as [string, string];
-  if (aof !== 'yes') {
+  const aofs = await Promise.all(nodes.map(async (node) => ((await node.config('GET', 'appendonly')) as [string, string])[1]));
+  if (aofs.some((aof) => aof !== 'yes')) {
     log.warn('Redis runs without AOF: after a Redis restart live state is rebuilt from PostgreSQL, and unpersisted journal entries are lost');
   }
 }

@@ -1,7 +1,8 @@
-import type { Redis } from 'ioredis';
 import type { PrismaClient } from '../../generated/prisma/client.ts';
 import type { Logger } from '../logger.ts';
 import { StartupError } from '../startupError.ts';
+import type { RedisClient } from './connection.ts';
+import { scanTargets } from './connection.ts';
 import { type Scripts, defineScript } from './scripts.ts';
 
 /** Under the key prefix: the database the prefix's live state belongs to (see lua/claimKeyPrefix.lua). */
@@ -20,7 +21,7 @@ export async function databaseIdentity(prisma: PrismaClient, kind: 'postgresql' 
 }
 
 export interface PrefixClaim {
-  redis: Redis;
+  redis: RedisClient;
   scripts: Scripts;
   keyPrefix: string;
   databaseId: string;
@@ -93,21 +94,23 @@ const OWNER_VALUE = /^(clearing:)?(pglite|postgresql):/;
 /** SCAN's pattern for the keys whose names start with `keyPrefix`: glob characters escaped. */
 const scanPattern = (keyPrefix: string, rest: string) => `${keyPrefix.replace(/[*?[\]\\]/g, '\\$&')}${rest}`;
 
-/** Every full key name SCAN finds for `pattern`, page by page. */
-async function* scanPages(redis: Redis, pattern: string): AsyncGenerator<string[]> {
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', DELETE_PAGE);
-    cursor = next;
-    yield keys;
-  } while (cursor !== '0');
+/** Every full key name SCAN finds for `pattern`, page by page, on every primary of a cluster. */
+async function* scanPages(redis: RedisClient, pattern: string): AsyncGenerator<string[]> {
+  for (const node of scanTargets(redis)) {
+    let cursor = '0';
+    do {
+      const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', DELETE_PAGE);
+      cursor = next;
+      yield keys;
+    } while (cursor !== '0');
+  }
 }
 
 /**
  * Longer prefixes under this one that another deployment claimed (`cb:prod:` under
  * `cb:`, say): their keys only look like ours.
  */
-async function claimedPrefixesUnder(redis: Redis, keyPrefix: string): Promise<string[]> {
+async function claimedPrefixesUnder(redis: RedisClient, keyPrefix: string): Promise<string[]> {
   const nested: string[] = [];
   for await (const keys of scanPages(redis, scanPattern(keyPrefix, `?*${OWNER_KEY}`))) {
     for (const key of keys) {
@@ -129,17 +132,18 @@ async function claimedPrefixesUnder(redis: Redis, keyPrefix: string): Promise<st
  * scans of the prefix, and a check per key against the longer prefixes: a takeover
  * happens once, on a developer's reset, not on a hot path.
  */
-async function deleteKeysUnder(redis: Redis, keyPrefix: string): Promise<number> {
+async function deleteKeysUnder(redis: RedisClient, keyPrefix: string): Promise<number> {
   const nested = await claimedPrefixesUnder(redis, keyPrefix);
   const ours = (key: string) => key.startsWith(keyPrefix) && !nested.some((prefix) => key.startsWith(prefix));
   let deleted = 0;
   for await (const keys of scanPages(redis, scanPattern(keyPrefix, '*'))) {
-    // ioredis adds the prefix to UNLINK's arguments itself.
+    // ioredis adds the prefix to UNLINK's arguments itself. One key a command: on a
+    // cluster the keys of a page lie in many slots (auto-pipelining batches them anyway).
     const names = keys
       .filter(ours)
       .map((key) => key.slice(keyPrefix.length))
       .filter((key) => key !== OWNER_KEY);
-    if (names.length > 0) deleted += await redis.unlink(...names);
+    for (const count of await Promise.all(names.map((name) => redis.unlink(name)))) deleted += count;
   }
   return deleted;
 }

@@ -1,6 +1,9 @@
 import { RedisPubSub } from 'graphql-redis-subscriptions';
 import { Repeater, SlidingBuffer } from 'graphql-yoga';
-import type { Redis } from 'ioredis';
+import { Cluster } from 'ioredis';
+import { liveSubscribers } from '../metrics.ts';
+import type { RedisClient } from './connection.ts';
+import { ShardedPubSub } from './shardedPubSub.ts';
 
 /** The longest delay setTimeout takes; a later refresh or end is checked again then. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -26,7 +29,7 @@ export interface EventStreamEnd<T> {
 
 /**
  * Live events between instances, over graphql-redis-subscriptions on two dedicated
- * connections. Payloads are absolute state with a `version` that only grows, so a
+ * connections (on a Redis Cluster: sharded pub/sub, see ShardedPubSub). Payloads are absolute state with a `version` that only grows, so a
  * subscriber can drop stale or repeated events and a reconnecting client is right
  * at once.
  *
@@ -36,16 +39,20 @@ export interface EventStreamEnd<T> {
  * `next()` and runs the cleanup at once.
  */
 export class LiveEvents {
-  private readonly pubsub: RedisPubSub;
+  private readonly pubsub: RedisPubSub | ShardedPubSub;
+  private readonly channelPrefix: string;
   private readonly scheduled = new Set<string>();
   private readonly queuedEvents = new Map<string, unknown[]>();
 
   constructor(
-    private readonly publisher: Redis,
-    subscriber: Redis,
-    private readonly channelPrefix: string,
+    private readonly publisher: RedisClient,
+    subscriber: RedisClient,
+    channelPrefix: string,
   ) {
-    this.pubsub = new RedisPubSub({ publisher, subscriber });
+    // Cluster clients add their key prefix to sharded channels themselves.
+    const sharded = publisher instanceof Cluster && subscriber instanceof Cluster;
+    this.pubsub = sharded ? new ShardedPubSub(publisher, subscriber) : new RedisPubSub({ publisher, subscriber });
+    this.channelPrefix = sharded ? '' : channelPrefix;
   }
 
   publish<T>(topic: string, payload: T): Promise<void> {
@@ -75,6 +82,7 @@ export class LiveEvents {
 
   /** How many instances listen on the topic. */
   private async listeners(topic: string): Promise<number> {
+    if (this.pubsub instanceof ShardedPubSub) return this.pubsub.listeners(topic);
     const [, count] = (await this.publisher.pubsub('NUMSUB', this.channelPrefix + topic)) as [string, number];
     return Number(count);
   }
@@ -210,7 +218,11 @@ export class LiveEvents {
    */
   private listen<M>(topic: string, onMessage: (message: M) => void): { subscribed: Promise<number>; stopListening: () => void } {
     const subscribed = this.pubsub.subscribe(this.channelPrefix + topic, onMessage);
+    liveSubscribers.inc();
+    let listening = true;
     const stopListening = () => {
+      if (listening) liveSubscribers.dec();
+      listening = false;
       subscribed.then(
         (id) => this.pubsub.unsubscribe(id),
         () => undefined,

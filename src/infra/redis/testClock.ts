@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './connection.ts';
 import { redisTimeMs } from './time.ts';
 
 /** Under the key prefix: the ms that TEST_CLOCK adds to Redis TIME. */
@@ -13,7 +13,7 @@ export const TEST_CLOCK_KEY = 'testclock:offsetMs';
  */
 export class ScriptClock {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly testClock: boolean,
   ) {}
 

@@ -1,0 +1,124 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/**
+ * The process's Prometheus metrics, served at GET /metrics (src/metricsEndpoint.ts). One
+ * registry per process: a metric belongs to the process (a cluster worker is scraped on
+ * its own), and a module-level one is reachable from the infrastructure without plumbing.
+ * Recording is a synchronous increment or observation: nothing here touches Redis on a
+ * request; what needs Redis (journal depth and lag) is read when Prometheus scrapes.
+ */
+export const registry = new Registry();
+collectDefaultMetrics({ register: registry });
+
+export const graphqlRequests = new Counter({
+  name: 'graphql_requests_total',
+  help: 'GraphQL operations executed, by operation name and type',
+  labelNames: ['operation', 'type'] as const,
+  registers: [registry],
+});
+
+export const graphqlDuration = new Histogram({
+  name: 'graphql_request_duration_seconds',
+  help: 'Execution time of GraphQL operations (subscriptions: until their source is set up), by operation name and type',
+  labelNames: ['operation', 'type'] as const,
+  buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+  registers: [registry],
+});
+
+export const businessRefusals = new Counter({
+  name: 'business_refusals_total',
+  help: 'Problems mutations and queries answered with (union members such as TEAM_FULL, OUT_OF_STOCK), by code',
+  labelNames: ['code'] as const,
+  registers: [registry],
+});
+
+export const rateLimited = new Counter({
+  name: 'rate_limited_requests_total',
+  help: 'Requests refused with RATE_LIMITED, by limit (mutation, anonymous, ws-connection)',
+  labelNames: ['limit'] as const,
+  registers: [registry],
+});
+
+export const storeErrors = new Counter({
+  name: 'store_errors_total',
+  help: 'Outages of Redis or PostgreSQL: operations answered SERVICE_UNAVAILABLE (source=request), connection errors of ioredis (source=redis) and of the pg pool (source=postgres)',
+  labelNames: ['source'] as const,
+  registers: [registry],
+});
+
+export const journalBatchSize = new Histogram({
+  name: 'journal_batch_size',
+  help: 'Entries per group commit of the journal',
+  buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
+  registers: [registry],
+});
+
+export const journalCommitDuration = new Histogram({
+  name: 'journal_commit_duration_seconds',
+  help: 'Time a group commit of the journal takes in PostgreSQL',
+  buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+  registers: [registry],
+});
+
+export const journalDeadLetters = new Counter({
+  name: 'journal_dead_letters_total',
+  help: 'Journal entries PostgreSQL refused on their own, dead-lettered by this process',
+  registers: [registry],
+});
+
+export const campaignRebuilds = new Counter({
+  name: 'campaign_rebuilds_total',
+  help: "Rebuilds of a campaign's Redis keys from PostgreSQL run by this process",
+  registers: [registry],
+});
+
+export const liveSubscribers = new Gauge({
+  name: 'live_event_subscribers',
+  help: 'Listeners of live events (one per running GraphQL subscription)',
+  registers: [registry],
+});
+
+export const wsConnections = new Gauge({
+  name: 'graphql_ws_connections',
+  help: 'Open graphql-ws connections',
+  registers: [registry],
+});
+
+/** What journal depth and lag are read from at scrape time. */
+export interface JournalProbe {
+  /** Entries in the journal's streams, and the age in ms of the oldest one (0 when empty). */
+  backlog(): Promise<{ depth: number; lagMs: number }>;
+}
+
+/** Registers the journal gauges, read from Redis on each scrape only. */
+export function watchJournal(probe: JournalProbe): void {
+  type Backlog = { depth: number; lagMs: number } | undefined;
+  let last: Promise<Backlog> | undefined;
+  // One Redis read per scrape for both gauges. Without Redis they keep their last value:
+  // the other metrics (the outage counted among them) must still be served.
+  const read = () =>
+    (last ??= probe
+      .backlog()
+      .catch((): Backlog => undefined)
+      .finally(() => setImmediate(() => (last = undefined))));
+  registry.removeSingleMetric('journal_depth');
+  registry.removeSingleMetric('journal_lag_seconds');
+  new Gauge({
+    name: 'journal_depth',
+    help: 'Entries waiting in the journal streams to be committed to PostgreSQL',
+    registers: [registry],
+    async collect() {
+      const backlog = await read();
+      if (backlog) this.set(backlog.depth);
+    },
+  });
+  new Gauge({
+    name: 'journal_lag_seconds',
+    help: 'Age of the oldest entry waiting in the journal streams',
+    registers: [registry],
+    async collect() {
+      const backlog = await read();
+      if (backlog) this.set(backlog.lagMs / 1000);
+    },
+  });
+}

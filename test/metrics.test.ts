@@ -1,0 +1,144 @@
+import { print } from 'graphql';
+import { fetch } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config.ts';
+import { metricsAccess } from '../src/metrics.ts';
+import { RedPacketUpdatedDocument } from './gql/generated.ts';
+import { errorCodes, gql, openWs } from './support/client.ts';
+import { testEnv } from './support/env.ts';
+import { waitFor } from './support/poll.ts';
+import { redPacketsAt } from './support/redPackets.ts';
+import { type ServerProcess, startServerProcess } from './support/server.ts';
+import { type Stores, openStores } from './support/stores.ts';
+import { tokenOf } from './support/tokens.ts';
+
+// Anonymous reads are limited to 2 per window, so the third within it is RATE_LIMITED.
+const env = testEnv('metrics', { LOG_LEVEL: 'debug', RATE_LIMIT_ANONYMOUS: '2', RATE_LIMIT_WINDOW_MS: '60000' });
+const METRICS_TOKEN = 'metrics-token-of-the-test-0123456789';
+let server: ServerProcess;
+let production: ServerProcess;
+let stores: Stores;
+
+beforeAll(async () => {
+  stores = openStores(env);
+  [server, production] = await Promise.all([startServerProcess(env.vars), startServerProcess({ ...env.vars, NODE_ENV: 'production', LOG_LEVEL: 'info', METRICS_TOKEN })]);
+}, 90_000);
+
+afterAll(async () => {
+  await Promise.all([server?.stop(), production?.stop()]);
+  await stores?.cleanup();
+});
+
+function metricsUrl(target: ServerProcess): string {
+  return new URL('/metrics', target.url).toString();
+}
+
+async function scrape(target: ServerProcess = server): Promise<string> {
+  const response = await fetch(metricsUrl(target));
+  expect(response.status).toBe(200);
+  return response.text();
+}
+
+/** The value of one sample (name with its labels as Prometheus prints them), 0 when absent. */
+function sample(text: string, series: string): number {
+  const line = text.split('\n').find((entry) => entry.startsWith(`${series} `));
+  return line ? Number(line.slice(series.length + 1)) : 0;
+}
+
+describe('GET /metrics', () => {
+  it('counts operations, timing them, and the refusals their mutations answered', async () => {
+    const redPackets = redPacketsAt(server.url);
+    const packet = await redPackets.create('metrics-sender', { totalAmount: 2, count: 1 });
+    expect((await redPackets.grab('metrics-first', packet.id)).__typename).toBe('GrabbedShare');
+    const before = await scrape();
+    expect((await redPackets.grab('metrics-late', packet.id)).__typename).toBe('RedPacketEmpty');
+    const after = await scrape();
+
+    const grabs = 'graphql_requests_total{operation="GrabRedPacket",type="mutation"}';
+    expect(sample(after, grabs)).toBe(sample(before, grabs) + 1);
+    expect(sample(after, 'graphql_request_duration_seconds_count{operation="GrabRedPacket",type="mutation"}')).toBeGreaterThanOrEqual(2);
+    expect(sample(after, 'business_refusals_total{code="RED_PACKET_EMPTY"}')).toBe(sample(before, 'business_refusals_total{code="RED_PACKET_EMPTY"}') + 1);
+    // The journal committed both grabs and the creation, in batches it timed.
+    expect(sample(after, 'journal_batch_size_count')).toBeGreaterThanOrEqual(1);
+    expect(sample(after, 'journal_commit_duration_seconds_count')).toBeGreaterThanOrEqual(1);
+    for (const name of ['journal_depth', 'journal_lag_seconds', 'journal_dead_letters_total', 'campaign_rebuilds_total', 'store_errors_total', 'process_cpu_user_seconds_total']) {
+      expect(after).toContain(`# TYPE ${name}`);
+    }
+  });
+
+  it('follows graphql-ws connections and live subscribers up and down', async () => {
+    const packet = await redPacketsAt(server.url).create('metrics-ws-sender', { totalAmount: 10, count: 2 });
+    const start = await scrape();
+    // Signed in: anonymous operations are what the rate-limit test uses up.
+    const connection = openWs(server.url, { authorization: `Bearer ${await tokenOf('metrics-watcher')}` });
+    const subscription = connection.subscribe({ query: print(RedPacketUpdatedDocument), variables: { packetId: packet.id } });
+    try {
+      await subscription.until((events) => events.length > 0);
+      const open = await scrape();
+      expect(sample(open, 'graphql_ws_connections')).toBe(sample(start, 'graphql_ws_connections') + 1);
+      expect(sample(open, 'live_event_subscribers')).toBe(sample(start, 'live_event_subscribers') + 1);
+    } finally {
+      subscription.close();
+      connection.dispose();
+    }
+    await waitFor('the connection to be closed', async () => sample(await scrape(), 'graphql_ws_connections') === sample(start, 'graphql_ws_connections'));
+    await waitFor('the subscriber to leave', async () => sample(await scrape(), 'live_event_subscribers') === sample(start, 'live_event_subscribers'));
+  });
+
+  it('is off in production without METRICS_TOKEN, and cannot be turned on there without one', () => {
+    const production = { ...env.vars, NODE_ENV: 'production' };
+    expect(metricsAccess(loadConfig(production))).toEqual({ enabled: false, token: undefined });
+    expect(metricsAccess(loadConfig({ ...production, METRICS_TOKEN }))).toEqual({ enabled: true, token: METRICS_TOKEN });
+    expect(() => loadConfig({ ...production, METRICS: 'on' })).toThrow(/METRICS=on needs METRICS_TOKEN/);
+    expect(metricsAccess(loadConfig({ ...production, METRICS: 'off', METRICS_TOKEN }))).toMatchObject({ enabled: false });
+    expect(metricsAccess(loadConfig({ ...env.vars, NODE_ENV: 'development' }))).toEqual({ enabled: true, token: undefined });
+    expect(() => loadConfig({ ...env.vars, METRICS: 'maybe' })).toThrow(/METRICS/);
+  });
+
+  it('needs METRICS_TOKEN in production', async () => {
+    expect((await fetch(metricsUrl(production))).status).toBe(401);
+    expect((await fetch(metricsUrl(production), { headers: { authorization: 'Bearer wrong-token-of-the-same-size-0000' } })).status).toBe(401);
+    const allowed = await fetch(metricsUrl(production), { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+    expect(allowed.status).toBe(200);
+    expect(await allowed.text()).toContain('# TYPE graphql_requests_total counter');
+  });
+});
+
+describe('request ids', () => {
+  it('are echoed, taken from a sane X-Request-Id, and carried by the log lines of their request', async () => {
+    const response = await fetch(server.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-request-id': 'req-metrics-0001', authorization: `Bearer ${await tokenOf('metrics-reader')}` },
+      body: JSON.stringify({ query: 'query MetricsIdProbe { __typename }' }),
+    });
+    expect(response.headers.get('x-request-id')).toBe('req-metrics-0001');
+    await waitFor('a log line of the request', () =>
+      server
+        .output()
+        .split('\n')
+        .some((line) => line.includes('"reqId":"req-metrics-0001"') && line.includes('MetricsIdProbe')),
+    );
+  });
+
+  it('are generated for a request without one, or with one that is not sane', async () => {
+    const plain = await fetch(server.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: '{ __typename }' }) });
+    const insane = await fetch(server.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-request-id': 'two words\tand a tab' },
+      body: JSON.stringify({ query: '{ __typename }' }),
+    });
+    for (const response of [plain, insane]) expect(response.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+    expect((await fetch(metricsUrl(server))).headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+  });
+});
+
+// Last: it uses up the anonymous budget of 127.0.0.1 for the window.
+describe('rate limits', () => {
+  it('counts rate-limited requests', async () => {
+    const query = '{ __typename }';
+    const answers = [];
+    for (let i = 0; i < 3; i++) answers.push(await gql(server.url, query));
+    expect(errorCodes(answers.at(-1)!)).toEqual(['RATE_LIMITED']);
+    expect(sample(await scrape(), 'rate_limited_requests_total{limit="anonymous"}')).toBeGreaterThanOrEqual(1);
+  });
+});

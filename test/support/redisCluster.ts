@@ -1,0 +1,117 @@
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { stopChild } from './redisServer.ts';
+
+const run = promisify(execFile);
+const NODES = 6;
+/** Redis Cluster talks to its peers on the port plus this: both must be free. */
+const BUS_OFFSET = 10_000;
+
+export interface RedisCluster {
+  /** `host:port,…` of every node, as REDIS_CLUSTER_NODES takes it. */
+  nodes: string;
+  stop(): Promise<void>;
+}
+
+async function isFree(port: number): Promise<boolean> {
+  const server = createServer();
+  const listening = await new Promise<boolean>((resolve) => {
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => resolve(true));
+  });
+  if (listening) await new Promise<void>((resolve) => server.close(() => resolve()));
+  return listening;
+}
+
+/** A port below 55536 whose bus port is free too (ephemeral ports from listen(0) may leave no room for +10000). */
+async function freeClusterPort(taken: Set<number>): Promise<number> {
+  for (;;) {
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    const { port: random } = probe.address() as AddressInfo;
+    await new Promise<void>((resolve) => probe.close(() => resolve()));
+    const port = 20_000 + (random % 30_000);
+    if (!taken.has(port) && (await isFree(port)) && (await isFree(port + BUS_OFFSET))) {
+      taken.add(port);
+      return port;
+    }
+  }
+}
+
+function startNode(port: number, dir: string): Promise<ChildProcess> {
+  const child = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--cluster-enabled', 'yes', '--cluster-node-timeout', '2000', '--save', '', '--appendonly', 'no', '--daemonize', 'no'],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let output = '';
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`redis-server :${port} did not start:\n${output}`)), 10_000);
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes('Ready to accept connections')) {
+        clearTimeout(timer);
+        child.stdout!.off('data', onData);
+        resolve(child);
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`redis-server :${port} exited with ${code}:\n${output}`));
+    });
+  });
+}
+
+/**
+ * The node says cluster_state:ok and knows all six nodes, connected, three of them
+ * replicas. Until every node knows every replica, clients reading the slot map from
+ * different nodes group slots differently, and ioredis refuses its auto-pipelines
+ * ("All keys in the pipeline should belong to the same slots allocation group").
+ */
+async function settled(port: number): Promise<boolean> {
+  const { stdout: info } = await run('redis-cli', ['-p', String(port), 'CLUSTER', 'INFO']);
+  if (!info.includes('cluster_state:ok')) return false;
+  const { stdout: nodes } = await run('redis-cli', ['-p', String(port), 'CLUSTER', 'NODES']);
+  const lines = nodes.trim().split('\n');
+  return (
+    lines.length === NODES && lines.every((line) => line.includes(' connected') && !/handshake|fail|noaddr/.test(line)) && lines.filter((line) => line.includes('slave')).length === NODES / 2
+  );
+}
+
+/**
+ * Six redis-servers (three primaries, a replica each) made one cluster, each node in
+ * its own temporary folder, returned once every node agrees on the whole cluster. Started in a test file's beforeAll, stopped in its afterAll.
+ */
+export async function startRedisCluster(): Promise<RedisCluster> {
+  const taken = new Set<number>();
+  const ports: number[] = [];
+  for (let i = 0; i < NODES; i++) ports.push(await freeClusterPort(taken));
+  const dirs = ports.map((port) => mkdtempSync(join(tmpdir(), `redis-cluster-${port}-`)));
+  const started = await Promise.allSettled(ports.map((port, i) => startNode(port, dirs[i]!)));
+  const children = started.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
+  const stop = async () => {
+    await Promise.all(children.map(stopChild));
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    const failed = started.find((result) => result.status === 'rejected');
+    if (failed) throw (failed as PromiseRejectedResult).reason;
+    const addresses = ports.map((port) => `127.0.0.1:${port}`);
+    await run('redis-cli', ['--cluster', 'create', ...addresses, '--cluster-replicas', '1', '--cluster-yes']);
+    const deadline = Date.now() + 20_000;
+    while (!(await Promise.all(ports.map(settled))).every(Boolean)) {
+      if (Date.now() > deadline) throw new Error('the Redis cluster did not settle (cluster_state:ok, every node knowing every replica) in 20 s');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    return { nodes: addresses.join(','), stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
