@@ -1,6 +1,11 @@
-import type { Redis } from 'ioredis';
 import type { Config } from './config.ts';
 import { LotteryService } from './domain/lottery/service.ts';
+import { UserHistory } from './domain/me/history.ts';
+import { WebhookRefundProvider } from './domain/money/refundDelivery.ts';
+import { RefundService } from './domain/money/refundService.ts';
+import { WalletService } from './domain/money/walletService.ts';
+import { SignedNotifyProvider } from './domain/payments/provider.ts';
+import { PaymentService } from './domain/payments/service.ts';
 import { LogVoucherNotifier, WebhookVoucherNotifier } from './domain/points/notifiers.ts';
 import { PointsService } from './domain/points/service.ts';
 import { UserAliases } from './domain/privacy.ts';
@@ -14,7 +19,7 @@ import { applyMigrations } from './infra/db/migrations.ts';
 import { Journal } from './infra/journal/journal.ts';
 import type { Logger } from './infra/logger.ts';
 import { RateLimiter } from './infra/rateLimit.ts';
-import { checkRedisServer, connectRedis, createRedis } from './infra/redis/connection.ts';
+import { type RedisClient, checkRedisServer, connectRedis, createRedis } from './infra/redis/connection.ts';
 import { type PrefixClaim, claimKeyPrefix, databaseIdentity, recheckKeyPrefix } from './infra/redis/ownership.ts';
 import { LiveEvents } from './infra/redis/pubsub.ts';
 import { Scripts } from './infra/redis/scripts.ts';
@@ -27,7 +32,7 @@ export interface App {
   log: Logger;
   db: Database;
   prisma: PrismaClient;
-  redis: Redis;
+  redis: RedisClient;
   scripts: Scripts;
   journal: Journal;
   events: LiveEvents;
@@ -38,7 +43,12 @@ export interface App {
   redPackets: RedPacketService;
   points: PointsService;
   teams: TeamService;
+  payments: PaymentService;
   lottery: LotteryService;
+  /** What a user's own lists read (Me.pointsLedger, Me.redPacketsSent…). */
+  history: UserHistory;
+  wallets: WalletService;
+  refunds: RefundService;
   /**
    * Aborted, with the reason as a message, when this instance must stop serving:
    * another database's instance claimed the Redis key prefix after Redis lost its data.
@@ -50,18 +60,25 @@ export interface App {
   close(): Promise<void>;
 }
 
+/** TEST_HANG_AFTER_DRAW_RESERVATIONS (config.ts): the first `count` calls go on, every later one never does. */
+function hangAfter(count: number | undefined): (() => Promise<void>) | undefined {
+  if (count === undefined) return undefined;
+  let calls = 0;
+  return () => (++calls > count ? new Promise<void>(() => {}) : Promise.resolve());
+}
+
 export async function createApp(config: Config, log: Logger): Promise<App> {
-  const redisOptions = { url: config.REDIS_URL, keyPrefix: config.REDIS_KEY_PREFIX };
+  const redisOptions = { url: config.REDIS_URL, keyPrefix: config.REDIS_KEY_PREFIX, clusterNodes: config.REDIS_CLUSTER_NODES };
   const redis = createRedis(redisOptions, 'commands');
   const scripts = new Scripts(redis);
-  await connectRedis(redis, config.REDIS_URL);
+  await connectRedis(redis, redisOptions);
   const publisher = createRedis(redisOptions, 'publisher');
-  const subscriber = createRedis(redisOptions, 'subscriber');
+  const subscriber = createRedis(redisOptions, 'subscriber', { subscriber: true });
   let db: Database | undefined;
   let claim: PrefixClaim;
   try {
     await checkRedisServer(redis, log);
-    await Promise.all([connectRedis(publisher, config.REDIS_URL), connectRedis(subscriber, config.REDIS_URL)]);
+    await Promise.all([connectRedis(publisher, redisOptions), connectRedis(subscriber, redisOptions)]);
     db = await openDatabase(config);
     const { createdNow } = await applyMigrations(db, log);
     claim = { redis, scripts, keyPrefix: config.REDIS_KEY_PREFIX, databaseId: await databaseIdentity(db.prisma, db.kind), log };
@@ -98,10 +115,36 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
       : new LogVoucherNotifier(database.prisma, events, log),
     // The lease outlasts a notifier call (its timeout) with room to record the outcome.
     delivery: { leaseMs: 3 * config.POINTS_DELIVERY_TIMEOUT_MS, retryBaseMs: config.POINTS_DELIVERY_RETRY_MS },
+    drawPayments: { releaseAfterMs: config.DRAW_RESERVATION_TIMEOUT_MS },
   });
   const teams = new TeamService({ prisma: database.prisma, redis, scripts, journal, events, log });
+  const payments = new PaymentService({
+    prisma: database.prisma,
+    log,
+    teams,
+    provider: new SignedNotifyProvider(config.paymentWebhookSecret),
+    sandboxSecret: config.NODE_ENV === 'production' ? null : config.paymentWebhookSecret,
+  });
   const clock = new ScriptClock(redis, config.TEST_CLOCK === '1');
-  const lottery = new LotteryService({ prisma: database.prisma, redis, scripts, journal, events, clock, log });
+  const wallets = new WalletService(database.prisma, log);
+  const refunds = new RefundService(
+    database.prisma,
+    config.REFUND_WEBHOOK_URL ? new WebhookRefundProvider(config.REFUND_WEBHOOK_URL, config.REFUND_WEBHOOK_SECRET!, config.REFUND_WEBHOOK_TIMEOUT_MS) : null,
+    // The lease outlasts a webhook call (its timeout) with room to record the outcome.
+    { leaseMs: 3 * config.REFUND_WEBHOOK_TIMEOUT_MS, retryBaseMs: config.REFUND_RETRY_MS },
+    log,
+  );
+  const lottery = new LotteryService({
+    prisma: database.prisma,
+    redis,
+    scripts,
+    journal,
+    events,
+    clock,
+    log,
+    payments: points.draws,
+    afterReservation: hangAfter(config.TEST_HANG_AFTER_DRAW_RESERVATIONS),
+  });
 
   const halt = new AbortController();
   const stopBackgroundTasks = [
@@ -117,9 +160,11 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     every(config.SWEEP_INTERVAL_MS, 'journal sweep', () => journal.sweep(), log),
     every(config.SWEEP_INTERVAL_MS, 'red packet refunds', () => redPackets.refundExpired(), log),
     every(config.SWEEP_INTERVAL_MS, 'voucher delivery', (stopping) => points.deliverDue(stopping), log),
+    every(config.SWEEP_INTERVAL_MS, 'refund delivery', (stopping) => refunds.deliverDue(stopping), log),
     every(config.TEAM_SWEEP_INTERVAL_MS, 'team seat expiry', () => teams.expireDueLocks(), log),
     every(config.SWEEP_INTERVAL_MS, 'team deadlines', () => teams.failOverdue(), log),
     every(config.LOTTERY_SCHEDULE_INTERVAL_MS, 'lottery release schedule', () => lottery.scheduleDue(), log),
+    every(config.SWEEP_INTERVAL_MS, 'draw payments', () => lottery.sweepPayments(), log),
   ];
   // Sweeping, settling or delivering on keys another database shares would carry its state into this one.
   halt.signal.addEventListener('abort', () => stopBackgroundTasks.forEach((stop) => void stop()), { once: true });
@@ -145,7 +190,11 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     redPackets,
     points,
     teams,
+    payments,
     lottery,
+    history: new UserHistory(database.prisma),
+    wallets,
+    refunds,
     halted: halt.signal,
     async checkReady() {
       const [redisUp, databaseUp] = await Promise.all([

@@ -1,14 +1,21 @@
 import SchemaBuilder from '@pothos/core';
 import ErrorsPlugin from '@pothos/plugin-errors';
 import PrismaPlugin from '@pothos/plugin-prisma';
+import RelayPlugin from '@pothos/plugin-relay';
 import ScopeAuthPlugin from '@pothos/plugin-scope-auth';
 import ValidationPlugin from '@pothos/plugin-validation';
 import { type Context, type SignedInContext, unauthenticated } from './context.ts';
 import { BadInputError } from './domain/errors.ts';
+import { Problem } from './domain/problems.ts';
 import { ErrorCode, graphqlError } from './errors.ts';
 import type PrismaTypes from './generated/pothos-prisma-types.ts';
 import { getDatamodel } from './generated/pothos-prisma-types.ts';
+import { inputIssue } from './i18n/issues.ts';
 import { AuthFailure, isOperator } from './infra/auth/tokens.ts';
+import { businessRefusals } from './infra/metrics.ts';
+
+/** A problem's stable code (TEAM_FULL, OUT_OF_STOCK…); any other error a union lists, its class name. */
+const problemCode = (error: Error) => (error instanceof Problem ? error.code : error.name);
 
 export const builder = new SchemaBuilder<{
   Context: Context;
@@ -19,7 +26,10 @@ export const builder = new SchemaBuilder<{
   Scalars: { DateTime: { Input: Date; Output: Date | string } };
   DefaultFieldNullability: false;
 }>({
-  plugins: [ScopeAuthPlugin, ErrorsPlugin, ValidationPlugin, PrismaPlugin],
+  plugins: [ScopeAuthPlugin, ErrorsPlugin, ValidationPlugin, RelayPlugin, PrismaPlugin],
+  // Lists are cursor connections, with `nodes` beside `edges` for clients that need no cursor per row;
+  // Node and global ids are not used (ids stay the plain ids of the contract).
+  relay: { nodeQueryOptions: false, nodesQueryOptions: false, nodesOnConnection: true },
   defaultFieldNullability: false,
   scopeAuth: {
     // Check a subscription's scopes when it starts: a stream of events (a winners ticker)
@@ -35,15 +45,10 @@ export const builder = new SchemaBuilder<{
         : unauthenticated(AuthFailure.missing, 'sign in: send Authorization: Bearer <token>'),
   },
   // Only the problem classes a field lists become union members; anything else stays a GraphQL error.
-  errors: { defaultTypes: [] },
+  // Every problem a field answers with passes here, once: the one place refusals are counted.
+  errors: { defaultTypes: [], onResolvedError: (error) => businessRefusals.inc({ code: problemCode(error) }) },
   validation: {
-    validationError: (failure) =>
-      BadInputError.of(
-        failure.issues.map((issue) => ({
-          path: issue.path?.map((part) => (typeof part === 'object' ? part.key : part) as string | number),
-          message: issue.message,
-        })),
-      ),
+    validationError: (failure, _args, context) => BadInputError.of(failure.issues.map((issue) => inputIssue(issue, context.locale))),
   },
   prisma: {
     client: (context) => context.app.prisma,

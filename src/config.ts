@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { readOrCreateDevSecret } from './infra/auth/devSecret.ts';
 
+const DEV_PAYMENT_SECRET_FILE = '.data/payment-webhook-secret';
+
 const intFromEnv = (fallback: number, min = 0) => z.coerce.number().int().min(min).default(fallback);
 
 const envSchema = z.object({
@@ -15,6 +17,17 @@ const envSchema = z.object({
 
   REDIS_URL: z.string().url().default('redis://127.0.0.1:6379'),
   REDIS_KEY_PREFIX: z.string().default('cb:'),
+  /** Set (`host:port,host:port,…`, some nodes of it): a Redis Cluster instead of the server at REDIS_URL, whose credentials it still takes. */
+  REDIS_CLUSTER_NODES: z
+    .string()
+    .default('')
+    .transform((value) =>
+      value
+        .split(',')
+        .map((node) => node.trim())
+        .filter(Boolean),
+    )
+    .pipe(z.array(z.string().regex(/^[^\s:,]+:\d{1,5}$/, 'REDIS_CLUSTER_NODES must list host:port, separated by commas'))),
 
   JWT_SECRET: z.string().min(32, 'JWT_SECRET must be at least 32 characters').optional(),
   /** Keys the per-campaign aliases other users see instead of a user id; unset: derived from the JWT secret. */
@@ -42,6 +55,11 @@ const envSchema = z.object({
   GRAPHQL_MAX_TOKENS: intFromEnv(2000, 1),
   /** 1: plain JSON POSTs skip Yoga's fetch layer (see src/fastLane.ts); 0: Yoga serves every request. */
   GRAPHQL_FAST_LANE: z.enum(['0', '1']).default('1'),
+  /**
+   * Persisted documents (src/trustedDocuments.ts): off, only query text; allow, text or the
+   * documentId of one in the web app's manifest; only, documentIds alone except from operators.
+   */
+  GRAPHQL_TRUSTED_DOCUMENTS: z.enum(['off', 'allow', 'only']).default('allow'),
 
   JOURNAL_BATCH_MAX: intFromEnv(256, 1),
   JOURNAL_BATCH_WAIT_MS: intFromEnv(5, 0),
@@ -60,6 +78,28 @@ const envSchema = z.object({
   POINTS_DELIVERY_WEBHOOK_URL: z.string().url().optional(),
   POINTS_DELIVERY_TIMEOUT_MS: intFromEnv(10_000, 100),
   POINTS_DELIVERY_RETRY_MS: intFromEnv(1000, 10),
+  /** A paid draw's reservation whose draw is not committed by then is released by the sweeper. */
+  DRAW_RESERVATION_TIMEOUT_MS: intFromEnv(60_000, 100),
+  /**
+   * Tests only (NODE_ENV=test): after this many paid draws have reserved their points,
+   * every later one stops for good right after its reservation, as a process would
+   * whose draw never came (a crash test then kills it).
+   */
+  TEST_HANG_AFTER_DRAW_RESERVATIONS: z.coerce.number().int().min(0).optional(),
+
+  /** Keys the HMAC of the payment provider's notifies (POST /payments/notify); unset outside production: a generated development secret. */
+  PAYMENT_WEBHOOK_SECRET: z.string().min(32, 'PAYMENT_WEBHOOK_SECRET must be at least 32 characters').optional(),
+  /** Unset: every refund is paid to the user's wallet. Set: refunds of a provider payment are POSTed here. */
+  REFUND_WEBHOOK_URL: z.string().url().optional(),
+  /** Signs the refund webhook's requests (Refund-Signature); required with REFUND_WEBHOOK_URL. */
+  REFUND_WEBHOOK_SECRET: z.string().min(32, 'REFUND_WEBHOOK_SECRET must be at least 32 characters').optional(),
+  REFUND_WEBHOOK_TIMEOUT_MS: intFromEnv(10_000, 100),
+  REFUND_RETRY_MS: intFromEnv(1000, 10),
+
+  /** GET /metrics (Prometheus). Unset: on outside production, and in production only with METRICS_TOKEN. */
+  METRICS: z.enum(['off', 'on']).optional(),
+  /** Set: /metrics needs Authorization: Bearer <METRICS_TOKEN>. Required for METRICS=on in production. */
+  METRICS_TOKEN: z.string().min(16, 'METRICS_TOKEN must be at least 16 characters').optional(),
 
   /** 1: unexpected errors carry the original error (message, stack) to the client, in any NODE_ENV. */
   GRAPHQL_EXPOSE_ERRORS: z.enum(['0', '1']).default('0'),
@@ -74,7 +114,8 @@ const envSchema = z.object({
 
 export type Env = z.infer<typeof envSchema>;
 
-export interface Config extends Omit<Env, 'JWT_SECRET'> {
+export interface Config extends Omit<Env, 'JWT_SECRET' | 'PAYMENT_WEBHOOK_SECRET'> {
+  paymentWebhookSecret: string;
   /** Empty when JWT_JWKS_URL is set. */
   jwtSecret: string;
   /** True when JWT_SECRET was unset and the development secret in .data/ is used. */
@@ -92,18 +133,31 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     const lines = parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`);
     throw new ConfigError(`invalid configuration: ${lines.join('; ')}`);
   }
-  const { JWT_SECRET, ...env } = parsed.data;
+  const { JWT_SECRET, PAYMENT_WEBHOOK_SECRET, ...env } = parsed.data;
   if (env.WEB_CONCURRENCY > 1 && !env.DATABASE_URL) {
     throw new ConfigError('WEB_CONCURRENCY > 1 needs DATABASE_URL: the embedded PGlite database belongs to one process');
+  }
+  if (env.TEST_HANG_AFTER_DRAW_RESERVATIONS !== undefined && env.NODE_ENV !== 'test') {
+    throw new ConfigError('TEST_HANG_AFTER_DRAW_RESERVATIONS stops paid draws on purpose and is only allowed when NODE_ENV=test');
   }
   if (env.TEST_CLOCK === '1' && env.NODE_ENV !== 'test') {
     throw new ConfigError('TEST_CLOCK=1 shifts the time scripts see and is only allowed when NODE_ENV=test');
   }
+  if (env.REFUND_WEBHOOK_URL && !env.REFUND_WEBHOOK_SECRET) {
+    throw new ConfigError('REFUND_WEBHOOK_URL needs REFUND_WEBHOOK_SECRET (at least 32 characters) to sign the refunds it is sent');
+  }
   if (!JWT_SECRET && !env.JWT_JWKS_URL && env.NODE_ENV === 'production') {
     throw new ConfigError('JWT_SECRET (at least 32 characters) or JWT_JWKS_URL is required when NODE_ENV=production');
   }
+  if (env.METRICS === 'on' && !env.METRICS_TOKEN && env.NODE_ENV === 'production') {
+    throw new ConfigError('METRICS=on needs METRICS_TOKEN (at least 16 characters) when NODE_ENV=production: /metrics must not be open to anyone');
+  }
+  if (!PAYMENT_WEBHOOK_SECRET && env.NODE_ENV === 'production') {
+    throw new ConfigError('PAYMENT_WEBHOOK_SECRET (at least 32 characters) is required when NODE_ENV=production');
+  }
   return {
     ...env,
+    paymentWebhookSecret: PAYMENT_WEBHOOK_SECRET ?? readOrCreateDevSecret(DEV_PAYMENT_SECRET_FILE),
     // With JWT_JWKS_URL the secret is not used, so none is generated.
     jwtSecret: JWT_SECRET ?? (env.JWT_JWKS_URL ? '' : readOrCreateDevSecret()),
     jwtSecretGenerated: !JWT_SECRET && !env.JWT_JWKS_URL,

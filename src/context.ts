@@ -1,7 +1,10 @@
+import { randomUUID } from 'node:crypto';
 import type { GraphQLError } from 'graphql';
 import type { App } from './app.ts';
 import { ErrorCode, graphqlError, unavailableError } from './errors.ts';
+import { DEFAULT_LOCALE, type Locale, localeOf } from './i18n/messages.ts';
 import { AuthFailure, TokenRefusedError, type Viewer, bearerToken } from './infra/auth/tokens.ts';
+import type { Logger } from './infra/logger.ts';
 
 export interface Context {
   app: App;
@@ -9,6 +12,10 @@ export interface Context {
   viewer: Viewer | null;
   /** Why the Authorization sent is refused; the whole operation is answered with it (useCredentialRefusal). */
   credentialError: GraphQLError | null;
+  /** The language messages are worded in, from Accept-Language. */
+  locale: Locale;
+  /** The request's id (src/requestId.ts); a graphql-ws operation has its own. Log with requestLog(context). */
+  requestId: string;
 }
 
 /** The context of a field built with `t.withAuth({ signedIn: true })` (or `admin`): scope auth has checked the viewer. */
@@ -18,27 +25,37 @@ export type SignedInContext = Context & { viewer: Viewer };
 export interface TransportContext {
   request?: { headers: { get(name: string): string | null } };
   connectionParams?: Record<string, unknown>;
-  params?: { extensions?: Record<string, unknown> };
+  params?: { extensions?: Record<string, unknown> | null };
 }
 
-/** The value of a key named `authorization` in any case, if it is a non-blank string. */
-function authorizationIn(record: unknown): string | undefined {
+/** The value of a key named `header` (lower case) in any case, if it is a non-blank string. */
+function headerIn(record: unknown, header: string): string | undefined {
   if (typeof record !== 'object' || record === null) return undefined;
   for (const [name, value] of Object.entries(record)) {
-    if (typeof value === 'string' && value.trim() !== '' && name.toLowerCase() === 'authorization') return value;
+    if (typeof value === 'string' && value.trim() !== '' && name.toLowerCase() === header) return value;
   }
   return undefined;
 }
 
 /**
- * The caller's Authorization. Over HTTP, the header. Over graphql-ws, the first of: the
+ * A header of the caller's. Over HTTP, the request's. Over graphql-ws, the first of: the
  * operation's own `extensions.headers` (what GraphiQL sends from its headers tab),
- * `connectionParams.authorization`, and Apollo's `connectionParams.headers.authorization`,
- * names in any case. The operation's own header wins so one socket can carry several callers.
+ * `connectionParams.<header>`, and Apollo's `connectionParams.headers.<header>`, names in
+ * any case. The operation's own header wins so one socket can carry several callers.
  */
-export function authorizationOf({ request, connectionParams, params }: TransportContext): string | undefined {
-  if (request) return request.headers.get('authorization') ?? undefined;
-  return authorizationIn(params?.extensions?.headers) ?? authorizationIn(connectionParams) ?? authorizationIn(connectionParams?.headers);
+function headerOf({ request, connectionParams, params }: TransportContext, header: string): string | undefined {
+  if (request) return request.headers.get(header) ?? undefined;
+  return headerIn(params?.extensions?.headers, header) ?? headerIn(connectionParams, header) ?? headerIn(connectionParams?.headers, header);
+}
+
+/** The caller's Authorization (see headerOf for where it is read). */
+export function authorizationOf(transport: TransportContext): string | undefined {
+  return headerOf(transport, 'authorization');
+}
+
+/** The language the caller reads, from its Accept-Language (see headerOf for where it is read). */
+export function localeOfCaller(transport: TransportContext): Locale {
+  return localeOf(headerOf(transport, 'accept-language'));
 }
 
 /**
@@ -48,21 +65,32 @@ export function authorizationOf({ request, connectionParams, params }: Transport
  * token learns it at once. Kept as a value rather than thrown, so every transport (HTTP,
  * SSE, graphql-sse, graphql-ws) answers it as an ordinary GraphQL result.
  */
-export async function buildContext(app: App, authorization: string | undefined): Promise<Context> {
-  if (!authorization?.trim()) return { app, viewer: null, credentialError: null };
+export async function buildContext(app: App, authorization: string | undefined, locale: Locale = DEFAULT_LOCALE, requestId: string = randomUUID()): Promise<Context> {
+  const context: Context = { app, viewer: null, credentialError: null, locale, requestId };
+  if (!authorization?.trim()) return context;
+  const refused = (credentialError: GraphQLError): Context => {
+    context.credentialError = credentialError;
+    return context;
+  };
   const token = bearerToken(authorization);
-  if (!token) return refused(app, unauthenticated(AuthFailure.malformed, 'send Authorization: Bearer <token>'));
+  if (!token) return refused(unauthenticated(AuthFailure.malformed, 'send Authorization: Bearer <token>'));
   try {
-    return { app, viewer: await app.tokens.verify(token), credentialError: null };
+    context.viewer = await app.tokens.verify(token);
+    return context;
   } catch (error) {
-    if (error instanceof TokenRefusedError) return refused(app, unauthenticated(error.reason, error.message));
-    app.log.warn({ err: error }, 'cannot verify a token');
-    return refused(app, unavailableError('cannot verify tokens right now; retry shortly'));
+    if (error instanceof TokenRefusedError) return refused(unauthenticated(error.reason, error.message));
+    requestLog(context).warn({ err: error }, 'cannot verify a token');
+    return refused(unavailableError('cannot verify tokens right now; retry shortly'));
   }
 }
 
-function refused(app: App, credentialError: GraphQLError): Context {
-  return { app, viewer: null, credentialError };
+/**
+ * The logger for lines about a request: they carry its `reqId`. Made when a line is
+ * written rather than with every context: Yoga copies a context's properties, and most
+ * requests log nothing.
+ */
+export function requestLog(context: Pick<Context, 'app' | 'requestId'>): Logger {
+  return context.app.log.child({ reqId: context.requestId });
 }
 
 /** UNAUTHENTICATED with its reason in `extensions.reason`. */

@@ -6,6 +6,7 @@ import type { Context } from './context.ts';
 import { type MaskErrorFunction, retryAfterSeconds } from './errorMasking.ts';
 import { operationOf } from './guards/operation.ts';
 import type { Logger } from './infra/logger.ts';
+import type { TrustedDocuments } from './trustedDocuments.ts';
 
 type RegularMediaType = 'application/json' | 'application/graphql-response+json';
 type Yoga = YogaServerInstance<{ connectionParams?: Record<string, unknown> }, Context>;
@@ -39,13 +40,20 @@ interface Params {
   operationName?: string | null;
 }
 
-function asParams(body: unknown): Params | null {
+/**
+ * The parameters of a body this lane serves as they are: query text where the server takes
+ * it from anyone, or the id of a persisted document it has. Anything else, a refusal
+ * included, is Yoga's to answer (src/trustedDocuments.ts).
+ */
+function asParams(body: unknown, trusted: TrustedDocuments): Params | null {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return null;
-  const { query, variables, operationName, ...rest } = body as Record<string, unknown>;
-  if (Object.keys(rest).length > 0 || typeof query !== 'string') return null;
+  const { query, documentId, variables, operationName, ...rest } = body as Record<string, unknown>;
+  if (Object.keys(rest).length > 0) return null;
+  const text = query === undefined && typeof documentId === 'string' ? trusted.documentOf(documentId) : documentId === undefined && trusted.mode !== 'only' ? query : undefined;
+  if (typeof text !== 'string') return null;
   if (variables != null && (typeof variables !== 'object' || Array.isArray(variables))) return null;
   if (operationName != null && typeof operationName !== 'string') return null;
-  return { query, variables: variables as Params['variables'], operationName: operationName as Params['operationName'] };
+  return { query: text, variables: variables as Params['variables'], operationName: operationName as Params['operationName'] };
 }
 
 function readBody(req: IncomingMessage): Promise<Buffer> {
@@ -88,6 +96,7 @@ export function createFastLane({
   log,
   maskError,
   corsHeaders,
+  trusted,
 }: {
   yoga: Yoga;
   graphqlPath: string;
@@ -96,6 +105,8 @@ export function createFastLane({
   maskError: MaskErrorFunction;
   /** Yoga's CORS rule (src/httpHygiene.ts). */
   corsHeaders: (request: RequestView) => Record<string, string>;
+  /** Which documents the server takes (GRAPHQL_TRUSTED_DOCUMENTS). */
+  trusted: TrustedDocuments;
 }) {
   /** Yoga's fetch handler, given a body this lane has already read. */
   async function viaYoga(req: IncomingMessage, res: ServerResponse, body: Buffer): Promise<void> {
@@ -139,7 +150,7 @@ export function createFastLane({
     const body = await readBody(req);
     let params: Params | null;
     try {
-      params = asParams(JSON.parse(body.toString('utf8')));
+      params = asParams(JSON.parse(body.toString('utf8')), trusted);
     } catch {
       params = null;
     }

@@ -2,6 +2,7 @@ import { type DocumentNode, type ExecutionResult, GraphQLError, getOperationAST 
 import type { Response as SseResponse } from 'graphql-sse';
 import { createHandler } from 'graphql-sse/lib/use/fetch';
 import type { Plugin } from 'graphql-yoga';
+import type { TrustedDocuments } from './trustedDocuments.ts';
 
 /** Where the graphql-sse protocol is served. */
 export const GRAPHQL_SSE_PATH = '/graphql/stream';
@@ -18,8 +19,9 @@ function badRequest(errors: readonly GraphQLError[]): SseResponse {
  * (500 there; 400 with the errors here, as graphql-sse answers it itself), and a result
  * refused before execution, such as a refused token (400 "Unable to detect operation AST"
  * there, as graphql-sse takes a result only with a `data` key; an event with `data: null` here).
+ * graphql-sse passes on no `documentId`: this transport takes query text, where `trusted` lets it.
  */
-export function useGraphqlSse(): Plugin {
+export function useGraphqlSse(trusted: TrustedDocuments): Plugin {
   const serverContexts = new WeakMap<Request, object>();
   let handler: (request: Request) => Promise<Response>;
   return {
@@ -30,7 +32,7 @@ export function useGraphqlSse(): Plugin {
             const enveloped = yoga.getEnveloped({ ...serverContexts.get(req.raw), request: req.raw, params });
             let document: DocumentNode;
             try {
-              document = enveloped.parse(params.query);
+              document = enveloped.parse(await trusted.queryOf(params, { request: req.raw, params }));
             } catch (error) {
               if (error instanceof GraphQLError) return badRequest([error]);
               throw error;

@@ -74,7 +74,8 @@ function runPrimary(config: Config, log: Logger): void {
 
 async function main(): Promise<void> {
   const config = loadConfig();
-  const log = createLogger(config.LOG_LEVEL);
+  // Readable lines for a developer at a terminal; JSON for anything that collects them.
+  const log = createLogger(config.LOG_LEVEL, { pretty: process.stdout.isTTY === true && config.NODE_ENV !== 'production' });
   if (config.jwtSecretGenerated && cluster.isPrimary) {
     log.warn('JWT_SECRET is not set: using the development secret kept in .data/jwt-secret. Mint a token with `npm run token -- <userId> [--admin]`.');
   }

@@ -10,11 +10,12 @@ import { type Plugin, createYoga } from 'graphql-yoga';
 import { WebSocketServer } from 'ws';
 import { type App, createApp } from './app.ts';
 import type { Config } from './config.ts';
-import { type Context, authorizationOf, buildContext } from './context.ts';
+import { type Context, authorizationOf, buildContext, localeOfCaller } from './context.ts';
 import { type MaskErrorFunction, createErrorMasking } from './errorMasking.ts';
 import { createFastLane } from './fastLane.ts';
 import { useCredentialRefusal, useInputErrorCodes, useReadiness } from './graphqlPlugins.ts';
 import { useGraphqlSse } from './graphqlSse.ts';
+import { requestOf } from './guards/clientAddress.ts';
 import { wsConnectionLimit } from './guards/connectionLimit.ts';
 import { useInputCharacters } from './guards/inputCharacters.ts';
 import { useOperationCost } from './guards/operationCost.ts';
@@ -22,8 +23,14 @@ import { useRateLimits } from './guards/rateLimits.ts';
 import { useSubscriptionLimits } from './guards/subscriptionLimits.ts';
 import { createCorsPolicy, hygienePlugins } from './httpHygiene.ts';
 import type { Logger } from './infra/logger.ts';
+import { watchJournal, wsConnections } from './infra/metrics.ts';
 import { StartupError, describeCause } from './infra/startupError.ts';
-import { schema } from './schema/index.ts';
+import { METRICS_PATH, metricsAccess, serveMetrics, useMetrics } from './metrics.ts';
+import { NOTIFY_PATH, servePaymentNotify } from './paymentNotify.ts';
+import { assignRequestId, requestIdOf } from './requestId.ts';
+import { schemaFor } from './schema/index.ts';
+import { type DocumentParams, type TrustedDocuments, createTrustedDocuments, loadManifest } from './trustedDocuments.ts';
+import { createWebApp } from './webApp.ts';
 
 const GRAPHQL_PATH = '/graphql';
 
@@ -52,13 +59,15 @@ function armorPlugins(config: Config): Plugin[] {
   ];
 }
 
-function createGraphqlServer(app: App, maskError: MaskErrorFunction, corsHeaders: ReturnType<typeof createCorsPolicy>) {
+function createGraphqlServer(app: App, maskError: MaskErrorFunction, corsHeaders: ReturnType<typeof createCorsPolicy>, trusted: TrustedDocuments) {
   const { config } = app;
   return createYoga<{ connectionParams?: Record<string, unknown> }, Context>({
-    schema,
+    schema: schemaFor(config.NODE_ENV),
     maskedErrors: { maskError, isDev: config.GRAPHQL_EXPOSE_ERRORS === '1' },
     cors: false,
     graphqlEndpoint: GRAPHQL_PATH,
+    // A persisted document's id (src/trustedDocuments.ts), sent instead of `query`.
+    extraParamNames: ['documentId'],
     healthCheckEndpoint: '/health',
     landingPage: false,
     graphiql: config.NODE_ENV === 'production' ? false : { subscriptionsProtocol: 'WS', title: 'Campaign backend' },
@@ -69,9 +78,13 @@ function createGraphqlServer(app: App, maskError: MaskErrorFunction, corsHeaders
       warn: (...args) => app.log.warn(args.join(' ')),
       error: (...args) => app.log.error(args.map(String).join(' ')),
     },
-    context: (initial) => buildContext(app, authorizationOf(initial)),
+    context: (initial) => buildContext(app, authorizationOf(initial), localeOfCaller(initial), requestIdOf(requestOf(initial))),
     plugins: [
       ...hygienePlugins(config, corsHeaders),
+      // Before the limits: a refused operation is counted and timed too.
+      useMetrics(),
+      // Before anything reads the document: it picks the text a documentId names, or refuses.
+      trusted.plugin,
       ...armorPlugins(config),
       useInputErrorCodes(),
       // Cheap refusals first: a refused request takes nothing from a rate limit and reaches no resolver.
@@ -82,7 +95,7 @@ function createGraphqlServer(app: App, maskError: MaskErrorFunction, corsHeaders
       useCredentialRefusal(),
       useSubscriptionLimits(config.SUBSCRIPTIONS_PER_USER, config.SUBSCRIPTIONS_PER_SOCKET),
       useReadiness(app),
-      useGraphqlSse(),
+      useGraphqlSse(trusted),
     ],
   });
 }
@@ -91,24 +104,42 @@ type EnvelopedRoot = { execute: (args: ExecutionArgs) => unknown; subscribe: (ar
 
 /** HTTP (POST, GET, SSE) and graphql-ws on one port and one path. */
 export async function startServer(config: Config, log: Logger): Promise<RunningServer> {
+  const manifest = config.GRAPHQL_TRUSTED_DOCUMENTS === 'off' ? null : loadManifest();
+  if (!manifest && config.GRAPHQL_TRUSTED_DOCUMENTS === 'only') {
+    throw new StartupError('GRAPHQL_TRUSTED_DOCUMENTS=only needs the persisted documents of the web app: run npm run build:web (npm start does)');
+  }
+  if (!manifest && config.GRAPHQL_TRUSTED_DOCUMENTS === 'allow') log.warn('the web app is not built: no persisted documents, every documentId is refused');
   const app = await createApp(config, log);
+  const trusted = createTrustedDocuments(app, config.GRAPHQL_TRUSTED_DOCUMENTS, manifest);
   const maskError = createErrorMasking(config.GRAPHQL_EXPOSE_ERRORS === '1');
   const corsHeaders = createCorsPolicy(config);
-  const yoga = createGraphqlServer(app, maskError, corsHeaders);
-  const fastLane = config.GRAPHQL_FAST_LANE === '1' ? createFastLane({ yoga, graphqlPath: GRAPHQL_PATH, log, maskError, corsHeaders }) : undefined;
+  const yoga = createGraphqlServer(app, maskError, corsHeaders, trusted);
+  const fastLane = config.GRAPHQL_FAST_LANE === '1' ? createFastLane({ yoga, graphqlPath: GRAPHQL_PATH, log, maskError, corsHeaders, trusted }) : undefined;
   // Idle keep-alive sockets live longer than a client's or a proxy's own idle timeout (60 s
   // behind most load balancers), so the client, not the server, closes them: a server
   // closing one as a request arrives on it fails that request.
+  const webApp = createWebApp(config);
+  const metrics = metricsAccess(config);
+  if (metrics.enabled) watchJournal(app.journal);
   const httpServer: Server = createServer({ keepAliveTimeout: 65_000, headersTimeout: 66_000 }, (req, res) => {
-    if (!fastLane?.(req, res)) void yoga(req, res);
+    assignRequestId(req, res);
+    const path = req.url?.split('?')[0];
+    if (path === NOTIFY_PATH) void servePaymentNotify(app, req, res);
+    else if (path === METRICS_PATH && metrics.enabled) serveMetrics(metrics.token, req, res);
+    else if (!fastLane?.(req, res) && !webApp(req, res)) void yoga(req, res);
   });
   const wsServer = new WebSocketServer({ server: httpServer, path: GRAPHQL_PATH, verifyClient: wsConnectionLimit(app) });
+  wsServer.on('connection', (socket) => {
+    wsConnections.inc();
+    socket.once('close', () => wsConnections.dec());
+  });
 
   useServer<Record<string, unknown>>(
     {
       execute: (args) => (args.rootValue as EnvelopedRoot).execute(args) as never,
       subscribe: (args) => (args.rootValue as EnvelopedRoot).subscribe(args) as never,
       onSubscribe: async (ctx, _id, params) => {
+        const connectionParams = ctx.connectionParams ?? {};
         const {
           schema: enveloped,
           execute,
@@ -121,14 +152,15 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
           req: ctx.extra.request,
           socket: ctx.extra.socket,
           params,
-          connectionParams: ctx.connectionParams ?? {},
+          connectionParams,
         });
         // A bad operation (a syntax error, say) is answered on its own: anything thrown here
         // would close the socket with 4500, and every other subscription on it.
         let document: DocumentNode;
         let contextValue: Context;
         try {
-          document = parse(params.query);
+          // graphql-ws wants a `query` string: a persisted document comes as `query: ''` with a `documentId`.
+          document = parse(await trusted.queryOf(params as typeof params & DocumentParams, { connectionParams, params }));
           const errors = validate(enveloped, document);
           if (errors.length > 0) return errors;
           contextValue = (await contextFactory()) as Context;

@@ -33,16 +33,20 @@ interface RawRequest {
   body?: string;
 }
 
-/** What a client can see of a response; header names are case-insensitive and Date/Keep-Alive vary. */
+/**
+ * What a client can see of a response; header names are case-insensitive and Date/Keep-Alive
+ * vary. Both lanes are sent one X-Request-Id, so the one they echo compares too.
+ */
 async function answer(server: ServerProcess, request: RawRequest) {
   const method = request.method ?? 'POST';
+  const headers = { 'x-request-id': 'fast-lane-comparison', ...request.headers };
   const response = await fetch(`${server.url}${request.search ?? ''}`, {
     method,
-    headers: method === 'POST' ? { 'content-type': 'application/json', ...request.headers } : request.headers,
+    headers: method === 'POST' ? { 'content-type': 'application/json', ...headers } : headers,
     body: request.body,
   });
-  const headers = Object.fromEntries([...response.headers].filter(([name]) => !['date', 'connection', 'keep-alive'].includes(name.toLowerCase())));
-  return { status: response.status, headers, body: await response.text() };
+  const seen = Object.fromEntries([...response.headers].filter(([name]) => !['date', 'connection', 'keep-alive'].includes(name.toLowerCase())));
+  return { status: response.status, headers: seen, body: await response.text() };
 }
 
 async function expectSameAnswer(request: RawRequest) {

@@ -80,11 +80,11 @@ describe('suggestions', () => {
     ['a misspelt argument', { query: '{ teams(activityId: "a", statuss: OPEN) { id } }' }],
     ['a misspelt enum literal', { query: '{ teams(activityId: "a", status: OPN) { id } }' }],
     ['a misspelt type', { query: 'query ($s: TeamStatu) { teams(activityId: "a", status: $s) { id } }' }],
-    ['a misspelt input field literal', { query: 'mutation { createRedPacket(input: { totalAmount: 100, cont: 2 }) { id } }' }],
+    ['a misspelt input field literal', { query: 'mutation { createRedPacket(input: { totalAmount: 100, cont: 2 }) { __typename } }' }],
     ['a misspelt enum value in variables', { query: 'query ($s: TeamStatus) { teams(activityId: "a", status: $s) { id } }', variables: { s: 'OPN' } }],
     [
       'a misspelt input field in variables',
-      { query: 'mutation ($input: CreateRedPacketInput!) { createRedPacket(input: $input) { id } }', variables: { input: { totalAmount: 100, cont: 2 } } },
+      { query: 'mutation ($input: CreateRedPacketInput!) { createRedPacket(input: $input) { __typename } }', variables: { input: { totalAmount: 100, cont: 2 } } },
     ],
   ];
 

@@ -73,7 +73,12 @@ function validMutations(): Record<string, { caller: Caller; args: Record<string,
   return {
     awardPoints: { caller: 'admin', args: { userId: 'chars-other', amount: 5, reason: 'bonus', requestId: 'award-1' } },
     closeRedPacket: { caller: 'admin', args: { packetId } },
-    confirmTeamSeat: { caller: 'buyer', args: { teamId, paymentRef: 'pay-1' } },
+    confirmTeamSeat: { caller: 'admin', args: { teamId, userId: 'chars-other', paymentRef: 'pay-1' } },
+    createGroupBuyActivity: {
+      caller: 'admin',
+      args: { input: { id: 'chars-gb', title: 'Tea', description: 'for two', priceCents: 200, groupPriceCents: 100, capacity: 2, ...runningWindow() } },
+    },
+    creditWallet: { caller: 'admin', args: { userId: 'chars-other', amountCents: 100, reason: 'bonus', requestId: 'credit-1' } },
     createGoods: { caller: 'admin', args: { input: { title: 'Cup', pointsCost: 1, stock: 1, voucherCodes: ['C-1'] } } },
     createLotteryActivity: {
       caller: 'admin',
@@ -86,6 +91,8 @@ function validMutations(): Record<string, { caller: Caller; args: Record<string,
     openTeam: { caller: 'other', args: { input: { activityId: 'chars-activity' } } },
     redeemPoints: { caller: 'buyer', args: { goodsId, requestId: 'redeem-1' } },
     releaseTeamSeat: { caller: 'buyer', args: { teamId } },
+    sandboxPay: { caller: 'buyer', args: { paymentRef: 'pay_chars' } },
+    topUpWallet: { caller: 'buyer', args: { amountCents: 100 } },
     updateLotteryActivity: { caller: 'admin', args: { activityId, input: { prizes: [{ prizeId, weight: 2 }] } } },
   };
 }

@@ -13,6 +13,7 @@ import { sleep } from './support/poll.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
+import { openInApp } from './support/teams.ts';
 import { tokenOf } from './support/tokens.ts';
 
 const env = testEnv('journal_dead', { JOURNAL_SWEEP_AFTER_MS: '100', SWEEP_INTERVAL_MS: '600000', LOG_LEVEL: 'silent' });
@@ -46,7 +47,7 @@ afterAll(async () => {
 const POISONED_USER = 'mallory\u0000\u0001 ✓ 🧧';
 
 async function packetWith(app: App, count: number) {
-  const packet = await app.redPackets.create('dead-letter-sender', { totalAmount: count * 100, count, mode: 'EQUAL', minAmount: 1, expiresInSeconds: 3600 });
+  const packet = await app.redPackets.create('dead-letter-sender', { totalAmount: count * 100, count, mode: 'EQUAL', minAmount: 1, expiresInSeconds: 3600, fundedBy: 'SHOP' });
   return { packet, keys: redPacketKeys(packet.id) };
 }
 
@@ -264,7 +265,7 @@ describe('journalDeadLetters', () => {
 describe('the caller of an entry PostgreSQL refuses', () => {
   it('gets BAD_USER_INPUT for a seat confirmation; the team is rebuilt from PostgreSQL without the member', async () => {
     const app = await instance();
-    const team = await app.teams.open('team-leader', { activityId: `poison-${randomUUID().slice(0, 8)}`, capacity: 3, lockSeconds: 600, formationSeconds: 3600 });
+    const team = await openInApp(app, 'team-leader', `poison-${randomUUID().slice(0, 8)}`, { lockSeconds: 600, formationSeconds: 3600 });
     await app.teams.lock('team-buyer', team.id);
 
     await expect(app.teams.confirm('team-buyer', team.id, 'pay\u0000ref')).rejects.toMatchObject({ extensions: { code: 'BAD_USER_INPUT' } });

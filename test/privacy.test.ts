@@ -171,7 +171,7 @@ describe('user ids in teams', () => {
     }
 
     // Another team of the activity: the same aliases. Another activity: unrelated ones.
-    const second = await far.open('tm-member', { activityId });
+    const second = await far.open('tm-member', { activityId, capacity: 4 });
     expect((await near.team('tm-stranger', second.id))?.leaderId).toBe(aliases('tm-member'));
     const elsewhere = await far.open('tm-member', { activityId: `${activityId}-b` });
     const otherAlias = (await near.team('tm-stranger', elsewhere.id))!.leaderId;

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
+import { printSchema } from 'graphql';
 import { describe, expect, it } from 'vitest';
-import { printSchemaSdl } from '../src/schema/index.ts';
+import { printSchemaSdl, schemaFor } from '../src/schema/index.ts';
 
 describe('schema.graphql', () => {
   it('matches the schema the code builds (run `npm run schema:print` after changing it)', () => {
@@ -19,7 +20,9 @@ describe('schema.graphql', () => {
       'union GrabRedPacketResult = AlreadyGrabbed | GrabbedShare | NotFound | RedPacketEmpty | RedPacketExpired',
       'type AlreadyGrabbed implements Problem',
       'interface Problem',
-      'createRedPacket(input: CreateRedPacketInput!): RedPacket!',
+      'createRedPacket(input: CreateRedPacketInput!): CreateRedPacketResult!',
+      'union CreateRedPacketResult = InsufficientFunds | RedPacket',
+      'type InsufficientFunds implements Problem',
       'grabRedPacket(packetId: ID!): GrabRedPacketResult!',
       'redPacket(id: ID!): RedPacket',
       'redPacketUpdated(packetId: ID!): RedPacket!',
@@ -59,7 +62,7 @@ describe('schema.graphql', () => {
       'type LotteryActivity ',
       'type Prize ',
       'remainingStock: Int!',
-      'union DrawLotteryResult = ActivityNotActive | DrawLimitReached | LotteryLose | LotteryWin | NotFound',
+      'union DrawLotteryResult = ActivityNotActive | DrawLimitReached | InsufficientPoints | LotteryLose | LotteryWin | NotFound',
       'type LotteryWin ',
       'type LotteryLose ',
       'createLotteryActivity(input: CreateLotteryInput!): LotteryActivity!',
@@ -68,25 +71,44 @@ describe('schema.graphql', () => {
       'lotteryWinners(activityId: ID!',
       'enum TeamStatus',
       'input OpenTeamInput',
-      'capacity: Int = 3',
-      'lockSeconds: Int = 300',
-      'formationSeconds: Int = 86400',
       'type Team ',
       'type TeamMember',
       'type SeatLock ',
       'type SeatLocked',
-      'union LockTeamSeatResult = AlreadyMember | NotFound | SeatLocked | TeamClosed | TeamFull',
+      'union LockTeamSeatResult = AlreadyMember | NotFound | SeatLocked | TeamClosed | TeamFull | TeamLimitReached',
       'type TeamFull implements Problem',
       'union ConfirmTeamSeatResult = NoSeatLock | NotFound | Team | TeamClosed',
-      'openTeam(input: OpenTeamInput!): Team!',
+      'openTeam(input: OpenTeamInput!): OpenTeamResult!',
+      'union OpenTeamResult = GroupBuyNotActive | NotFound | OpenTeamLimitReached | Team',
+      'createGroupBuyActivity(input: CreateGroupBuyActivityInput!): GroupBuyActivity!',
+      'groupBuyActivity(id: ID!): GroupBuyActivity',
+      'groupBuyActivities(after: String, before: String, first: Int, last: Int): QueryGroupBuyActivitiesConnection!',
+      'topUpWallet(amountCents: Int!): PaymentIntent!',
+      'sandboxPay(paymentRef: String!): SandboxPayment!',
       'lockTeamSeat(teamId: ID!): LockTeamSeatResult!',
       'releaseTeamSeat(teamId: ID!): Team!',
-      'confirmTeamSeat(paymentRef: String!, teamId: ID!): ConfirmTeamSeatResult!',
+      'confirmTeamSeat(paymentRef: String!, teamId: ID!, userId: ID!): ConfirmTeamSeatResult!',
       'team(id: ID!): Team',
       'teams(',
       'teamStatus(teamId: ID!): Team!',
     ]) {
       expect(sdl).toContain(name);
     }
+  });
+});
+
+describe('the production schema', () => {
+  it('has no payment sandbox: sandboxPay and its type do not exist there', () => {
+    const production = schemaFor('production');
+    expect(production.getMutationType()?.getFields().sandboxPay).toBeUndefined();
+    expect(production.getType('SandboxPayment')).toBeUndefined();
+    expect(printSchema(production)).not.toContain('sandbox');
+    // Everything else is there, the payments included.
+    expect(Object.keys(production.getMutationType()!.getFields()).sort()).toEqual(
+      Object.keys(schemaFor('development').getMutationType()!.getFields())
+        .filter((name) => name !== 'sandboxPay')
+        .sort(),
+    );
+    expect(schemaFor('test').getMutationType()?.getFields().sandboxPay).toBeDefined();
   });
 });

@@ -1,7 +1,7 @@
-import type { Redis } from 'ioredis';
 import type { PrismaClient } from '../generated/prisma/client.ts';
 import type { Journal } from '../infra/journal/journal.ts';
 import type { Logger } from '../infra/logger.ts';
+import type { RedisClient } from '../infra/redis/connection.ts';
 import type { LiveEvents } from '../infra/redis/pubsub.ts';
 import type { Scripts } from '../infra/redis/scripts.ts';
 import type { RandomSource } from './random.ts';
@@ -9,7 +9,7 @@ import type { RandomSource } from './random.ts';
 /** What every campaign service is built from: the shared core each flow runs on. */
 export interface CampaignDeps {
   prisma: PrismaClient;
-  redis: Redis;
+  redis: RedisClient;
   scripts: Scripts;
   journal: Journal;
   events: LiveEvents;

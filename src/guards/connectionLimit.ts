@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { App } from '../app.ts';
+import { rateLimited as rateLimitedRequests } from '../infra/metrics.ts';
 import { clientAddress } from './clientAddress.ts';
 import { rateLimited } from './rateLimits.ts';
 
@@ -18,6 +19,7 @@ export function wsConnectionLimit(app: App): ((info: { req: IncomingMessage }, v
     limiter.consume('ws-connection', clientAddress(req, app.config.TRUST_PROXY)).then(
       ({ allowed, retryAfterMs }) => {
         if (allowed) return verdict(true);
+        rateLimitedRequests.inc({ limit: 'ws-connection' });
         const body = JSON.stringify({ errors: [rateLimited('too many new connections from this address; retry later', retryAfterMs).toJSON()] });
         verdict(false, 429, body, { 'Content-Type': 'application/json', 'Retry-After': String(Math.max(1, Math.ceil(retryAfterMs / 1000))) });
       },

@@ -15,14 +15,14 @@ import type { Plugin } from 'graphql-yoga';
 import { ErrorCode, graphqlError } from '../errors.ts';
 import { fragmentsOf, operationOf } from './operation.ts';
 
-/** Arguments that say how many items a list field returns. */
-const LIST_SIZE_ARGUMENTS = new Set(['limit', 'first']);
+/** Arguments that say how many items a list field returns (`count`: RedPacket.latestShares). */
+const LIST_SIZE_ARGUMENTS = new Set(['limit', 'first', 'count']);
 
 type Variables = Record<string, unknown> | null | undefined;
 
 /**
  * The cost of an operation: every field costs 1, and the fields beneath a field with a
- * `limit` or `first` argument count once per item it may return (the value given, or
+ * `limit`, `first` or `count` argument count once per item it may return (the value given, or
  * the argument's default). `teams(limit: 200) { id members { userId } }` costs
  * 1 + 200 × 4. Fragments count where they are spread; a union's branches all count.
  * `dependsOnVariables` says whether a list size came from a variable, so the cost of

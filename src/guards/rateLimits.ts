@@ -1,8 +1,9 @@
 import type { DocumentNode } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { App } from '../app.ts';
-import type { Context } from '../context.ts';
+import { type Context, requestLog } from '../context.ts';
 import { ErrorCode, graphqlError, unavailableError } from '../errors.ts';
+import { rateLimited as rateLimitedRequests } from '../infra/metrics.ts';
 import type { RateLimiter } from '../infra/rateLimit.ts';
 import { clientAddress, requestOf } from './clientAddress.ts';
 import { operationOf, rootFieldCount } from './operation.ts';
@@ -33,13 +34,16 @@ type Payload = { args: { contextValue: unknown; document: DocumentNode; operatio
 export function useRateLimits(app: App): Plugin<Context> {
   const { mutations, anonymous } = app.rateLimits;
   const trustedProxies = app.config.TRUST_PROXY;
-  const refuseOver = async (payload: Payload, decided: Promise<{ allowed: boolean; retryAfterMs: number }>, message: string) => {
+  const refuseOver = async (payload: Payload, limit: 'mutation' | 'anonymous', decided: Promise<{ allowed: boolean; retryAfterMs: number }>, message: string) => {
     try {
       const decision = await decided;
-      if (!decision.allowed) payload.setResultAndStopExecution({ errors: [rateLimited(message, decision.retryAfterMs)] });
+      if (!decision.allowed) {
+        rateLimitedRequests.inc({ limit });
+        payload.setResultAndStopExecution({ errors: [rateLimited(message, decision.retryAfterMs)] });
+      }
     } catch (error) {
       // Without Redis the budget cannot be counted; the request would fail at Redis next anyway.
-      app.log.warn({ err: error }, 'cannot count a request against its rate limit');
+      requestLog(payload.args.contextValue as Context).warn({ err: error }, 'cannot count a request against its rate limit');
       payload.setResultAndStopExecution({ errors: [unavailableError('the service is briefly unavailable; retry shortly')] });
     }
   };
@@ -54,11 +58,11 @@ export function useRateLimits(app: App): Plugin<Context> {
       if (count === 0) return undefined;
       const message =
         count > mutations.limit ? `this operation has ${count} mutations, more than the ${mutations.limit} allowed per window; send fewer at once` : 'too many requests; slow down';
-      return refuseOver(payload, mutations.consume('mutation', context.viewer.userId, count), message);
+      return refuseOver(payload, 'mutation', mutations.consume('mutation', context.viewer.userId, count), message);
     }
     if (!anonymous.enabled) return undefined;
     const address = clientAddress(requestOf(context), trustedProxies);
-    return refuseOver(payload, anonymous.consume('anonymous', address), 'too many requests without a token from this address; slow down or sign in');
+    return refuseOver(payload, 'anonymous', anonymous.consume('anonymous', address), 'too many requests without a token from this address; slow down or sign in');
   };
   return { onExecute: limit, onSubscribe: limit };
 }

@@ -4,6 +4,8 @@ import type { Context } from '../context.ts';
 import type { AliasScope } from '../domain/privacy.ts';
 import { NotFound, type Problem } from '../domain/problems.ts';
 import { ErrorCode, graphqlError } from '../errors.ts';
+import { problemMessage } from '../i18n/messages.ts';
+import { redisTimeMs } from '../infra/redis/time.ts';
 
 function parseDateTime(value: unknown): Date {
   const date = typeof value === 'string' ? new Date(value) : new Date(Number.NaN);
@@ -22,7 +24,13 @@ builder.scalarType('DateTime', {
 
 export const ProblemInterface = builder.interfaceRef<Problem>('Problem').implement({
   description: 'A business reason why an operation did not happen. Nothing was changed.',
-  fields: (t) => ({ message: t.exposeString('message') }),
+  fields: (t) => ({
+    code: t.exposeString('code', { description: 'Stable: the type name in CONSTANT_CASE (TeamFull: TEAM_FULL). Branch and translate on this.' }),
+    message: t.string({
+      description: "For people, in the language of the request's Accept-Language (zh-CN or en, the default).",
+      resolve: (problem, _args, context) => problemMessage(problem, context.locale),
+    }),
+  }),
 });
 
 /** What every problem object shares: it implements Problem and is recognised by its class. */
@@ -34,6 +42,22 @@ export function asProblem(problemClass: abstract new (...args: never[]) => Probl
 }
 
 builder.objectType(NotFound, { name: 'NotFound', ...asProblem(NotFound) });
+
+builder.queryField('serverTime', (t) =>
+  t.field({
+    type: 'DateTime',
+    description: 'The clock every countdown is counted against (Redis time, shared by every instance): a client keeps its offset from this.',
+    resolve: (_root, _args, { app }) => serverNow(app),
+  }),
+);
+
+/** Redis time, the clock every countdown is counted against. */
+export async function serverNow(app: Context['app']): Promise<Date> {
+  return new Date(await redisTimeMs(app.redis));
+}
+
+/** The description of serverTime where it is read with the field (or, in a published state, with the state). */
+export const serverTimeNote = 'Redis time when this was read: count down to the times here against it.';
 
 /** NOT_FOUND for a field whose result type has no NotFound member; `what` names the campaign, with its id. */
 export function notFoundError(what: string): GraphQLError {

@@ -17,11 +17,11 @@ export interface GraphqlResponse<T> {
 }
 
 /** POST a typed document over HTTP. */
-export async function gql<T, V>(url: string, document: TypedDocumentNode<T, V> | string, variables?: V, token?: string): Promise<GraphqlResponse<T>> {
+export async function gql<T, V>(url: string, document: TypedDocumentNode<T, V> | string, variables?: V, token?: string, headers: Record<string, string> = {}): Promise<GraphqlResponse<T>> {
   const response = await fetch(url, {
     method: 'POST',
     dispatcher: agent,
-    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}), ...headers },
     body: JSON.stringify({ query: typeof document === 'string' ? document : print(document), variables }),
   });
   return { status: response.status, body: (await response.json()) as GraphqlResponse<T>['body'] };
@@ -153,9 +153,17 @@ export function subscribeSse<T, V>(url: string, document: TypedDocumentNode<T, V
   return { events, until, completed, close: () => abort.abort() };
 }
 
+/** One operation over graphql-ws: `query` text, or `query: ''` and the `documentId` of a persisted document. */
+export interface WsPayload {
+  query: string;
+  documentId?: string;
+  variables?: Record<string, unknown>;
+  extensions?: Record<string, unknown>;
+}
+
 /** A graphql-ws socket (opened by the first operation) carrying any number of operations. */
 export interface WsConnection {
-  subscribe<T>(payload: { query: string; variables?: Record<string, unknown>; extensions?: Record<string, unknown> }): Subscription<T>;
+  subscribe<T>(payload: WsPayload): Subscription<T>;
   /** Close codes of the socket so far. */
   closeCodes: number[];
   dispose(): void;
@@ -173,7 +181,7 @@ export function openWs(url: string, connectionParams: Record<string, unknown> = 
   });
   return {
     closeCodes,
-    subscribe<T>(payload: { query: string; variables?: Record<string, unknown>; extensions?: Record<string, unknown> }) {
+    subscribe<T>(payload: WsPayload) {
       const { events, push, until, complete, completed } = collector<T>();
       const dispose = client.subscribe<T>(payload, {
         next: (event) => push(event as ExecutionResult<T>),

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { TEST_PAYMENT_SECRET } from './payments.ts';
 
 export const TEST_JWT_SECRET = 'test-secret-that-is-at-least-32-characters-long';
 export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/test';
@@ -30,6 +31,7 @@ export function testEnv(name: string, overrides: Record<string, string> = {}): T
       REDIS_URL: TEST_REDIS_URL,
       REDIS_KEY_PREFIX: keyPrefix,
       JWT_SECRET: TEST_JWT_SECRET,
+      PAYMENT_WEBHOOK_SECRET: TEST_PAYMENT_SECRET,
       // Storms come from 127.0.0.1, some with hundreds of subscriptions: the limits are tested with their own settings.
       RATE_LIMIT_MUTATIONS: '0',
       RATE_LIMIT_ANONYMOUS: '0',

@@ -5,6 +5,7 @@ import pg from 'pg';
 import { PrismaPGlite } from 'pglite-prisma-adapter';
 import type { Config } from '../../config.ts';
 import { PrismaClient } from '../../generated/prisma/client.ts';
+import { storeErrors } from '../metrics.ts';
 import { StartupError, describeCause } from '../startupError.ts';
 
 /** A connection that can run multi-statement SQL; what the migration runner needs. */
@@ -39,9 +40,8 @@ async function openPostgres(config: Config, databaseUrl: string): Promise<Databa
     // Raw SQL (migrations, the hand-written queries) must see the same schema Prisma targets.
     ...(schema ? { options: `-c search_path="${schema}"` } : {}),
   });
-  pool.on('error', () => {
-    // Idle clients that lose their server are dropped by pg; queries report the error.
-  });
+  // Idle clients that lose their server are dropped by pg; queries report the error.
+  pool.on('error', () => storeErrors.inc({ source: 'postgres' }));
   try {
     const client = await pool.connect();
     if (schema) await client.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);

@@ -1,7 +1,8 @@
-import type { Redis } from 'ioredis';
 import { BadInputError, ServiceUnavailableError } from '../../domain/errors.ts';
 import type { PrismaClient } from '../../generated/prisma/client.ts';
 import type { Logger } from '../logger.ts';
+import { journalDeadLetters } from '../metrics.ts';
+import type { RedisClient } from '../redis/connection.ts';
 import { classifyFailure, failureMessage, recordDeadLetter, sqlState } from './deadLetters.ts';
 import type { ForgetEntry, JournalEntry, JournalHandler } from './journal.ts';
 
@@ -33,7 +34,7 @@ export interface BatchResult {
 
 interface Batch {
   prisma: PrismaClient;
-  redis: Redis;
+  redis: RedisClient;
   log: Logger;
   result: BatchResult;
 }
@@ -113,6 +114,7 @@ async function deadLetter(batch: Batch, registered: Registered, entry: JournalEn
     return leaveInStreams(batch, [entry], recordError);
   }
   if (recorded) {
+    journalDeadLetters.inc();
     log.error(
       { stream: entry.stream, entryId: entry.id, kind: entry.fields.kind, code: sqlState(error), error: failureMessage(error) },
       'a journal entry could not be committed on its own; it is dead-lettered and its Redis keys are rebuilt',

@@ -1,7 +1,8 @@
-import type { Redis } from 'ioredis';
 import type { PrismaClient } from '../../generated/prisma/client.ts';
 import { groupBy } from '../collections.ts';
 import type { Logger } from '../logger.ts';
+import { journalBatchSize, journalCommitDuration } from '../metrics.ts';
+import type { RedisClient } from '../redis/connection.ts';
 import { redisTimeMs } from '../redis/time.ts';
 import { type DeadLetter, listDeadLetters } from './deadLetters.ts';
 import { JournalEntryRefusedError, type Registered, entryKey, persistBatch } from './groupCommit.ts';
@@ -82,7 +83,7 @@ export class Journal {
   private readonly inFlight = new Set<Promise<void>>();
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly prisma: PrismaClient,
     private readonly log: Logger,
     private readonly options: JournalOptions,
@@ -141,10 +142,30 @@ export class Journal {
         await Promise.allSettled(this.commitAll(stream, stale));
         handled += stale.length;
       } else if (trackedUntil < nowMs && (await this.redis.xlen(stream)) === 0) {
-        await this.redis.multi().zrem(STREAM_REGISTRY, stream).del(stream).exec();
+        // Two commands, not a MULTI: on a cluster the registry and the stream lie in other
+        // slots. Stopped between them, an empty stream is left, which expires with its campaign.
+        await this.redis.zrem(STREAM_REGISTRY, stream);
+        await this.redis.del(stream);
       }
     }
     return handled;
+  }
+
+  /** For the metrics, on a scrape: entries in the tracked streams and the age of the oldest. */
+  async backlog(): Promise<{ depth: number; lagMs: number }> {
+    const streams = await this.redis.zrange(STREAM_REGISTRY, 0, -1);
+    // Not one pipeline: on a cluster the streams lie on several nodes (auto-pipelining batches per node).
+    const [ofStreams, nowMs] = await Promise.all([
+      Promise.all(streams.map((stream) => Promise.all([this.redis.xlen(stream), this.redis.xrange(stream, '-', '+', 'COUNT', 1)]))),
+      redisTimeMs(this.redis),
+    ]);
+    let depth = 0;
+    let oldestMs = nowMs;
+    for (const [length, [first]] of ofStreams) {
+      depth += length;
+      if (first) oldestMs = Math.min(oldestMs, Number(first[0].split('-')[0]));
+    }
+    return { depth, lagMs: nowMs - oldestMs };
   }
 
   /**
@@ -214,10 +235,13 @@ export class Journal {
     for (const { entry } of batch) unique.set(entryKey(entry), entry);
     const entries = [...unique.values()];
     if (entries.length === 0) return;
+    const started = performance.now();
     const result = await persistBatch(
       { prisma: this.prisma, redis: this.redis, log: this.log },
       groupBy(entries, (entry) => this.handlers.get(entry.fields.kind!)!),
     );
+    journalBatchSize.observe(entries.length);
+    journalCommitDuration.observe((performance.now() - started) / 1000);
     if (result.finished.length > 0) {
       await this.deleteFromStreams(result.finished).catch((error: unknown) => {
         this.log.warn({ err: error }, 'could not delete persisted journal entries; the sweeper will re-persist them harmlessly');
@@ -232,11 +256,9 @@ export class Journal {
   }
 
   private async deleteFromStreams(entries: JournalEntry[]): Promise<void> {
-    const pipeline = this.redis.pipeline();
-    for (const [stream, ofStream] of groupBy(entries, (entry) => entry.stream)) {
-      pipeline.xdel(stream, ...ofStream.map((entry) => entry.id));
-    }
-    await pipeline.exec();
+    // Not one pipeline: on a cluster the streams lie on several nodes. Auto-pipelining
+    // still sends the commands of this tick in one write per node.
+    await Promise.all([...groupBy(entries, (entry) => entry.stream)].map(([stream, ofStream]) => this.redis.xdel(stream, ...ofStream.map((entry) => entry.id))));
   }
 }
 
