@@ -21,8 +21,10 @@ const OUTAGE_MESSAGES = [
   /^Connection is closed\.?$/,
   /^Command aborted due to connection close/,
   /^Stream isn't writeable/,
-  // Redis replies while (re)starting or failing over.
-  /^(LOADING|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|NOSCRIPT|READONLY)\b/,
+  // Redis replies while (re)starting or failing over. A cluster node's MOVED or ASK (the
+  // command did not run) reaches callers when ioredis cannot redirect an auto-pipeline
+  // whose commands were moved to different nodes, as its slot map lags a failover.
+  /^(LOADING|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|NOSCRIPT|READONLY|MOVED|ASK)\b/,
   // pg, when the server goes away under a client.
   /^Connection terminated/,
   /^timeout exceeded when trying to connect/,

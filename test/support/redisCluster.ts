@@ -115,3 +115,96 @@ export async function startRedisCluster(): Promise<RedisCluster> {
     throw error;
   }
 }
+
+/** One line of CLUSTER NODES: a node, what it is, and the slots it serves. */
+export interface ClusterNode {
+  id: string;
+  /** `host:port`. */
+  address: string;
+  port: number;
+  primary: boolean;
+  /** The primary's id, for a replica. */
+  primaryId: string | null;
+  /** Flagged `fail` or `fail?` by the node asked. */
+  failing: boolean;
+  /** Inclusive slot ranges. */
+  slots: [number, number][];
+}
+
+async function cli(port: number, ...args: string[]): Promise<string> {
+  const { stdout } = await run('redis-cli', ['-p', String(port), ...args]);
+  return stdout.trim();
+}
+
+const portOf = (address: string) => Number(address.slice(address.lastIndexOf(':') + 1));
+
+/** The cluster as the node at `port` sees it. */
+export async function clusterNodes(port: number): Promise<ClusterNode[]> {
+  return (await cli(port, 'CLUSTER', 'NODES')).split('\n').map((line) => {
+    const [id, address, flags, primaryId, , , , , ...slots] = line.split(' ');
+    const hostPort = address!.split('@')[0]!;
+    return {
+      id: id!,
+      address: hostPort,
+      port: portOf(hostPort),
+      primary: flags!.includes('master'),
+      primaryId: primaryId === '-' ? null : primaryId!,
+      failing: /\bfail\??\b/.test(flags!),
+      slots: slots.filter((slot) => !slot.startsWith('[')).map((slot) => (slot.includes('-') ? (slot.split('-').map(Number) as [number, number]) : [Number(slot), Number(slot)])),
+    };
+  });
+}
+
+/** The slot of a key (its hash tag decides, whatever the key prefix before it), asked of the node at `askPort`. */
+export async function slotOf(askPort: number, key: string): Promise<number> {
+  return Number(await cli(askPort, 'CLUSTER', 'KEYSLOT', key));
+}
+
+/** The primary serving `slot` and its replicas, as the node at `askPort` sees them. */
+export async function ownersOf(askPort: number, slot: number): Promise<{ primary: ClusterNode; replicas: ClusterNode[] }> {
+  const nodes = await clusterNodes(askPort);
+  const primary = nodes.find((node) => node.primary && !node.failing && node.slots.some(([from, to]) => from <= slot && slot <= to));
+  if (!primary) throw new Error(`no live primary serves slot ${slot} (asked :${askPort})`);
+  return { primary, replicas: nodes.filter((node) => node.primaryId === primary.id && !node.failing) };
+}
+
+/**
+ * The pid of the redis-server at `port`, to signal it: SIGKILL for a crash, SIGSTOP and
+ * SIGCONT to freeze a node and let it go on, as a stalled machine would. Asked before the
+ * node is stopped, since a stopped node answers nothing.
+ */
+export async function pidOf(port: number): Promise<number> {
+  return Number(/process_id:(\d+)/.exec(await cli(port, 'INFO', 'server'))![1]);
+}
+
+/** Whether the replica at `port` has every write its primary at `primaryPort` made so far. */
+export async function replicaCaughtUp(primaryPort: number, port: number): Promise<boolean> {
+  const offset = (info: string, field: string) => Number(new RegExp(`${field}:(\\d+)`).exec(info)?.[1] ?? -1);
+  const primaryOffset = offset(await cli(primaryPort, 'INFO', 'replication'), 'master_repl_offset');
+  return offset(await cli(port, 'INFO', 'replication'), 'slave_repl_offset') === primaryOffset;
+}
+
+/**
+ * Closes the primary's connections to its replicas. With its replica stopped (SIGSTOP),
+ * writes from now on reach no replica: bytes already sent would still sit in the stopped
+ * replica's socket buffer and be applied when it goes on.
+ */
+export async function cutReplication(primaryPort: number): Promise<void> {
+  await cli(primaryPort, 'CLIENT', 'KILL', 'TYPE', 'replica');
+}
+
+/** Makes the replica at `port` a primary now, without its primary's consent (CLUSTER FAILOVER TAKEOVER): its primary is gone. */
+export async function takeOver(port: number): Promise<void> {
+  const reply = await cli(port, 'CLUSTER', 'FAILOVER', 'TAKEOVER');
+  if (reply !== 'OK') throw new Error(`CLUSTER FAILOVER TAKEOVER on :${port}: ${reply}`);
+}
+
+/** Whether every node but `dead` agrees that the node at `port` is the live primary of `slot`. */
+export async function servesSlot(cluster: RedisCluster, port: number, slot: number, dead: number[]): Promise<boolean> {
+  const asked = cluster.nodes
+    .split(',')
+    .map(portOf)
+    .filter((node) => !dead.includes(node));
+  const views = await Promise.all(asked.map((node) => ownersOf(node, slot).catch(() => undefined)));
+  return views.every((view) => view?.primary.port === port);
+}
