@@ -53,6 +53,9 @@ function clusterClient(url: string, keyPrefix: string, clusterNodes: string[], s
       enableAutoPipelining: true,
       shardedSubscribers: subscriber,
       clusterRetryStrategy: options.retryStrategy,
+      // Without a periodic refresh the slot map is only mended by later redirects; after a
+      // failover that leaves a quiet slot on a dead node until some command happens to land there.
+      slotsRefreshInterval: 5_000,
       // Credentials, if any, come from REDIS_URL, as for a single server.
       redisOptions: { ...perNode, password: password ? decodeURIComponent(password) : undefined, username: username ? decodeURIComponent(username) : undefined },
     },
