@@ -1,5 +1,10 @@
+import type { ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer } from 'node:net';
 import { cpus } from 'node:os';
 import autocannon from 'autocannon';
+import type { Redis } from 'ioredis';
+import { startThrowawayRedis } from '../test/support/redisServer.ts';
 
 export interface Measurement {
   label: string;
@@ -104,4 +109,28 @@ export function signedInPosts(
       },
     ],
   });
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer().listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as { port: number };
+  server.close();
+  return port;
+}
+
+/** A redis-server of the bench's own: nothing else's commands land in its statistics. Stop it with stopChild. */
+export async function privateRedis(): Promise<{ url: string; process: ChildProcess }> {
+  const port = await freePort();
+  return { url: `redis://127.0.0.1:${port}`, process: await startThrowawayRedis(port, []) };
+}
+
+/** Every command's calls and µs per call since the last CONFIG RESETSTAT. */
+export async function commandStats(redis: Redis): Promise<Map<string, { calls: number; usecPerCall: number }>> {
+  const stats = new Map<string, { calls: number; usecPerCall: number }>();
+  for (const line of (await redis.info('commandstats')).split('\r\n')) {
+    const match = /^cmdstat_(\w+):calls=(\d+),usec=\d+,usec_per_call=([\d.]+)/.exec(line);
+    if (match) stats.set(match[1]!, { calls: Number(match[2]), usecPerCall: Number(match[3]) });
+  }
+  return stats;
 }

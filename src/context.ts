@@ -1,10 +1,9 @@
-import { randomUUID } from 'node:crypto';
 import type { GraphQLError } from 'graphql';
 import type { App } from './app.ts';
 import { ErrorCode, graphqlError, unavailableError } from './errors.ts';
 import { DEFAULT_LOCALE, type Locale, localeOf } from './i18n/messages.ts';
 import { AuthFailure, TokenRefusedError, type Viewer, bearerToken } from './infra/auth/tokens.ts';
-import type { Logger } from './infra/logger.ts';
+import { requestIdOrNew } from './requestId.ts';
 
 export interface Context {
   app: App;
@@ -14,7 +13,7 @@ export interface Context {
   credentialError: GraphQLError | null;
   /** The language messages are worded in, from Accept-Language. */
   locale: Locale;
-  /** The request's id (src/requestId.ts); a graphql-ws operation has its own. Log with requestLog(context). */
+  /** The request's id (src/requestId.ts); a graphql-ws operation has its own. Every line logged while serving it carries it. */
   requestId: string;
 }
 
@@ -65,7 +64,7 @@ export function localeOfCaller(transport: TransportContext): Locale {
  * token learns it at once. Kept as a value rather than thrown, so every transport (HTTP,
  * SSE, graphql-sse, graphql-ws) answers it as an ordinary GraphQL result.
  */
-export async function buildContext(app: App, authorization: string | undefined, locale: Locale = DEFAULT_LOCALE, requestId: string = randomUUID()): Promise<Context> {
+export async function buildContext(app: App, authorization: string | undefined, locale: Locale = DEFAULT_LOCALE, requestId: string = requestIdOrNew()): Promise<Context> {
   const context: Context = { app, viewer: null, credentialError: null, locale, requestId };
   if (!authorization?.trim()) return context;
   const refused = (credentialError: GraphQLError): Context => {
@@ -79,18 +78,9 @@ export async function buildContext(app: App, authorization: string | undefined, 
     return context;
   } catch (error) {
     if (error instanceof TokenRefusedError) return refused(unauthenticated(error.reason, error.message));
-    requestLog(context).warn({ err: error }, 'cannot verify a token');
+    app.log.warn({ err: error }, 'cannot verify a token');
     return refused(unavailableError('cannot verify tokens right now; retry shortly'));
   }
-}
-
-/**
- * The logger for lines about a request: they carry its `reqId`. Made when a line is
- * written rather than with every context: Yoga copies a context's properties, and most
- * requests log nothing.
- */
-export function requestLog(context: Pick<Context, 'app' | 'requestId'>): Logger {
-  return context.app.log.child({ reqId: context.requestId });
 }
 
 /** UNAUTHENTICATED with its reason in `extensions.reason`. */

@@ -3,7 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ExecutionResult } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Config } from './config.ts';
-import { type Context, requestLog } from './context.ts';
+import type { Context } from './context.ts';
 import { ErrorCode } from './errors.ts';
 import { operationOf } from './guards/operation.ts';
 import { graphqlDuration, graphqlRequests, registry, storeErrors } from './infra/metrics.ts';
@@ -42,7 +42,7 @@ export function useMetrics(): Plugin<Context> {
       const errors = Symbol.asyncIterator in result ? undefined : result.errors;
       if (errors?.some((error) => error.extensions?.code === ErrorCode.unavailable)) storeErrors.inc({ source: 'request' });
       const context = args.contextValue as Context;
-      if (context.app.log.isLevelEnabled('debug')) requestLog(context).debug({ ...labels, ms: Math.round(seconds * 1000) }, 'graphql operation done');
+      if (context.app.log.isLevelEnabled('debug')) context.app.log.debug({ ...labels, ms: Math.round(seconds * 1000) }, 'graphql operation done');
     };
   };
   return {

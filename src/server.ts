@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import maxAliases from '@escape.tech/graphql-armor-max-aliases';
@@ -15,7 +16,6 @@ import { type MaskErrorFunction, createErrorMasking } from './errorMasking.ts';
 import { createFastLane } from './fastLane.ts';
 import { useCredentialRefusal, useInputErrorCodes, useReadiness } from './graphqlPlugins.ts';
 import { useGraphqlSse } from './graphqlSse.ts';
-import { requestOf } from './guards/clientAddress.ts';
 import { wsConnectionLimit } from './guards/connectionLimit.ts';
 import { useInputCharacters } from './guards/inputCharacters.ts';
 import { useOperationCost } from './guards/operationCost.ts';
@@ -27,7 +27,7 @@ import { watchJournal, wsConnections } from './infra/metrics.ts';
 import { StartupError, describeCause } from './infra/startupError.ts';
 import { METRICS_PATH, metricsAccess, serveMetrics, useMetrics } from './metrics.ts';
 import { NOTIFY_PATH, servePaymentNotify } from './paymentNotify.ts';
-import { assignRequestId, requestIdOf } from './requestId.ts';
+import { assignRequestId, pulledAs, requestIdOrNew, servingRequest } from './requestId.ts';
 import { schemaFor } from './schema/index.ts';
 import { type DocumentParams, type TrustedDocuments, createTrustedDocuments, loadManifest } from './trustedDocuments.ts';
 import { createWebApp } from './webApp.ts';
@@ -78,7 +78,7 @@ function createGraphqlServer(app: App, maskError: MaskErrorFunction, corsHeaders
       warn: (...args) => app.log.warn(args.join(' ')),
       error: (...args) => app.log.error(args.map(String).join(' ')),
     },
-    context: (initial) => buildContext(app, authorizationOf(initial), localeOfCaller(initial), requestIdOf(requestOf(initial))),
+    context: (initial) => buildContext(app, authorizationOf(initial), localeOfCaller(initial), requestIdOrNew()),
     plugins: [
       ...hygienePlugins(config, corsHeaders),
       // Before the limits: a refused operation is counted and timed too.
@@ -102,6 +102,10 @@ function createGraphqlServer(app: App, maskError: MaskErrorFunction, corsHeaders
 
 type EnvelopedRoot = { execute: (args: ExecutionArgs) => unknown; subscribe: (args: ExecutionArgs) => unknown };
 
+const operationId = (args: ExecutionArgs) => (args.contextValue as Context).requestId;
+
+const isAsyncIterable = (value: unknown): value is AsyncIterable<unknown> => typeof value === 'object' && value !== null && Symbol.asyncIterator in value;
+
 /** HTTP (POST, GET, SSE) and graphql-ws on one port and one path. */
 export async function startServer(config: Config, log: Logger): Promise<RunningServer> {
   const manifest = config.GRAPHQL_TRUSTED_DOCUMENTS === 'off' ? null : loadManifest();
@@ -122,11 +126,12 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
   const metrics = metricsAccess(config);
   if (metrics.enabled) watchJournal(app.journal);
   const httpServer: Server = createServer({ keepAliveTimeout: 65_000, headersTimeout: 66_000 }, (req, res) => {
-    assignRequestId(req, res);
-    const path = req.url?.split('?')[0];
-    if (path === NOTIFY_PATH) void servePaymentNotify(app, req, res);
-    else if (path === METRICS_PATH && metrics.enabled) serveMetrics(metrics.token, req, res);
-    else if (!fastLane?.(req, res) && !webApp(req, res)) void yoga(req, res);
+    servingRequest(assignRequestId(req, res), () => {
+      const path = req.url?.split('?')[0];
+      if (path === NOTIFY_PATH) void servePaymentNotify(app, req, res);
+      else if (path === METRICS_PATH && metrics.enabled) serveMetrics(metrics.token, req, res);
+      else if (!fastLane?.(req, res) && !webApp(req, res)) void yoga(req, res);
+    });
   });
   const wsServer = new WebSocketServer({ server: httpServer, path: GRAPHQL_PATH, verifyClient: wsConnectionLimit(app) });
   wsServer.on('connection', (socket) => {
@@ -136,48 +141,54 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
 
   useServer<Record<string, unknown>>(
     {
-      execute: (args) => (args.rootValue as EnvelopedRoot).execute(args) as never,
-      subscribe: (args) => (args.rootValue as EnvelopedRoot).subscribe(args) as never,
-      onSubscribe: async (ctx, _id, params) => {
-        const connectionParams = ctx.connectionParams ?? {};
-        const {
-          schema: enveloped,
-          execute,
-          subscribe,
-          contextFactory,
-          parse,
-          validate,
-        } = yoga.getEnveloped({
-          ...ctx,
-          req: ctx.extra.request,
-          socket: ctx.extra.socket,
-          params,
-          connectionParams,
-        });
-        // A bad operation (a syntax error, say) is answered on its own: anything thrown here
-        // would close the socket with 4500, and every other subscription on it.
-        let document: DocumentNode;
-        let contextValue: Context;
-        try {
-          // graphql-ws wants a `query` string: a persisted document comes as `query: ''` with a `documentId`.
-          document = parse(await trusted.queryOf(params as typeof params & DocumentParams, { connectionParams, params }));
-          const errors = validate(enveloped, document);
-          if (errors.length > 0) return errors;
-          contextValue = (await contextFactory()) as Context;
-        } catch (error) {
-          const answer = maskError(error, 'Unexpected error.') as GraphQLError;
-          if (answer !== error) app.log.error({ err: error }, 'unexpected error while starting a graphql-ws operation');
-          return [answer];
-        }
-        return {
-          schema: enveloped,
-          operationName: params.operationName,
-          document,
-          variableValues: params.variables,
-          contextValue,
-          rootValue: { execute, subscribe },
-        };
+      // Each operation is a request of its own: started, executed and pulled as its id.
+      execute: (args) => servingRequest(operationId(args), () => (args.rootValue as EnvelopedRoot).execute(args)) as never,
+      subscribe: async (args) => {
+        const id = operationId(args);
+        const result = await servingRequest(id, () => (args.rootValue as EnvelopedRoot).subscribe(args));
+        return (isAsyncIterable(result) ? pulledAs(id, result) : result) as never;
       },
+      onSubscribe: (ctx, _id, params) =>
+        servingRequest(randomUUID(), async () => {
+          const connectionParams = ctx.connectionParams ?? {};
+          const {
+            schema: enveloped,
+            execute,
+            subscribe,
+            contextFactory,
+            parse,
+            validate,
+          } = yoga.getEnveloped({
+            ...ctx,
+            req: ctx.extra.request,
+            socket: ctx.extra.socket,
+            params,
+            connectionParams,
+          });
+          // A bad operation (a syntax error, say) is answered on its own: anything thrown here
+          // would close the socket with 4500, and every other subscription on it.
+          let document: DocumentNode;
+          let contextValue: Context;
+          try {
+            // graphql-ws wants a `query` string: a persisted document comes as `query: ''` with a `documentId`.
+            document = parse(await trusted.queryOf(params as typeof params & DocumentParams, { connectionParams, params }));
+            const errors = validate(enveloped, document);
+            if (errors.length > 0) return errors;
+            contextValue = (await contextFactory()) as Context;
+          } catch (error) {
+            const answer = maskError(error, 'Unexpected error.') as GraphQLError;
+            if (answer !== error) app.log.error({ err: error }, 'unexpected error while starting a graphql-ws operation');
+            return [answer];
+          }
+          return {
+            schema: enveloped,
+            operationName: params.operationName,
+            document,
+            variableValues: params.variables,
+            contextValue,
+            rootValue: { execute, subscribe },
+          };
+        }),
     },
     wsServer,
   );

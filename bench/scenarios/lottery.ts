@@ -14,6 +14,7 @@ import pg from 'pg';
 import { chooseWeighted } from '../../src/domain/lottery/choice.ts';
 import { DRAW_RANDOM_RANGE } from '../../src/domain/lottery/settings.ts';
 import { LotteryStore, lotteryKeys } from '../../src/domain/lottery/store.ts';
+import type { RedisClient } from '../../src/infra/redis/connection.ts';
 import { Scripts } from '../../src/infra/redis/scripts.ts';
 import { TEST_DATABASE_URL, TEST_REDIS_URL, testEnv } from '../../test/support/env.ts';
 import { weightedSettings, writeActivity } from '../../test/support/lotterySettings.ts';
@@ -43,7 +44,9 @@ export async function run(args: string[]): Promise<void> {
     const timed = await createActivity(server.url, admin, 'TIMED');
     const a = await viaHttp('(a) HTTP drawLottery WEIGHTED, durable ack', server.url, weighted, tokens, draws, connections, stores.sql, violations);
     const b = await viaHttp('(b) HTTP drawLottery TIMED, durable ack', server.url, timed, tokens, draws, connections, stores.sql, violations);
-    const c = await viaScript(env.keyPrefix, draws, connections, users, violations);
+    const ceiling = new Redis(TEST_REDIS_URL, { keyPrefix: env.keyPrefix });
+    const c = await viaScript(ceiling, draws, connections, users, violations);
+    ceiling.disconnect();
     const d = await viaPostgres(env.schema, draws, connections, users, violations);
     console.log();
     printTable([a, b, c, d]);
@@ -109,9 +112,8 @@ export async function viaHttp(
   return measurement;
 }
 
-/** (c) The ceiling: the draw script alone through ioredis, no GraphQL, no PostgreSQL. */
-export async function viaScript(keyPrefix: string, draws: number, connections: number, users: number, violations: string[]): Promise<Measurement> {
-  const redis = new Redis(TEST_REDIS_URL, { keyPrefix });
+/** (c) The ceiling: the draw script alone through ioredis (one server's or a cluster's client), no GraphQL, no PostgreSQL. */
+export async function viaScript(redis: RedisClient, draws: number, connections: number, users: number, violations: string[]): Promise<Measurement> {
   const store = new LotteryStore(redis, new Scripts(redis));
   const activityId = `ceiling-${randomUUID()}`;
   await writeActivity(
@@ -127,7 +129,6 @@ export async function viaScript(keyPrefix: string, draws: number, connections: n
   if (drawn < draws * 0.999) violations.push(`(c) ${drawn} of ${draws} script draws drawn`);
   const keys = lotteryKeys(activityId);
   await redis.del(keys.meta, keys.stock, keys.daily, keys.journal);
-  redis.disconnect();
   return measurement;
 }
 

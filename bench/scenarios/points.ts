@@ -17,6 +17,7 @@ import { loadConfig } from '../../src/config.ts';
 import { MAX_VOUCHER_CODES } from '../../src/domain/points/input.ts';
 import { PointsStore } from '../../src/domain/points/store.ts';
 import { createLogger } from '../../src/infra/logger.ts';
+import type { RedisClient } from '../../src/infra/redis/connection.ts';
 import { Scripts } from '../../src/infra/redis/scripts.ts';
 import { TEST_DATABASE_URL, TEST_REDIS_URL, testEnv } from '../../test/support/env.ts';
 import { pointsAt, voucherCodes } from '../../test/support/points.ts';
@@ -25,7 +26,7 @@ import { deleteKeys, openStores } from '../../test/support/stores.ts';
 import { tokenFor } from '../../test/support/tokens.ts';
 import { type Measurement, machine, measureConcurrent, option, perSecond, printTable, signedInPosts } from '../support.ts';
 
-const COST = 10;
+export const COST = 10;
 const SETUP_CONCURRENCY = 50;
 
 export async function run(args: string[]): Promise<void> {
@@ -44,7 +45,9 @@ export async function run(args: string[]): Promise<void> {
   try {
     const a = await viaHttp(server.url, { redemptions, connections, users, pools, award }, stores.sql, violations);
     const b = await viaPostgres(env.schema, { redemptions, connections, users, pools, award }, violations);
-    const c = await viaScript(`${env.keyPrefix}ceiling:`, { redemptions, connections, users, pools, award }, violations);
+    const ceiling = new Redis(TEST_REDIS_URL, { keyPrefix: `${env.keyPrefix}ceiling:` });
+    const c = await viaScript(ceiling, `${env.keyPrefix}ceiling:`, { redemptions, connections, users, pools, award }, violations);
+    ceiling.disconnect();
     const d = await viaService(env.vars, { redemptions, connections, users, pools, award }, violations);
     console.log();
     printTable([a, b, c, d]);
@@ -171,9 +174,11 @@ async function viaPostgres(schema: string, shape: Shape, violations: string[]): 
   return measurement;
 }
 
-/** (c) The ceiling: the redeem script alone, on keys of its own (no server sweeps them), nothing persisted. */
-export async function viaScript(keyPrefix: string, shape: Shape, violations: string[]): Promise<Measurement> {
-  const redis = new Redis(TEST_REDIS_URL, { keyPrefix });
+/**
+ * (c) The ceiling: the redeem script alone, on keys of its own (`redis` prefixes them with
+ * `keyPrefix`, which no server sweeps), nothing persisted. One server's client or a cluster's.
+ */
+export async function viaScript(redis: RedisClient, keyPrefix: string, shape: Shape, violations: string[]): Promise<Measurement> {
   const store = new PointsStore(redis, new Scripts(redis));
   const goodsId = randomUUID();
   const codes = voucherCodes('CEILING', shape.redemptions);
@@ -187,7 +192,6 @@ export async function viaScript(keyPrefix: string, shape: Shape, violations: str
   });
   if (granted !== shape.redemptions) violations.push(`(c) ${granted} of ${shape.redemptions} script redemptions granted`);
   await deleteKeys(redis, keyPrefix);
-  redis.disconnect();
   return measurement;
 }
 

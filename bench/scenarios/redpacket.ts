@@ -18,6 +18,7 @@ import { loadConfig } from '../../src/config.ts';
 import { splitAmount } from '../../src/domain/redPackets/split.ts';
 import { RedPacketStore, redPacketKeys } from '../../src/domain/redPackets/store.ts';
 import { createLogger } from '../../src/infra/logger.ts';
+import type { RedisClient } from '../../src/infra/redis/connection.ts';
 import { Scripts } from '../../src/infra/redis/scripts.ts';
 import { TEST_DATABASE_URL, TEST_REDIS_URL, testEnv } from '../../test/support/env.ts';
 import { startServerProcess } from '../../test/support/server.ts';
@@ -41,7 +42,9 @@ export async function run(args: string[]): Promise<void> {
   const violations: string[] = [];
   try {
     const a = await viaHttp(server.url, grabs, connections, packets, usersPerPacket, stores.sql, violations);
-    const b = await viaScript(env.keyPrefix, grabs, connections, violations);
+    const ceiling = new Redis(TEST_REDIS_URL, { keyPrefix: env.keyPrefix });
+    const b = await viaScript(ceiling, grabs, connections, violations);
+    ceiling.disconnect();
     const c = await viaPostgres(env.schema, grabs, connections, violations);
     const d = await viaService(env.vars, Math.min(grabs, MAX_SHARES_PER_PACKET * 3), connections, violations);
     await expectCredited(stores.sql, violations);
@@ -109,9 +112,8 @@ async function expectCredited(sql: pg.Pool, violations: string[]): Promise<void>
   }
 }
 
-/** (b) The ceiling: the grab script alone through ioredis, no GraphQL, no PostgreSQL. */
-export async function viaScript(keyPrefix: string, grabs: number, connections: number, violations: string[]): Promise<Measurement> {
-  const redis = new Redis(TEST_REDIS_URL, { keyPrefix });
+/** (b) The ceiling: the grab script alone through ioredis (one server's or a cluster's client), no GraphQL, no PostgreSQL. */
+export async function viaScript(redis: RedisClient, grabs: number, connections: number, violations: string[]): Promise<Measurement> {
   const scripts = new Scripts(redis);
   const store = new RedPacketStore(redis, scripts);
   const packetId = `ceiling-${randomUUID()}`;
@@ -136,7 +138,6 @@ export async function viaScript(keyPrefix: string, grabs: number, connections: n
   if (granted !== grabs) violations.push(`(b) ${granted} of ${grabs} script grabs granted`);
   const keys = redPacketKeys(packetId);
   await redis.del(keys.meta, keys.shares, keys.grabs, keys.journal);
-  redis.disconnect();
   return measurement;
 }
 

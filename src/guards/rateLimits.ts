@@ -1,7 +1,7 @@
 import type { DocumentNode } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { App } from '../app.ts';
-import { type Context, requestLog } from '../context.ts';
+import type { Context } from '../context.ts';
 import { ErrorCode, graphqlError, unavailableError } from '../errors.ts';
 import { rateLimited as rateLimitedRequests } from '../infra/metrics.ts';
 import type { RateLimiter } from '../infra/rateLimit.ts';
@@ -43,7 +43,7 @@ export function useRateLimits(app: App): Plugin<Context> {
       }
     } catch (error) {
       // Without Redis the budget cannot be counted; the request would fail at Redis next anyway.
-      requestLog(payload.args.contextValue as Context).warn({ err: error }, 'cannot count a request against its rate limit');
+      (payload.args.contextValue as Context).app.log.warn({ err: error }, 'cannot count a request against its rate limit');
       payload.setResultAndStopExecution({ errors: [unavailableError('the service is briefly unavailable; retry shortly')] });
     }
   };

@@ -1,6 +1,13 @@
 import { type Logger, pino } from 'pino';
+import { currentRequestId } from '../requestId.ts';
 
 export type { Logger };
+
+/** Every line written while a request is served carries its id (src/requestId.ts), from however deep in a service. */
+function requestIdOfLine(): { reqId?: string } {
+  const reqId = currentRequestId();
+  return reqId === undefined ? {} : { reqId };
+}
 
 /**
  * JSON lines, one per event, for log collectors. With `pretty` (npm start in a terminal,
@@ -8,7 +15,7 @@ export type { Logger };
  * thread so the server's own thread does not pay for the formatting.
  */
 export function createLogger(level: string, { pretty = false } = {}): Logger {
-  const options = { level, base: { service: 'campaign-backend' } };
+  const options = { level, base: { service: 'campaign-backend' }, mixin: requestIdOfLine };
   if (!pretty) return pino(options);
   return pino({
     ...options,

@@ -17,6 +17,8 @@ export interface NotifyOptions {
   signedAtMs?: number;
   /** Send this header instead of a signature. */
   signature?: string | null;
+  /** Send this X-Request-Id. */
+  requestId?: string;
 }
 
 /** The notify endpoint of the server whose GraphQL endpoint is `graphqlUrl`. */
@@ -32,7 +34,11 @@ export async function sendNotify(
   const signature = options.signature === undefined ? signNotify(options.secret ?? TEST_PAYMENT_SECRET, raw, options.signedAtMs ?? Date.now()) : options.signature;
   const response = await fetch(notifyUrl(graphqlUrl), {
     method: 'POST',
-    headers: { 'content-type': 'application/json', ...(signature === null ? {} : { 'payment-signature': signature }) },
+    headers: {
+      'content-type': 'application/json',
+      ...(signature === null ? {} : { 'payment-signature': signature }),
+      ...(options.requestId ? { 'x-request-id': options.requestId } : {}),
+    },
     body: raw,
   });
   const text = await response.text();

@@ -1,4 +1,5 @@
 import type { PrismaClient } from '../../generated/prisma/client.ts';
+import { outsideRequests } from '../../requestId.ts';
 import { groupBy } from '../collections.ts';
 import type { Logger } from '../logger.ts';
 import { journalBatchSize, journalCommitDuration } from '../metrics.ts';
@@ -209,17 +210,20 @@ export class Journal {
   private startBatches(): void {
     while (this.queue.length > 0 && this.inFlight.size < this.options.maxInFlight) {
       const waiting = this.queue.splice(0, this.options.batchMax);
-      const batch = this.commitBatch(waiting)
-        .catch((error: unknown) => {
-          // A bug here must not leave callers waiting for good; the entries stay in their streams.
-          this.log.error({ err: error, entries: waiting.length }, 'group commit failed unexpectedly');
-          for (const waiter of waiting) waiter.reject(error instanceof Error ? error : new Error(String(error)));
-        })
-        .finally(() => {
-          this.inFlight.delete(batch);
-          // Whatever queued meanwhile has waited long enough.
-          this.startBatches();
-        });
+      // A batch commits many requests' entries: its lines, and the work it starts, are none's.
+      const batch: Promise<void> = outsideRequests(() =>
+        this.commitBatch(waiting)
+          .catch((error: unknown) => {
+            // A bug here must not leave callers waiting for good; the entries stay in their streams.
+            this.log.error({ err: error, entries: waiting.length }, 'group commit failed unexpectedly');
+            for (const waiter of waiting) waiter.reject(error instanceof Error ? error : new Error(String(error)));
+          })
+          .finally(() => {
+            this.inFlight.delete(batch);
+            // Whatever queued meanwhile has waited long enough.
+            this.startBatches();
+          }),
+      );
       this.inFlight.add(batch);
     }
   }
