@@ -213,7 +213,13 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     stop: (graceMs = config.SHUTDOWN_TIMEOUT_MS) =>
       (stopping ??= (async () => {
         draining = true;
-        for (const res of inFlight) if (!res.headersSent) res.setHeader('connection', 'close');
+        for (const res of inFlight) {
+          if (!res.headersSent) res.setHeader('connection', 'close');
+          // An event stream never ends by itself: ended now (SSE has no close code), its
+          // client reconnects elsewhere at once, as a graphql-ws client does on 1001,
+          // instead of holding the stop for the whole grace period.
+          else if (String(res.getHeader('content-type')).startsWith('text/event-stream')) res.destroy();
+        }
         const closed = new Promise<void>((resolve) => httpServer.close(() => resolve()));
         httpServer.closeIdleConnections();
         for (const socket of wsServer.clients) socket.close(1001, 'server shutting down');
