@@ -5,6 +5,8 @@ import { type Subscription, type WsConnection, errorCodes, gql, openWs, subscrib
 import { testEnv } from './support/env.ts';
 import { stopAll, stopWithin } from './support/lifecycle.ts';
 import { sendNotify } from './support/payments.ts';
+import { pointsAt, voucherCodes } from './support/points.ts';
+import { expectPointsInvariants } from './support/pointsInvariants.ts';
 import { sleep, waitFor } from './support/poll.ts';
 import { type RedisCluster, startRedisCluster } from './support/redisCluster.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
@@ -159,6 +161,32 @@ describe('a storm spread over three instances', () => {
     const members = await expectTeamInvariants(stores, activityId, teamIds);
     expect(members.filter((member) => member.user_id.startsWith('inst-buyer-'))).toHaveLength(TEAMS * 2);
     await Promise.all(watchers.map((watcher) => watcher.until((events) => events.some((event) => event.data?.teamStatus.status === 'COMPLETE'))));
+  });
+  it('hands out 100 voucher codes once to 300 users each redeeming through two instances at once', async () => {
+    const codes = voucherCodes('INST', 100);
+    const goods = await pointsAt(servers[0]!.url).createGoods('inst-shop', { title: 'voucher', pointsCost: 10, stock: 100, voucherCodes: codes });
+    const users = Array.from({ length: 300 }, (_, i) => `inst-redeemer-${i}`);
+    await signAhead(users);
+    const clients = servers.map((server) => pointsAt(server.url));
+    await Promise.all(users.map((user, i) => clients[i % INSTANCES]!.award('inst-shop', { userId: user, amount: 25 })));
+
+    // The same request (one requestId) sent to two instances, as a client retrying elsewhere would.
+    const answers = await Promise.all(
+      users.map(async (user, i) => {
+        const twice = await Promise.all([0, 1].map((offset) => clients[(i + offset) % INSTANCES]!.tryRedeem(user, goods.id, `inst-${user}`)));
+        for (const { errors, failed } of twice) expect(errors ?? failed).toBeUndefined();
+        const [first, second] = twice.map(({ result }) => (result?.__typename === 'Redemption' ? `${result.id}:${result.voucherCode}` : result?.__typename));
+        expect(second, `${user}'s one request answered alike by both instances`).toBe(first);
+        return twice[0]!.result!;
+      }),
+    );
+    const won = answers.flatMap((result) => (result.__typename === 'Redemption' ? [result] : []));
+    expect(won).toHaveLength(100);
+    expect(answers.filter((result) => result.__typename === 'OutOfStock')).toHaveLength(200);
+    expect(won.map((redemption) => redemption.voucherCode).sort()).toEqual(codes);
+
+    const durable = (await expectPointsInvariants(stores)).filter((row) => row.goods_id === goods.id);
+    expect(new Map(durable.map((row) => [row.voucher_code, row.user_id]))).toEqual(new Map(won.map((redemption) => [redemption.voucherCode, redemption.userId])));
   });
 });
 
