@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { type Server, createServer } from 'node:http';
+import { type Server, type ServerResponse, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import maxAliases from '@escape.tech/graphql-armor-max-aliases';
 import maxDepth from '@escape.tech/graphql-armor-max-depth';
@@ -125,7 +125,18 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
   const webApp = createWebApp(config);
   const metrics = metricsAccess(config);
   if (metrics.enabled) watchJournal(app.journal);
+  // While stopping, every response ends its connection (`Connection: close`): a client keeping
+  // a busy keep-alive connection would otherwise send request after request on it, the
+  // server would never see it idle, and the stop would cut it, answered or not, after the
+  // grace period. Responses already in flight when the stop began are told as well.
+  let draining = false;
+  const inFlight = new Set<ServerResponse>();
   const httpServer: Server = createServer({ keepAliveTimeout: 65_000, headersTimeout: 66_000 }, (req, res) => {
+    if (draining) res.setHeader('connection', 'close');
+    else {
+      inFlight.add(res);
+      res.once('close', () => inFlight.delete(res));
+    }
     servingRequest(assignRequestId(req, res), () => {
       const path = req.url?.split('?')[0];
       if (path === NOTIFY_PATH) void servePaymentNotify(app, req, res);
@@ -212,6 +223,14 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     url: `http://${host}:${port}${GRAPHQL_PATH}`,
     stop: (graceMs = config.SHUTDOWN_TIMEOUT_MS) =>
       (stopping ??= (async () => {
+        draining = true;
+        for (const res of inFlight) {
+          if (!res.headersSent) res.setHeader('connection', 'close');
+          // An event stream never ends by itself: ended now (SSE has no close code), its
+          // client reconnects elsewhere at once, as a graphql-ws client does on 1001,
+          // instead of holding the stop for the whole grace period.
+          else if (String(res.getHeader('content-type')).startsWith('text/event-stream')) res.destroy();
+        }
         const closed = new Promise<void>((resolve) => httpServer.close(() => resolve()));
         httpServer.closeIdleConnections();
         for (const socket of wsServer.clients) socket.close(1001, 'server shutting down');

@@ -127,7 +127,7 @@ describe('graphql-sse single connection mode', () => {
     cleanups.push(() => client.dispose());
     return {
       subscribe<T>(query: string, variables: Record<string, unknown> = {}): Subscription<T> {
-        const { events, push, until, complete, completed } = collector<T>();
+        const { push, complete, ...received } = collector<T>();
         const close = client.subscribe<T>(
           { query, variables },
           {
@@ -136,7 +136,7 @@ describe('graphql-sse single connection mode', () => {
             complete,
           },
         );
-        return { events, until, completed, close };
+        return { ...received, close };
       },
     };
   }

@@ -79,6 +79,8 @@ export function requestsAt(url: string) {
 /** A live subscription that collects every event, over SSE or graphql-ws. */
 export interface Subscription<T> {
   events: ExecutionResult<T>[];
+  /** When each event arrived (`performance.now()`), index for index: latencies are measured against it. */
+  receivedAt: number[];
   /** Resolves once `predicate` holds for the events received so far. */
   until(predicate: (events: ExecutionResult<T>[]) => boolean, timeoutMs?: number): Promise<ExecutionResult<T>[]>;
   /** True once the server completed the stream (graphql-ws `complete`, or the SSE response ended). */
@@ -87,14 +89,17 @@ export interface Subscription<T> {
 }
 
 /** Events of one subscription, with a way to wait for them and for its completion. */
-export function collector<T>(): Pick<Subscription<T>, 'events' | 'until' | 'completed'> & { push(event: ExecutionResult<T>): void; complete(): void } {
+export function collector<T>(): Pick<Subscription<T>, 'events' | 'receivedAt' | 'until' | 'completed'> & { push(event: ExecutionResult<T>): void; complete(): void } {
   const events: ExecutionResult<T>[] = [];
+  const receivedAt: number[] = [];
   const waiters = new Set<() => void>();
   let completed = false;
   return {
     events,
+    receivedAt,
     push(event) {
       events.push(event);
+      receivedAt.push(performance.now());
       for (const wake of waiters) wake();
     },
     complete() {
@@ -124,7 +129,7 @@ export function collector<T>(): Pick<Subscription<T>, 'events' | 'until' | 'comp
 
 /** Subscribes over Server-Sent Events, Yoga's default transport for the web. */
 export function subscribeSse<T, V>(url: string, document: TypedDocumentNode<T, V>, variables: V, token?: string): Subscription<T> {
-  const { events, push, until, complete, completed } = collector<T>();
+  const { push, complete, ...received } = collector<T>();
   const abort = new AbortController();
   void (async () => {
     const response = await fetch(url, {
@@ -150,7 +155,7 @@ export function subscribeSse<T, V>(url: string, document: TypedDocumentNode<T, V
     }
     complete();
   })().catch(() => undefined);
-  return { events, until, completed, close: () => abort.abort() };
+  return { ...received, close: () => abort.abort() };
 }
 
 /** One operation over graphql-ws: `query` text, or `query: ''` and the `documentId` of a persisted document. */
@@ -166,29 +171,38 @@ export interface WsConnection {
   subscribe<T>(payload: WsPayload): Subscription<T>;
   /** Close codes of the socket so far. */
   closeCodes: number[];
+  /** When each close came (`performance.now()`), index for index. */
+  closedAt: number[];
   dispose(): void;
 }
 
 export function openWs(url: string, connectionParams: Record<string, unknown> = {}): WsConnection {
   const closeCodes: number[] = [];
+  const closedAt: number[] = [];
   const client = createClient({
     url: url.replace(/^http/, 'ws'),
     webSocketImpl: WebSocket,
     connectionParams,
     retryAttempts: 0,
     lazy: true,
-    on: { closed: (event) => void closeCodes.push((event as { code: number }).code) },
+    on: {
+      closed: (event) => {
+        closeCodes.push((event as { code: number }).code);
+        closedAt.push(performance.now());
+      },
+    },
   });
   return {
     closeCodes,
+    closedAt,
     subscribe<T>(payload: WsPayload) {
-      const { events, push, until, complete, completed } = collector<T>();
+      const { push, complete, ...received } = collector<T>();
       const dispose = client.subscribe<T>(payload, {
         next: (event) => push(event as ExecutionResult<T>),
         error: (error) => push({ errors: Array.isArray(error) ? error : [{ message: String((error as Error).message ?? error) }] } as ExecutionResult<T>),
         complete,
       });
-      return { events, until, completed, close: dispose };
+      return { ...received, close: dispose };
     },
     dispose: () => void client.dispose(),
   };
