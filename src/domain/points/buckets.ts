@@ -12,7 +12,11 @@
 /** The hash tag of a bucket's keys. */
 export const bucketTag = (bucket: number) => (bucket === 0 ? '{shop}' : `{shop:${bucket}}`);
 
-/** The bucket a user's balance and counts live in: FNV-1a of the id, so every instance agrees without asking. */
+/**
+ * The bucket a user's balance and counts live in: FNV-1a of the id, so every instance
+ * agrees without asking, then murmur3's finalizer: FNV-1a's low bits depend only on the
+ * low bits of the characters, which would sort ids like `user-1`, `user-2` … unevenly.
+ */
 export function bucketOf(userId: string, buckets: number): number {
   if (buckets === 1) return 0;
   let hash = 0x811c9dc5;
@@ -20,6 +24,11 @@ export function bucketOf(userId: string, buckets: number): number {
     hash ^= userId.charCodeAt(i);
     hash = Math.imul(hash, 0x01000193);
   }
+  hash ^= hash >>> 16;
+  hash = Math.imul(hash, 0x85ebca6b);
+  hash ^= hash >>> 13;
+  hash = Math.imul(hash, 0xc2b2ae35);
+  hash ^= hash >>> 16;
   return (hash >>> 0) % buckets;
 }
 
