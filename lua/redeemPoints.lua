@@ -8,10 +8,13 @@
   first answer and never deducts twice. A refusal is journaled too, so PostgreSQL can
   give a retry the same problem after Redis has forgotten it.
 
-  Every key shares the shop-wide hash tag {shop} (see src/domain/points/store.ts).
+  Every key shares the hash tag of the user's shop bucket, {shop} or {shop:<b>}
+  (src/domain/points/buckets.ts): the user's balance and counts live there, with the
+  bucket's share of the item's stock.
   KEYS[1] {shop}:balance:<user>          the user's spendable points
-  KEYS[2] {shop}:goods:<goods>           hash: pointsCost, perUserLimit, pooled (1/0), stock, remaining;
-                                         without a pool the next stock unit is stock - remaining
+  KEYS[2] {shop}:goods:<goods>           hash: pointsCost, perUserLimit, pooled (1/0), stock (the bucket's
+                                         allotment), remaining; without a pool the next stock unit of the
+                                         bucket is stock - remaining
   KEYS[3] {shop}:goods:<goods>:codes     list of the pool's codes not handed out yet
   KEYS[4] {shop}:goods:<goods>:users     hash: user -> the user's last sequence number (kept when perUserLimit > 0)
   KEYS[5] {shop}:answer:<user>:<request> the remembered answer
@@ -21,9 +24,12 @@
   ARGV[3] request id
   ARGV[4] redemption id, minted by the caller
   ARGV[5] how long the answer is remembered, in ms
+  ARGV[6] the bucket
+  ARGV[7] '1': a dry bucket replies 'dry' (stock may move here from another bucket) instead of refusing
 
   Returns
     {'missing'}                          the balance or the goods item is missing: rebuild from PostgreSQL, then retry
+    {'dry'}                              (ARGV[7] = '1') the bucket has no stock: nothing changed, nothing remembered
     {'redeemed', entryId, entryFields}
     {'answered', answer}                 a retry: the first answer, 'redeemed:<journal entry id>' or a refusal
     {'refused', answer, entryId, entryFields}
@@ -50,6 +56,9 @@ end
 local goods = redis.call('HMGET', KEYS[2], 'pointsCost', 'perUserLimit', 'pooled', 'stock', 'remaining')
 local cost, limit, stock, remaining = tonumber(goods[1]), tonumber(goods[2]), tonumber(goods[4]), tonumber(goods[5])
 if remaining <= 0 then
+  if ARGV[7] == '1' then
+    return {'dry'}
+  end
   return refuse('outOfStock')
 end
 local seq = 0
@@ -82,7 +91,7 @@ end
 
 local fields = {
   'kind', 'points.redeem', 'id', ARGV[4], 'user', ARGV[1], 'goods', ARGV[2], 'request', ARGV[3],
-  'cost', goods[1], 'code', code, 'unit', unit, 'seq', seq > 0 and tostring(seq) or '', 'at', tostring(now_ms()),
+  'cost', goods[1], 'code', code, 'unit', unit, 'seq', seq > 0 and tostring(seq) or '', 'bucket', ARGV[6], 'at', tostring(now_ms()),
 }
 local entryId = redis.call('XADD', KEYS[6], '*', unpack(fields))
 redis.call('SET', KEYS[5], 'redeemed:' .. entryId, 'PX', ARGV[5])

@@ -116,6 +116,8 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     // The lease outlasts a notifier call (its timeout) with room to record the outcome.
     delivery: { leaseMs: 3 * config.POINTS_DELIVERY_TIMEOUT_MS, retryBaseMs: config.POINTS_DELIVERY_RETRY_MS },
     drawPayments: { releaseAfterMs: config.DRAW_RESERVATION_TIMEOUT_MS },
+    buckets: config.POINTS_SHOP_BUCKETS,
+    afterStockTake: hangAfter(config.TEST_HANG_AFTER_STOCK_TAKES),
   });
   const teams = new TeamService({ prisma: database.prisma, redis, scripts, journal, events, log });
   const payments = new PaymentService({
@@ -159,6 +161,7 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     ),
     every(config.SWEEP_INTERVAL_MS, 'journal sweep', () => journal.sweep(), log),
     every(config.SWEEP_INTERVAL_MS, 'red packet refunds', () => redPackets.refundExpired(), log),
+    every(config.SWEEP_INTERVAL_MS, 'stock transfers', () => points.mendTransfers(), log),
     every(config.SWEEP_INTERVAL_MS, 'voucher delivery', (stopping) => points.deliverDue(stopping), log),
     every(config.SWEEP_INTERVAL_MS, 'refund delivery', (stopping) => refunds.deliverDue(stopping), log),
     every(config.TEAM_SWEEP_INTERVAL_MS, 'team seat expiry', () => teams.expireDueLocks(), log),

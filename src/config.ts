@@ -78,6 +78,12 @@ const envSchema = z.object({
   POINTS_DELIVERY_WEBHOOK_URL: z.string().url().optional(),
   POINTS_DELIVERY_TIMEOUT_MS: intFromEnv(10_000, 100),
   POINTS_DELIVERY_RETRY_MS: intFromEnv(1000, 10),
+  /**
+   * The points shop's Redis buckets, each its own hash tag (so its own cluster slot): users
+   * hash to one, goods stock is spread over all (src/domain/points/buckets.ts). 1: the one
+   * {shop} slot. Change it only with the shop's keys dropped (docs/operations.md).
+   */
+  POINTS_SHOP_BUCKETS: z.coerce.number().int().min(1).max(64).default(1),
   /** A paid draw's reservation whose draw is not committed by then is released by the sweeper. */
   DRAW_RESERVATION_TIMEOUT_MS: intFromEnv(60_000, 100),
   /**
@@ -86,6 +92,8 @@ const envSchema = z.object({
    * whose draw never came (a crash test then kills it).
    */
   TEST_HANG_AFTER_DRAW_RESERVATIONS: z.coerce.number().int().min(0).optional(),
+  /** Tests only (NODE_ENV=test): after this many stock transfers between buckets were taken, every later one stops for good before its give. */
+  TEST_HANG_AFTER_STOCK_TAKES: z.coerce.number().int().min(0).optional(),
 
   /** Keys the HMAC of the payment provider's notifies (POST /payments/notify); unset outside production: a generated development secret. */
   PAYMENT_WEBHOOK_SECRET: z.string().min(32, 'PAYMENT_WEBHOOK_SECRET must be at least 32 characters').optional(),
@@ -139,6 +147,9 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
   }
   if (env.TEST_HANG_AFTER_DRAW_RESERVATIONS !== undefined && env.NODE_ENV !== 'test') {
     throw new ConfigError('TEST_HANG_AFTER_DRAW_RESERVATIONS stops paid draws on purpose and is only allowed when NODE_ENV=test');
+  }
+  if (env.TEST_HANG_AFTER_STOCK_TAKES !== undefined && env.NODE_ENV !== 'test') {
+    throw new ConfigError('TEST_HANG_AFTER_STOCK_TAKES stops stock transfers on purpose and is only allowed when NODE_ENV=test');
   }
   if (env.TEST_CLOCK === '1' && env.NODE_ENV !== 'test') {
     throw new ConfigError('TEST_CLOCK=1 shifts the time scripts see and is only allowed when NODE_ENV=test');

@@ -263,8 +263,8 @@ describe('a requestId retried a day later by a process that dies before committi
     const first = redeemed((await points.tryRedeem('late', goods.id, 'once')).result)!;
     // Redis forgets answers after a day; the retry's script spends again, and its process dies.
     await stores.redis.del(answerKey('late', 'once'));
-    const dying = new PointsStore(stores.redis, new Scripts(stores.redis));
-    expect((await dying.redeem('late', goods.id, 'once', randomUUID())).kind).toBe('redeemed');
+    const dying = new PointsStore(stores.redis, new Scripts(stores.redis), 1);
+    expect((await dying.redeem('late', goods.id, 'once', randomUUID(), false)).kind).toBe('redeemed');
     expect(await stores.redis.get(balanceKeys('late').meta)).toBe('50');
 
     await waitFor('the sweeper to commit the orphan', async () => (await stores.redis.xlen(SHOP_JOURNAL)) === 0);

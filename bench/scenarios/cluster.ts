@@ -9,16 +9,20 @@
  * one slot, `{shop}`, whatever the campaigns), through the service's own client (createRedis:
  * auto-pipelined, cluster-aware). Everything listens on 127.0.0.1 and is stopped at the
  * end, or after `--max-seconds` whatever happened.
+ * Last, on the cluster, the points shop with one stock bucket against `--buckets`
+ * (pointsBuckets.ts: through the service, durable ack, so PostgreSQL is in it too).
  * Options: --ops N (default 30000 per flow and topology), --connections N (default 150),
- * --campaigns N (default 3), --max-seconds N (default 900).
+ * --campaigns N (default 3), --buckets N (default 4), --bucket-redemptions N (default 10000),
+ * --max-seconds N (default 900).
  */
 import { Redis } from 'ioredis';
 import { type RedisClient, connectRedis, createRedis } from '../../src/infra/redis/connection.ts';
 import { type RedisCluster, startRedisCluster } from '../../test/support/redisCluster.ts';
 import { stopChild } from '../../test/support/redisServer.ts';
-import { commandStats, machine, option, privateRedis } from '../support.ts';
+import { commandStats, machine, option, printTable, privateRedis } from '../support.ts';
 import * as lottery from './lottery.ts';
 import * as points from './points.ts';
+import { type BucketsComparison, compareBuckets } from './pointsBuckets.ts';
 import * as redPacket from './redpacket.ts';
 
 interface Flow {
@@ -39,8 +43,6 @@ const FLOWS: Flow[] = [
       return points.viaScript(redis, keyPrefix, { redemptions: ops, connections, users, pools: 1, award: points.COST * Math.ceil(ops / users) }, violations);
     },
   },
-  // POINTS SHOP STOCK BUCKETS (issue 16): the 1-bucket and N-bucket redemption storms of
-  // bench/scenarios/pointsBuckets.ts join here as flows of their own, once that scenario exists.
 ];
 
 interface Topology {
@@ -153,6 +155,8 @@ export async function run(args: string[]): Promise<void> {
   }, maxSeconds * 1000);
   const violations: string[] = [];
   const results: FlowResult[] = [];
+  let buckets: BucketsComparison | undefined;
+  const bucketCount = option(args, 'buckets', 4);
   try {
     cluster = await startRedisCluster();
     topologies.push(
@@ -162,6 +166,9 @@ export async function run(args: string[]): Promise<void> {
     for (const flow of FLOWS) {
       for (const topology of topologies) results.push(await stormOn(topology, flow, ops, connections, campaigns, violations));
     }
+    const redemptions = option(args, 'bucket-redemptions', 10_000);
+    buckets = await compareBuckets({ redemptions, connections, users: Math.min(2_000, redemptions), buckets: bucketCount, clusterNodes: cluster.nodes });
+    violations.push(...buckets.violations);
   } finally {
     clearTimeout(watchdog);
     await stop();
@@ -198,6 +205,11 @@ export async function run(args: string[]): Promise<void> {
   console.log();
   console.log("CPU µs/op: the node process's user + sys CPU (INFO cpu) over the storm, divided by the operations;");
   console.log('script µs/op: its time inside script calls (INFO commandstats). The rest is reading requests, writing replies and replication.');
+  if (buckets) {
+    console.log();
+    printTable([buckets.one, buckets.many]);
+    console.log(`points shop on the cluster, ${bucketCount} buckets / 1 = ${buckets.ratio.toFixed(2)}  (${buckets.transfers} stock transfers)`);
+  }
   console.log(`invariant violations: ${violations.length}`);
   for (const violation of violations) console.log(`  - ${violation}`);
 }

@@ -179,15 +179,26 @@ async function viaPostgres(schema: string, shape: Shape, violations: string[]): 
  * `keyPrefix`, which no server sweeps), nothing persisted. One server's client or a cluster's.
  */
 export async function viaScript(redis: RedisClient, keyPrefix: string, shape: Shape, violations: string[]): Promise<Measurement> {
-  const store = new PointsStore(redis, new Scripts(redis));
+  const store = new PointsStore(redis, new Scripts(redis), 1);
   const goodsId = randomUUID();
   const codes = voucherCodes('CEILING', shape.redemptions);
-  await store.writeGoods({ id: goodsId, pointsCost: COST, perUserLimit: 0, pooled: true, stock: codes.length, remaining: codes.length, freeCodes: codes, lastSeqByUser: {} });
+  await store.writeGoods({
+    id: goodsId,
+    bucket: 0,
+    pointsCost: COST,
+    perUserLimit: 0,
+    pooled: true,
+    stock: codes.length,
+    remaining: codes.length,
+    freeCodes: codes,
+    lastSeqByUser: {},
+    givenTransfers: [],
+  });
   const nowMs = Date.now();
   for (let i = 0; i < shape.users; i++) await store.writeBalance({ userId: userId(i), balance: shape.award, recent: [], settledDraws: [], drawHolds: [] }, nowMs);
   let granted = 0;
   const measurement = await measureConcurrent('(c) Lua script via ioredis (ceiling)', shape.redemptions, shape.connections, async (i) => {
-    const reply = await store.redeem(userId(i % shape.users), goodsId, `ceiling-${i}`, randomUUID());
+    const reply = await store.redeem(userId(i % shape.users), goodsId, `ceiling-${i}`, randomUUID(), false);
     if (reply.kind === 'redeemed') granted++;
   });
   if (granted !== shape.redemptions) violations.push(`(c) ${granted} of ${shape.redemptions} script redemptions granted`);

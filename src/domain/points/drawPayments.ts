@@ -1,8 +1,8 @@
 /*
- * Draws paid in points. Points live in the {shop} slot and each lottery in its own, so
- * no one script can take the points and draw. A paid draw is two steps and one commit:
+ * Draws paid in points. Points live in the user's shop bucket's slot ({shop} with one
+ * bucket, buckets.ts) and each lottery in its own, so no one script can take the points and draw. A paid draw is two steps and one commit:
  *
- * 1. Reserve (lua/reserveDrawPoints.lua, {shop}): the cost leaves the balance into a
+ * 1. Reserve (lua/reserveDrawPoints.lua, the user's bucket): the cost leaves the balance into a
  *    reservation keyed by the draw id, journaled and committed (draw_payment RESERVED,
  *    the account debited) before the draw is tried. A requestId reserves once.
  * 2. Draw (lua/drawLottery.lua, the lottery's slot), given the draw id and the cost.
@@ -27,7 +27,7 @@ import type { CampaignDeps } from '../deps.ts';
 import { ServiceUnavailableError } from '../errors.ts';
 import { type DrawPaymentRow, findPayment, markSettled, paymentsToSweep, releaseReservation, reserveDrawJournalKind } from './drawPaymentSql.ts';
 import { InsufficientPoints } from './problems.ts';
-import { ANSWER_TTL_MS, type DrawReservation, type PointsStore, drawHoldKey } from './store.ts';
+import { ANSWER_TTL_MS, type DrawReservation, type PointsStore } from './store.ts';
 
 export interface DrawPaymentOptions {
   /** A reservation whose draw is not committed by then is released by the sweeper. */
@@ -47,7 +47,7 @@ export class DrawPayments {
     balances.persistsWith(
       reserveDrawJournalKind,
       (entry) => [String(entry.fields.user)],
-      (entry) => [drawHoldKey(String(entry.fields.user), String(entry.fields.activity), String(entry.fields.request ?? ''))],
+      (entry) => [store.drawHoldKey(String(entry.fields.user), String(entry.fields.activity), String(entry.fields.request ?? ''))],
     );
   }
 

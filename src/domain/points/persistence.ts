@@ -1,7 +1,8 @@
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.ts';
 import { BadInputError } from '../errors.ts';
+import { allBuckets, bucketOf, initialShare } from './buckets.ts';
 import { type CreateGoodsInput, MAX_POINTS } from './input.ts';
-import { ANSWER_TTL_MS, type BalanceSnapshot, type GoodsSnapshot } from './store.ts';
+import { ANSWER_TTL_MS, type BalanceSnapshot, type GoodsShard, type GoodsSnapshot } from './store.ts';
 
 export interface Award {
   userId: string;
@@ -78,46 +79,70 @@ export async function loadBalance(prisma: PrismaClient, userId: string, nowMs: n
 }
 
 /**
- * The goods item as PostgreSQL holds it, read in one statement (one snapshot); null if
- * it does not exist. Without a pool, handing out resumes after the highest durable stock
- * unit, and each user's count after their highest sequence number: a unit or number that
- * a redemption on its way here holds is then never handed out again (if that redemption
- * is lost for good, with its process and Redis's copy at once, that unit stays unsold).
+ * The goods item's share in one bucket as PostgreSQL holds it, read in one statement (one
+ * snapshot); null if the item does not exist. The share is the bucket's allotment
+ * (goods_bucket_stock; stock transfers move it). Without a pool, handing out resumes after
+ * the bucket's highest durable stock unit, and each user's count after their highest
+ * sequence number: a unit or number that a redemption on its way here holds is then never
+ * handed out again (if that redemption is lost for good, with its process and Redis's copy
+ * at once, that unit stays unsold).
  */
-export async function loadGoods(prisma: PrismaClient, goodsId: string): Promise<GoodsSnapshot | null> {
+export async function loadGoods(prisma: PrismaClient, { goodsId, bucket }: GoodsShard, buckets: number): Promise<GoodsSnapshot | null> {
   const [goods] = await prisma.$queryRaw<
-    { points_cost: number; per_user_limit: number; pooled: boolean; stock: number; free_codes: string[]; max_unit: number | null; last_seqs: Record<string, number> }[]
+    {
+      points_cost: number;
+      per_user_limit: number;
+      pooled: boolean;
+      allotted: number;
+      free_codes: string[];
+      max_unit: number | null;
+      last_seqs: Record<string, number>;
+      given: string[];
+    }[]
   >`
-    SELECT g.points_cost, g.per_user_limit, g.pooled, g.stock,
+    SELECT g.points_cost, g.per_user_limit, g.pooled,
+      COALESCE((SELECT s.allotted FROM goods_bucket_stock s WHERE s.goods_id = g.id AND s.bucket = ${bucket}), 0) AS allotted,
       ARRAY(SELECT v.code FROM voucher_code v
-            WHERE v.goods_id = g.id AND NOT EXISTS (SELECT 1 FROM redemption r WHERE r.voucher_code = v.code)
+            WHERE v.goods_id = g.id AND v.bucket = ${bucket} AND NOT EXISTS (SELECT 1 FROM redemption r WHERE r.voucher_code = v.code)
             ORDER BY v.position) AS free_codes,
-      (SELECT max(r.stock_unit) FROM redemption r WHERE r.goods_id = g.id) AS max_unit,
+      (SELECT max(r.stock_unit) FROM redemption r WHERE r.goods_id = g.id AND r.stock_bucket = ${bucket}) AS max_unit,
       (SELECT COALESCE(jsonb_object_agg(s.user_id, s.seq), '{}'::jsonb)
-       FROM (SELECT r.user_id, max(r.user_seq) AS seq FROM redemption r WHERE r.goods_id = g.id AND r.user_seq IS NOT NULL GROUP BY r.user_id) s) AS last_seqs
+       FROM (SELECT r.user_id, max(r.user_seq) AS seq FROM redemption r WHERE r.goods_id = g.id AND r.user_seq IS NOT NULL GROUP BY r.user_id) s) AS last_seqs,
+      ARRAY(SELECT t.id FROM goods_stock_transfer t
+            WHERE t.goods_id = g.id AND t.to_bucket = ${bucket} AND t.given_at > now() - ${ANSWER_TTL_MS}::int * interval '1 millisecond') AS given
     FROM goods g WHERE g.id = ${goodsId}`;
   if (!goods) return null;
   return {
     id: goodsId,
+    bucket,
     pointsCost: goods.points_cost,
     perUserLimit: goods.per_user_limit,
     pooled: goods.pooled,
-    stock: goods.stock,
-    remaining: goods.pooled ? goods.free_codes.length : goods.stock - ((goods.max_unit ?? -1) + 1),
+    stock: goods.allotted,
+    remaining: goods.pooled ? goods.free_codes.length : Math.max(0, goods.allotted - ((goods.max_unit ?? -1) + 1)),
     freeCodes: goods.free_codes,
-    lastSeqByUser: goods.last_seqs,
+    lastSeqByUser: Object.fromEntries(Object.entries(goods.last_seqs).filter(([userId]) => bucketOf(userId, buckets) === bucket)),
+    givenTransfers: goods.given,
   };
 }
 
-/** Inserts the goods item and its pool. Throws BadInputError when a code is already in a pool. */
-export async function insertGoods(prisma: PrismaClient, id: string, createdBy: string, input: CreateGoodsInput) {
+/**
+ * Inserts the goods item, its pool and its stock dealt over the buckets (a code to the
+ * bucket of its position). Throws BadInputError when a code is already in a pool.
+ */
+export async function insertGoods(prisma: PrismaClient, id: string, createdBy: string, input: CreateGoodsInput, buckets: number) {
   const codes = input.voucherCodes ?? [];
   try {
     return await prisma.$transaction(async (tx) => {
       const goods = await tx.goods.create({
         data: { id, title: input.title, pointsCost: input.pointsCost, stock: input.stock, perUserLimit: input.perUserLimit, pooled: codes.length > 0, createdBy },
       });
-      if (codes.length > 0) await tx.voucherCode.createMany({ data: codes.map((code, position) => ({ code, goodsId: id, position })) });
+      await tx.goodsBucketStock.createMany({
+        data: allBuckets(buckets)
+          .map((bucket) => ({ goodsId: id, bucket, allotted: initialShare(input.stock, bucket, buckets) }))
+          .filter((share) => share.allotted > 0),
+      });
+      if (codes.length > 0) await tx.voucherCode.createMany({ data: codes.map((code, position) => ({ code, goodsId: id, position, bucket: position % buckets })) });
       return goods;
     });
   } catch (error) {

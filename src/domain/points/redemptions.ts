@@ -24,6 +24,8 @@ const redeemFields = answerFields.extend({
   code: z.string(),
   unit: optionalInt,
   seq: optionalInt,
+  /** The shop bucket whose stock it took; entries from before buckets have none: 0. */
+  bucket: z.coerce.number().int().optional().default(0),
 });
 
 /** A refusal's entry: 'outOfStock', 'perUserLimit:<limit>' or 'insufficient:<balance>:<cost>'. */
@@ -47,7 +49,8 @@ export function requestOf(entry: JournalEntry): z.infer<typeof requestFields> {
  * PostgreSQL's own check matters only when Redis lost data and was rebuilt while
  * redemptions were on their way here. Then it refuses (reports as a conflict)
  * whatever would overdraw a balance, oversell the stock (a voucher code or a stock unit
- * twice, or one outside the item), break a per-user limit (a sequence number twice or
+ * twice, or one outside the item, or outside its bucket's allotment and the transfers on
+ * their way to it, which sum to the stock), break a per-user limit (a sequence number twice or
  * above the limit), or repeat a (user, requestId), refused or redeemed.
  *
  * Only the accounts are locked, in user order so concurrent batches queue instead of
@@ -80,6 +83,7 @@ WITH entry AS (
     user_seq: ['int', (row) => row.seq],
     at_ms: ['bigint', (row) => row.at],
     seq: ['int', (row) => row.position],
+    stock_bucket: ['int', (row) => row.bucket],
   })}
 ),
 account AS MATERIALIZED (
@@ -102,13 +106,14 @@ accepted AS (
   WHERE r.spent <= (a.balances ->> r.user_id)::bigint
     AND r.cost = g.points_cost
     AND CASE WHEN g.pooled THEN EXISTS (SELECT 1 FROM voucher_code v WHERE v.code = r.code AND v.goods_id = g.id)
-             ELSE r.stock_unit < g.stock END
+             ELSE r.stock_unit < COALESCE((SELECT s.allotted FROM goods_bucket_stock s WHERE s.goods_id = g.id AND s.bucket = r.stock_bucket), 0)
+                                + COALESCE((SELECT sum(t.units) FROM goods_stock_transfer t WHERE t.goods_id = g.id AND t.to_bucket = r.stock_bucket AND t.given_at IS NULL), 0) END
     AND (g.per_user_limit = 0 OR r.user_seq <= g.per_user_limit)
 ),
 inserted AS (
-  INSERT INTO redemption (id, user_id, goods_id, request_id, points_spent, voucher_code, stock_unit, user_seq, created_at, next_attempt_at,
+  INSERT INTO redemption (id, user_id, goods_id, request_id, points_spent, voucher_code, stock_unit, stock_bucket, user_seq, created_at, next_attempt_at,
                           delivery_attempts, locked_until)
-  SELECT id, user_id, goods_id, request_id, cost, NULLIF(code, ''), stock_unit, user_seq, to_timestamp(at_ms / 1000.0),
+  SELECT id, user_id, goods_id, request_id, cost, NULLIF(code, ''), stock_unit, stock_bucket, user_seq, to_timestamp(at_ms / 1000.0),
          now() + ${leaseMs}::int * interval '1 millisecond', 1, now() + ${leaseMs}::int * interval '1 millisecond'
   FROM accepted
   ON CONFLICT DO NOTHING
@@ -199,6 +204,7 @@ export function pendingRedemption(fields: RedeemFields): Redemption {
     pointsSpent: fields.cost,
     voucherCode: fields.code || null,
     stockUnit: fields.unit,
+    stockBucket: fields.bucket,
     userSeq: fields.seq,
     status: 'PENDING',
     createdAt,

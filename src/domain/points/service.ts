@@ -5,6 +5,7 @@ import { redisTimeMs } from '../../infra/redis/time.ts';
 import type { CampaignDeps } from '../deps.ts';
 import { ServiceUnavailableError } from '../errors.ts';
 import { NotFound } from '../problems.ts';
+import { allBuckets } from './buckets.ts';
 import { type DeliveryOptions, VoucherDeliveryWorker } from './deliveryWorker.ts';
 import { type DrawPaymentOptions, DrawPayments } from './drawPayments.ts';
 import type { CreateGoodsInput } from './input.ts';
@@ -12,7 +13,8 @@ import type { VoucherNotifier } from './notifiers.ts';
 import { type Award, insertGoods, loadBalance, loadGoods, recordAward } from './persistence.ts';
 import { InsufficientPoints, OutOfStock, PerUserLimitReached } from './problems.ts';
 import { pendingRedemption, redemptionJournalKind, refusalJournalKind, requestOf } from './redemptions.ts';
-import { type BalanceSnapshot, type GoodsSnapshot, PointsStore, type RedeemAnswer, answerKey, balanceKeys, goodsKeys, parseAnswer } from './store.ts';
+import { StockTransfers } from './stockTransfers.ts';
+import { type BalanceSnapshot, type GoodsShard, type GoodsSnapshot, PointsStore, type RedeemAnswer, answerKey, goodsKeys, parseAnswer } from './store.ts';
 
 /** A redemption as its watchers get it: published as is, so its dates may arrive as ISO text. */
 export type RedemptionState = Redemption & { version: number };
@@ -27,6 +29,10 @@ export interface PointsDeps extends Omit<CampaignDeps, 'random'> {
   notifier: VoucherNotifier;
   delivery: DeliveryOptions;
   drawPayments: DrawPaymentOptions;
+  /** POINTS_SHOP_BUCKETS. */
+  buckets: number;
+  /** Tests only: runs between a stock transfer's committed take and its give. */
+  afterStockTake?: () => Promise<void>;
 }
 
 /** The selection the Pothos Prisma plugin plans for a field; services pass it to Prisma. */
@@ -35,30 +41,39 @@ type RedemptionQuery = { include?: Prisma.RedemptionInclude; select?: Prisma.Red
 /** A rebuilt balance and the Redis time its remembered answers are counted down from. */
 type RebuiltBalance = BalanceSnapshot & { nowMs: number };
 
-/** The shop's journal is never retired: the sweeper watches it for good. */
+/** The shop's journals are never retired: the sweeper watches them for good. */
 const SHOP_JOURNAL_TRACKED_UNTIL = Number.MAX_SAFE_INTEGER;
 
 /**
- * The points shop: two kinds of campaign, a user's balance and a goods item, whose
- * scripts journal to one shared stream (see store.ts). A redemption changes one of each.
+ * How many times one redemption finds its bucket dry and moves stock to it before it
+ * gives up with SERVICE_UNAVAILABLE (never OutOfStock while stock remains): each round
+ * brings half of the fullest bucket, which the bucket's other users may take first.
+ */
+const REFILL_ROUNDS = 20;
+
+/**
+ * The points shop: two kinds of campaign, a user's balance and a goods item's share in a
+ * bucket, whose scripts journal to their bucket's stream (see store.ts, buckets.ts). A
+ * redemption changes one of each, in the user's bucket.
  */
 export class PointsService {
   private readonly store: PointsStore;
   private readonly delivery: VoucherDeliveryWorker;
   private readonly balances: Campaign<string, RebuiltBalance>;
-  private readonly goods: Campaign<string, GoodsSnapshot>;
+  private readonly goods: Campaign<GoodsShard, GoodsSnapshot>;
+  private readonly transfers: StockTransfers;
   private readonly redemptions: ReturnType<typeof redemptionJournalKind>;
   /** Lottery draws paid in points: reservations, releases, prizes (drawPayments.ts). */
   readonly draws: DrawPayments;
 
   constructor(private readonly deps: PointsDeps) {
-    this.store = new PointsStore(deps.redis, deps.scripts);
+    this.store = new PointsStore(deps.redis, deps.scripts, deps.buckets);
     this.delivery = new VoucherDeliveryWorker(deps.prisma, deps.notifier, deps.delivery, deps.log, (ids) => {
       for (const id of ids) deps.events.publishLatest(redemptionTopic(id), () => this.redemptionState(id));
     });
     this.balances = new Campaign(deps, {
       name: 'points balance',
-      keys: balanceKeys,
+      keys: (userId) => this.store.balanceKeys(userId),
       load: async (userId) => {
         const nowMs = await redisTimeMs(deps.redis);
         return { ...(await loadBalance(deps.prisma, userId, nowMs)), nowMs };
@@ -69,12 +84,13 @@ export class PointsService {
     });
     this.goods = new Campaign(deps, {
       name: 'goods item',
-      keys: goodsKeys,
-      load: (goodsId) => loadGoods(deps.prisma, goodsId),
+      keys: ({ goodsId, bucket }) => goodsKeys(goodsId, bucket),
+      load: (shard) => loadGoods(deps.prisma, shard, deps.buckets),
       write: (goods) => this.store.writeGoods(goods),
       retainUntilMs: () => SHOP_JOURNAL_TRACKED_UNTIL,
-      ownsEntry: (goodsId, entry) => entry.fields.goods === goodsId,
+      ownsEntry: ({ goodsId }, entry) => entry.fields.goods === goodsId,
     });
+    this.transfers = new StockTransfers(deps, this.goods, this.store, deps.afterStockTake);
     // A redemption or refusal PostgreSQL turned down spent points, stock and a code in
     // Redis and remembered its answer: the balance, the goods item and the answer go.
     this.redemptions = redemptionJournalKind(this.delivery);
@@ -84,7 +100,8 @@ export class PointsService {
         (entry) => [requestOf(entry).user],
         (entry) => {
           const { user, goods, request } = requestOf(entry);
-          return [goodsKeys(goods).meta, answerKey(user, request)];
+          const bucket = this.store.bucketOf(user);
+          return [goodsKeys(goods, bucket).meta, answerKey(user, request, bucket)];
         },
       );
     }
@@ -105,15 +122,21 @@ export class PointsService {
     });
   }
 
+  /** Creates the item with its stock dealt over the buckets, and writes its share in each. */
   async createGoods(createdBy: string, input: CreateGoodsInput): Promise<Goods> {
     const id = randomUUID();
+    const { buckets } = this.store;
+    const load = async (bucket: number) => (await loadGoods(this.deps.prisma, { goodsId: id, bucket }, buckets))!;
     let created: Goods | undefined;
-    await this.goods.create(id, async () => {
-      const goods = await insertGoods(this.deps.prisma, id, createdBy, input);
-      created = goods;
-      const { pointsCost, perUserLimit, pooled, stock } = goods;
-      return { id, pointsCost, perUserLimit, pooled, stock, remaining: stock, freeCodes: input.voucherCodes ?? [], lastSeqByUser: {} };
+    await this.goods.create({ goodsId: id, bucket: 0 }, async () => {
+      created = await insertGoods(this.deps.prisma, id, createdBy, input, buckets);
+      return load(0);
     });
+    await Promise.all(
+      allBuckets(buckets)
+        .slice(1)
+        .map((bucket) => this.goods.create({ goodsId: id, bucket }, () => load(bucket))),
+    );
     return created!;
   }
 
@@ -122,10 +145,25 @@ export class PointsService {
    * committed in PostgreSQL; the same requestId gets the same answer.
    */
   async redeem(userId: string, goodsId: string, requestId: string): Promise<Redemption> {
-    const reply = await this.goods.journaled(goodsId, {
-      call: () => this.store.redeem(userId, goodsId, requestId, randomUUID()),
-      rebuild: async () => (await this.goods.rebuild(goodsId)) && this.balances.rebuild(userId),
-      entryOf: (redemption) => (redemption.kind === 'answered' ? null : redemption.entry),
+    const shard = { goodsId, bucket: this.store.bucketOf(userId) };
+    // With several buckets a dry one first takes stock from the others; it refuses
+    // OutOfStock only once they are all dry.
+    let stockElsewhere = this.store.buckets > 1;
+    for (let round = 1; ; round++) {
+      const reply = await this.redeemInBucket(shard, userId, requestId, stockElsewhere);
+      if (reply.kind !== 'dry') return reply.redemption;
+      if (round > REFILL_ROUNDS) throw new RedemptionNotConfirmedError('stock is being moved to this shop bucket; try again');
+      stockElsewhere = await this.transfers.refill(goodsId, shard.bucket);
+    }
+  }
+
+  /** One redemption script call in the user's bucket: its redemption or problem, or 'dry' (with `dryReply`). */
+  private async redeemInBucket(shard: GoodsShard, userId: string, requestId: string, dryReply: boolean): Promise<{ kind: 'dry' } | { kind: 'answer'; redemption: Redemption }> {
+    const { goodsId } = shard;
+    const reply = await this.goods.journaled(shard, {
+      call: () => this.store.redeem(userId, goodsId, requestId, randomUUID(), dryReply),
+      rebuild: async () => (await this.goods.rebuild(shard)) && this.balances.rebuild(userId),
+      entryOf: (redemption) => (redemption.kind === 'answered' || redemption.kind === 'dry' ? null : redemption.entry),
       // PostgreSQL holds another answer for this requestId (given before Redis forgot it),
       // or refused what Redis allowed: the first answer stands, if there is one.
       onConflict: async () => {
@@ -136,13 +174,15 @@ export class PointsService {
     });
     if (!reply) throw new NotFound('goods', goodsId);
     switch (reply.kind) {
+      case 'dry':
+        return { kind: 'dry' };
       case 'durable':
-        return reply.redemption;
+        return { kind: 'answer', redemption: reply.redemption };
       case 'redeemed':
-        return pendingRedemption(this.redemptions.decode(reply.entry));
+        return { kind: 'answer', redemption: pendingRedemption(this.redemptions.decode(reply.entry)) };
       case 'answered':
       case 'refused':
-        return this.answered(userId, requestId, reply.answer);
+        return { kind: 'answer', redemption: await this.answered(userId, requestId, reply.answer) };
     }
   }
 
@@ -151,9 +191,15 @@ export class PointsService {
     return (await this.balances.read(userId, () => this.store.balance(userId))) ?? 0;
   }
 
-  /** Live remaining stock, or null when the goods item does not exist. */
-  remainingStock(goodsId: string): Promise<number | null> {
-    return this.goods.read(goodsId, () => this.store.remainingStock(goodsId));
+  /** Live remaining stock, over every bucket; null when the goods item does not exist. */
+  async remainingStock(goodsId: string): Promise<number | null> {
+    const shares = await Promise.all(allBuckets(this.store.buckets).map((bucket) => this.goods.read({ goodsId, bucket }, () => this.store.remainingStock({ goodsId, bucket }))));
+    return shares.some((share) => share === null) ? null : shares.reduce<number>((sum, share) => sum + share!, 0);
+  }
+
+  /** The sweeper's round: gives the stock transfers dead processes left in flight. */
+  mendTransfers(): Promise<number> {
+    return this.transfers.mend();
   }
 
   findGoods(query: { include?: Prisma.GoodsInclude; select?: Prisma.GoodsSelect }, goodsId: string) {
@@ -237,7 +283,7 @@ export class PointsService {
    */
   private async durableRedemption(userId: string, requestId: string, entryId: string): Promise<Redemption> {
     // An entry still in the journal is committed here too; one that is gone was committed (or refused) already.
-    const entry = entryId ? await this.store.journalEntry(entryId) : null;
+    const entry = entryId ? await this.store.journalEntry(userId, entryId) : null;
     if (entry) await this.deps.journal.commit(entry);
     const durable = await this.durableAnswer(userId, requestId);
     if (durable) return durable;

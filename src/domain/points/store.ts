@@ -1,45 +1,53 @@
 /*
- * Every key of the points shop shares one hash tag, `{shop}`. A redemption checks and
- * moves a user's balance, a goods item's stock and voucher codes, and remembers its
- * answer, all in one script, and Redis Cluster runs a script only on keys of one slot.
- * Balances belong to users and stock to goods, so no finer tag puts both in one slot
- * for every pair. The price: the whole shop lives on one cluster node, one Redis core,
- * which is far above what a shop needs (see bench/RESULTS.md). The alternative, a
- * two-phase reservation across slots (hold the points, take the stock, then commit or
- * release), buys scale-out with a new failure mode: reservations a crash leaves behind.
+ * Every key of a shop bucket shares its hash tag, `{shop}` for bucket 0 and `{shop:<b>}`
+ * for the others (buckets.ts). A redemption checks and moves a user's balance, a goods
+ * item's stock and voucher codes, and remembers its answer, all in one script, and Redis
+ * Cluster runs a script only on keys of one slot: so the user's balance and counts live
+ * in the user's bucket, and every bucket holds a share of each item's stock. With one
+ * bucket (the default) the whole shop is one slot, one Redis core; with N, N slots.
  */
 
 import type { Missing } from '../../infra/campaign/campaign.ts';
 import { type JournalEntry, journalEntry } from '../../infra/journal/journal.ts';
 import type { RedisClient } from '../../infra/redis/connection.ts';
 import { type ReplyOf, type Scripts, defineScript } from '../../infra/redis/scripts.ts';
+import { bucketOf, bucketTag } from './buckets.ts';
 
-const SHOP = '{shop}';
 // User and goods ids come from outside; encoded they cannot hold the ':' between key parts.
-const keyOf = (...parts: string[]) => [SHOP, ...parts.map(encodeURIComponent)].join(':');
+const keyOf = (bucket: number, ...parts: string[]) => [bucketTag(bucket), ...parts.map(encodeURIComponent)].join(':');
 
-/** Every redemption of the shop, waiting for PostgreSQL. */
-export const SHOP_JOURNAL = `${SHOP}:journal`;
+/** Every redemption, refusal, reservation and stock transfer of a bucket, waiting for PostgreSQL. */
+export const shopJournal = (bucket: number) => `${bucketTag(bucket)}:journal`;
+
+/** Bucket 0's journal: the whole shop's with one bucket. */
+export const SHOP_JOURNAL = shopJournal(0);
 
 /** A user's spendable points: a cache of the ledger, authoritative while it exists. */
-export function balanceKeys(userId: string) {
-  const meta = keyOf('balance', userId);
-  return { meta, rebuilding: `${meta}:rebuilding`, journal: SHOP_JOURNAL };
+export function balanceKeys(userId: string, bucket = 0) {
+  const meta = keyOf(bucket, 'balance', userId);
+  return { meta, rebuilding: `${meta}:rebuilding`, journal: shopJournal(bucket) };
 }
 
-export function goodsKeys(goodsId: string) {
-  const meta = keyOf('goods', goodsId);
-  return { meta, codes: `${meta}:codes`, users: `${meta}:users`, rebuilding: `${meta}:rebuilding`, journal: SHOP_JOURNAL };
+/** A goods item's share in one bucket. */
+export function goodsKeys(goodsId: string, bucket = 0) {
+  const meta = keyOf(bucket, 'goods', goodsId);
+  return { meta, codes: `${meta}:codes`, users: `${meta}:users`, rebuilding: `${meta}:rebuilding`, journal: shopJournal(bucket) };
 }
+
+/** Held while stock of the goods item moves between buckets: one transfer of an item at a time. */
+export const transferLockKey = (goodsId: string) => keyOf(0, 'goods', goodsId, 'transferring');
 
 /** The remembered answer to one (user, requestId). */
-export const answerKey = (userId: string, requestId: string) => keyOf('answer', userId, requestId);
+export const answerKey = (userId: string, requestId: string, bucket = 0) => keyOf(bucket, 'answer', userId, requestId);
 
 /** A paid draw request's live reservation: the draw id a retry with the same requestId draws with. */
-export const drawHoldKey = (userId: string, activityId: string, requestId: string) => keyOf('drawHold', userId, activityId, requestId);
+export const drawHoldKey = (userId: string, activityId: string, requestId: string, bucket = 0) => keyOf(bucket, 'drawHold', userId, activityId, requestId);
 
 /** Set once a settled draw payment (a release, a POINTS prize) is in the cached balance. */
-export const drawSettledKey = (drawId: string) => keyOf('drawSettled', drawId);
+export const drawSettledKey = (drawId: string, bucket = 0) => keyOf(bucket, 'drawSettled', drawId);
+
+/** Set once a stock transfer's units are in the receiving bucket. */
+export const stockGivenKey = (transferId: string, bucket: number) => keyOf(bucket, 'stockGiven', transferId);
 
 /** How long a redemption's answer is remembered in Redis; a rebuilt balance restores those of its persisted redemptions. */
 export const ANSWER_TTL_MS = 24 * 3600 * 1000;
@@ -69,6 +77,7 @@ export function parseAnswer(answer: string): RedeemAnswer {
 
 const redeemPoints = defineScript('redeemPoints', ['balance', 'goods', 'codes', 'users', 'answer', 'journal'], {
   missing: () => ({}),
+  dry: () => ({}),
   redeemed: (values, keys) => ({ entry: values.entry(0, keys.journal)! }),
   answered: (values) => ({ answer: parseAnswer(values.str(0)) }),
   refused: (values, keys) => ({ answer: parseAnswer(values.str(0)), entry: values.entry(1, keys.journal)! }),
@@ -93,7 +102,21 @@ const settleDrawPoints = defineScript('settleDrawPoints', ['balance', 'settled',
   missing: () => ({}),
 });
 
+const takeStock = defineScript('takeStock', ['goods', 'codes', 'journal'], {
+  missing: () => ({}),
+  empty: () => ({}),
+  taken: (values, keys) => ({ entry: values.entry(0, keys.journal)! }),
+});
+
+const giveStock = defineScript('giveStock', ['goods', 'codes', 'given', 'journal'], {
+  missing: () => ({}),
+  already: () => ({}),
+  given: (values, keys) => ({ entry: values.entry(0, keys.journal)! }),
+});
+
 export type ReserveDrawReply = ReplyOf<typeof reserveDrawPoints.replies>;
+export type TakeStockReply = ReplyOf<typeof takeStock.replies>;
+export type GiveStockReply = ReplyOf<typeof giveStock.replies>;
 
 export interface DrawReservation {
   userId: string;
@@ -101,6 +124,15 @@ export interface DrawReservation {
   requestId: string | null;
   drawId: string;
   cost: number;
+}
+
+/** A transfer as the receiver gets it: what was taken, from its committed take. */
+export interface StockTransfer {
+  id: string;
+  goodsId: string;
+  toBucket: number;
+  units: number;
+  codes: string[];
 }
 
 export type RedeemReply = Exclude<ReplyOf<typeof redeemPoints.replies>, Missing>;
@@ -117,19 +149,29 @@ export interface BalanceSnapshot {
   drawHolds: { activityId: string; requestId: string; drawId: string; forgetAtMs: number }[];
 }
 
-/** What rebuilt goods keys hold. */
+/** A goods item's share in one bucket. */
+export interface GoodsShard {
+  goodsId: string;
+  bucket: number;
+}
+
+/** What rebuilt goods keys of one bucket hold. */
 export interface GoodsSnapshot {
   id: string;
+  bucket: number;
   pointsCost: number;
   perUserLimit: number;
   pooled: boolean;
+  /** The bucket's allotment: the units it may hand out in all, those handed out included. */
   stock: number;
   /** Pooled: the free codes. Not pooled: the units after the highest durable one, so the next unit is stock − remaining. */
   remaining: number;
-  /** The pool's codes no persisted redemption holds, in hand-out order. */
+  /** The bucket's codes no persisted redemption holds, in hand-out order. */
   freeCodes: string[];
-  /** Each user's highest durable sequence number for the item (goods with a per-user limit). */
+  /** Each user's (of the bucket) highest durable sequence number for the item (goods with a per-user limit). */
   lastSeqByUser: Record<string, number>;
+  /** Transfers into the bucket that its allotment already counts: marked given, never given again. */
+  givenTransfers: string[];
 }
 
 /** The shop's Redis side: the scripts' bindings, reads, and what a rebuild writes. */
@@ -137,66 +179,113 @@ export class PointsStore {
   constructor(
     private readonly redis: RedisClient,
     private readonly scripts: Scripts,
+    /** POINTS_SHOP_BUCKETS. */
+    readonly buckets: number,
   ) {}
 
-  redeem(userId: string, goodsId: string, requestId: string, redemptionId: string) {
-    const goods = goodsKeys(goodsId);
-    const keys = { balance: balanceKeys(userId).meta, goods: goods.meta, codes: goods.codes, users: goods.users, answer: answerKey(userId, requestId), journal: SHOP_JOURNAL };
-    return this.scripts.call(redeemPoints, keys, [userId, goodsId, requestId, redemptionId, ANSWER_TTL_MS]);
+  bucketOf(userId: string): number {
+    return bucketOf(userId, this.buckets);
+  }
+
+  balanceKeys(userId: string) {
+    return balanceKeys(userId, this.bucketOf(userId));
+  }
+
+  drawHoldKey(userId: string, activityId: string, requestId: string): string {
+    return drawHoldKey(userId, activityId, requestId, this.bucketOf(userId));
+  }
+
+  /** With `dryReply`, a dry bucket replies 'dry' and changes nothing, so stock can move to it first; without, it refuses. */
+  redeem(userId: string, goodsId: string, requestId: string, redemptionId: string, dryReply: boolean) {
+    const bucket = this.bucketOf(userId);
+    const goods = goodsKeys(goodsId, bucket);
+    const keys = { balance: this.balanceKeys(userId).meta, goods: goods.meta, codes: goods.codes, users: goods.users, answer: answerKey(userId, requestId, bucket), journal: goods.journal };
+    return this.scripts.call(redeemPoints, keys, [userId, goodsId, requestId, redemptionId, ANSWER_TTL_MS, bucket, dryReply ? '1' : '0']);
   }
 
   reserveDraw(reservation: DrawReservation, rememberMs: number, releaseAfterMs: number): Promise<ReserveDrawReply> {
     const { userId, activityId, requestId, drawId, cost } = reservation;
-    const keys = { balance: balanceKeys(userId).meta, hold: drawHoldKey(userId, activityId, requestId ?? ''), journal: SHOP_JOURNAL };
+    const balance = this.balanceKeys(userId);
+    const keys = { balance: balance.meta, hold: this.drawHoldKey(userId, activityId, requestId ?? ''), journal: balance.journal };
     return this.scripts.call(reserveDrawPoints, keys, [userId, activityId, requestId ?? '', drawId, cost, rememberMs, releaseAfterMs]);
   }
 
   /** Applies a settled draw payment to the cached balance, once per draw; 'missing' when the balance is not cached. */
   async settleDraw(payment: { userId: string; activityId: string; requestId: string | null; drawId: string }, delta: number, released: boolean, rememberMs: number) {
-    const keys = { balance: balanceKeys(payment.userId).meta, settled: drawSettledKey(payment.drawId), hold: drawHoldKey(payment.userId, payment.activityId, payment.requestId ?? '') };
+    const { userId } = payment;
+    const keys = {
+      balance: this.balanceKeys(userId).meta,
+      settled: drawSettledKey(payment.drawId, this.bucketOf(userId)),
+      hold: this.drawHoldKey(userId, payment.activityId, payment.requestId ?? ''),
+    };
     return (await this.scripts.call(settleDrawPoints, keys, [payment.drawId, delta, rememberMs, released ? '1' : '0'])).kind;
   }
 
   /** Applies a committed award to the cached balance; null when it cannot (see the script): reload it. */
   async applyAward(userId: string, delta: number): Promise<number | null> {
-    const reply = await this.scripts.call(awardPoints, { balance: balanceKeys(userId).meta }, [delta]);
+    const reply = await this.scripts.call(awardPoints, { balance: this.balanceKeys(userId).meta }, [delta]);
     return reply.kind === 'applied' ? reply.balance : null;
   }
 
+  /** Takes half of the donor bucket's remaining stock into a transfer to `toBucket`. */
+  takeStock(goodsId: string, fromBucket: number, toBucket: number, transferId: string) {
+    const keys = goodsKeys(goodsId, fromBucket);
+    return this.scripts.call(takeStock, { goods: keys.meta, codes: keys.codes, journal: keys.journal }, [transferId, goodsId, fromBucket, toBucket]);
+  }
+
+  /** Gives a committed take's units to its receiving bucket, once. */
+  giveStock(transfer: StockTransfer, giveId: string) {
+    const keys = goodsKeys(transfer.goodsId, transfer.toBucket);
+    return this.scripts.call(giveStock, { goods: keys.meta, codes: keys.codes, given: stockGivenKey(transfer.id, transfer.toBucket), journal: keys.journal }, [
+      transfer.id,
+      giveId,
+      transfer.goodsId,
+      transfer.toBucket,
+      transfer.units,
+      JSON.stringify(transfer.codes),
+      ANSWER_TTL_MS,
+    ]);
+  }
+
   async balance(userId: string): Promise<number | null> {
-    const balance = await this.redis.get(balanceKeys(userId).meta);
+    const balance = await this.redis.get(this.balanceKeys(userId).meta);
     return balance === null ? null : Number(balance);
   }
 
-  async remainingStock(goodsId: string): Promise<number | null> {
-    const remaining = await this.redis.hget(goodsKeys(goodsId).meta, 'remaining');
+  /** The bucket's remaining stock of the item, or null when its keys are gone. */
+  async remainingStock({ goodsId, bucket }: GoodsShard): Promise<number | null> {
+    const remaining = await this.redis.hget(goodsKeys(goodsId, bucket).meta, 'remaining');
     return remaining === null ? null : Number(remaining);
   }
 
-  /** A journaled redemption not yet persisted, or null. */
-  async journalEntry(entryId: string): Promise<JournalEntry | null> {
-    const [entry] = await this.redis.xrange(SHOP_JOURNAL, entryId, entryId);
-    return entry ? journalEntry(SHOP_JOURNAL, entry[0], entry[1]) : null;
+  /** A journaled redemption of the user's bucket not yet persisted, or null. */
+  async journalEntry(userId: string, entryId: string): Promise<JournalEntry | null> {
+    const stream = this.balanceKeys(userId).journal;
+    const [entry] = await this.redis.xrange(stream, entryId, entryId);
+    return entry ? journalEntry(stream, entry[0], entry[1]) : null;
   }
 
   async writeBalance(snapshot: BalanceSnapshot, nowMs: number): Promise<void> {
+    const { userId } = snapshot;
+    const bucket = this.bucketOf(userId);
     const tx = this.redis.multi();
     for (const { requestId, answer, forgetAtMs } of snapshot.recent) {
-      if (forgetAtMs > nowMs) tx.set(answerKey(snapshot.userId, requestId), answer, 'PX', forgetAtMs - nowMs);
+      if (forgetAtMs > nowMs) tx.set(answerKey(userId, requestId, bucket), answer, 'PX', forgetAtMs - nowMs);
     }
-    for (const drawId of snapshot.settledDraws) tx.set(drawSettledKey(drawId), '1', 'PX', ANSWER_TTL_MS);
+    for (const drawId of snapshot.settledDraws) tx.set(drawSettledKey(drawId, bucket), '1', 'PX', ANSWER_TTL_MS);
     for (const { activityId, requestId, drawId, forgetAtMs } of snapshot.drawHolds) {
-      if (forgetAtMs > nowMs) tx.set(drawHoldKey(snapshot.userId, activityId, requestId), drawId, 'PX', forgetAtMs - nowMs);
+      if (forgetAtMs > nowMs) tx.set(this.drawHoldKey(userId, activityId, requestId), drawId, 'PX', forgetAtMs - nowMs);
     }
-    await tx.set(balanceKeys(snapshot.userId).meta, snapshot.balance).exec();
+    await tx.set(balanceKeys(userId, bucket).meta, snapshot.balance).exec();
   }
 
-  /** Writes every key of the goods item in one transaction, meta last. */
+  /** Writes every key of the item's share in its bucket in one transaction, meta last. */
   async writeGoods(snapshot: GoodsSnapshot): Promise<void> {
-    const keys = goodsKeys(snapshot.id);
+    const keys = goodsKeys(snapshot.id, snapshot.bucket);
     const tx = this.redis.multi().del(keys.meta, keys.codes, keys.users);
     if (snapshot.freeCodes.length > 0) tx.rpush(keys.codes, ...snapshot.freeCodes);
     if (Object.keys(snapshot.lastSeqByUser).length > 0) tx.hset(keys.users, snapshot.lastSeqByUser);
+    for (const transferId of snapshot.givenTransfers) tx.set(stockGivenKey(transferId, snapshot.bucket), 'rebuilt', 'PX', ANSWER_TTL_MS);
     tx.hset(keys.meta, {
       pointsCost: snapshot.pointsCost,
       perUserLimit: snapshot.perUserLimit,

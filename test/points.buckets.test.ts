@@ -1,0 +1,214 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { allBuckets, bucketOf } from '../src/domain/points/buckets.ts';
+import { shopJournal } from '../src/domain/points/store.ts';
+import { unlessCutOff } from './support/client.ts';
+import { testEnv } from './support/env.ts';
+import { stopAll } from './support/lifecycle.ts';
+import { type PointsClient, type RedeemResult, pointsAt, voucherCodes } from './support/points.ts';
+import { expectPointsInvariants } from './support/pointsInvariants.ts';
+import { waitFor } from './support/poll.ts';
+import { type ServerProcess, startServerProcess } from './support/server.ts';
+import { type Stores, loseKeysAtOnce, openStores } from './support/stores.ts';
+
+const BUCKETS = 4;
+// The sweepers of the surviving server mend what a killed one left: soon, for the test.
+const env = testEnv('points_buckets', { POINTS_SHOP_BUCKETS: String(BUCKETS), JOURNAL_SWEEP_AFTER_MS: '500', SWEEP_INTERVAL_MS: '200' });
+let server: ServerProcess;
+let stores: Stores;
+let points: PointsClient;
+const killed: ServerProcess[] = [];
+
+beforeAll(async () => {
+  server = await startServerProcess(env.vars);
+  stores = openStores(env);
+  points = pointsAt(server.url);
+});
+
+afterAll(async () => {
+  await stopAll(server, ...killed);
+  await stores?.cleanup();
+});
+
+const typename = (result: RedeemResult | undefined) => result?.__typename;
+
+/**
+ * Users who hash unevenly: `weights[b]` of every ten land in bucket b, so a storm drains
+ * some buckets' shares long before the others'.
+ */
+function skewedUsers(prefix: string, count: number, weights = [6, 2, 1.5, 0.5]): string[] {
+  const byBucket = new Map<number, string[]>(allBuckets(BUCKETS).map((bucket) => [bucket, []]));
+  for (let i = 0; [...byBucket.values()].some((users, bucket) => users.length < Math.ceil((count * weights[bucket]!) / 10)); i++) {
+    const user = `${prefix}-${i}`;
+    byBucket.get(bucketOf(user, BUCKETS))!.push(user);
+  }
+  return allBuckets(BUCKETS).flatMap((bucket) => byBucket.get(bucket)!.slice(0, Math.ceil((count * weights[bucket]!) / 10)));
+}
+
+async function award(users: string[], amount: number): Promise<void> {
+  await Promise.all(users.map((user) => points.award('operator', { userId: user, amount })));
+}
+
+async function journalsEmpty(): Promise<boolean> {
+  return (await Promise.all(allBuckets(BUCKETS).map((bucket) => stores.redis.xlen(shopJournal(bucket))))).every((length) => length === 0);
+}
+
+async function redemptionCount(goodsId: string): Promise<number> {
+  return (await stores.sql.query('SELECT 1 FROM redemption WHERE goods_id = $1', [goodsId])).rowCount!;
+}
+
+/** Each item's stock share per bucket, as PostgreSQL holds it. */
+async function allotments(goodsId: string): Promise<number[]> {
+  const { rows } = await stores.sql.query<{ bucket: number; allotted: number }>('SELECT bucket, allotted FROM goods_bucket_stock WHERE goods_id = $1', [goodsId]);
+  return allBuckets(BUCKETS).map((bucket) => rows.find((row) => row.bucket === bucket)?.allotted ?? 0);
+}
+
+describe('a storm across four buckets, users hashing unevenly', () => {
+  it('gets no OutOfStock while stock remains in any bucket, then exactly OutOfStock once all is gone', async () => {
+    const STOCK = 300;
+    const goods = await points.createGoods('operator', { title: 'bucketed mug', pointsCost: 10, stock: STOCK, perUserLimit: 0 });
+    expect(await allotments(goods.id)).toEqual([75, 75, 75, 75]);
+    const users = skewedUsers('mug', 125);
+    await award(users, 100);
+
+    // About 250 at once: bucket 0's users alone ask for 150, twice its share.
+    const first = await Promise.all(users.flatMap((user) => ['a', 'b'].map((requestId) => points.tryRedeem(user, goods.id, requestId))));
+    for (const { errors, failed } of first) expect(errors ?? failed).toBeUndefined();
+    expect(first.map(({ result }) => typename(result)).filter((name) => name !== 'Redemption')).toEqual([]);
+    expect((await points.goods(users[0]!, goods.id))?.remainingStock).toBe(STOCK - 2 * users.length);
+    const { rows: transfers } = await stores.sql.query('SELECT 1 FROM goods_stock_transfer WHERE goods_id = $1', [goods.id]);
+    expect(transfers.length, 'stock moved to the dry buckets').toBeGreaterThan(0);
+
+    // About 125 more for the last 50: exactly those win, wherever their users hash.
+    const left = STOCK - 2 * users.length;
+    const second = await Promise.all(users.map((user) => points.tryRedeem(user, goods.id, 'c')));
+    for (const { errors, failed } of second) expect(errors ?? failed).toBeUndefined();
+    const names = second.map(({ result }) => typename(result));
+    expect(names.filter((name) => name === 'Redemption')).toHaveLength(left);
+    expect(names.filter((name) => name === 'OutOfStock')).toHaveLength(users.length - left);
+    expect(await redemptionCount(goods.id)).toBe(STOCK);
+    expect((await points.goods(users[0]!, goods.id))?.remainingStock).toBe(0);
+
+    await waitFor('the journals to be empty', journalsEmpty);
+    await expectPointsInvariants(stores, BUCKETS);
+  });
+
+  it('hands every voucher code of a pool out once, across buckets', async () => {
+    const codes = voucherCodes('BKT', 120);
+    const goods = await points.createGoods('operator', { title: 'bucketed card', pointsCost: 10, stock: codes.length, voucherCodes: codes });
+    const users = skewedUsers('card', 150);
+    await award(users, 10);
+    const results = await Promise.all(users.map((user) => points.tryRedeem(user, goods.id, 'one')));
+    for (const { errors, failed } of results) expect(errors ?? failed).toBeUndefined();
+    const won = results.flatMap(({ result }) => (result?.__typename === 'Redemption' ? [result.voucherCode] : []));
+    expect(won).toHaveLength(120);
+    expect(won.sort()).toEqual([...codes].sort());
+    expect(results.filter(({ result }) => typename(result) === 'OutOfStock')).toHaveLength(users.length - codes.length);
+    await waitFor('the journals to be empty', journalsEmpty);
+    await expectPointsInvariants(stores, BUCKETS);
+  });
+});
+
+describe('per-user limits and requestIds across buckets', () => {
+  it('holds each user to the limit exactly, and answers every retried requestId as the first time', async () => {
+    const goods = await points.createGoods('operator', { title: 'limited pen', pointsCost: 5, stock: 200, perUserLimit: 3 });
+    const users = skewedUsers('pen', 40);
+    await award(users, 100);
+    const requests = users.flatMap((user) => Array.from({ length: 6 }, (_, i) => ({ user, requestId: `pen-${i}` })));
+    const first = await Promise.all(requests.map(({ user, requestId }) => points.tryRedeem(user, goods.id, requestId)));
+    for (const { errors, failed } of first) expect(errors ?? failed).toBeUndefined();
+    for (const user of users) {
+      const mine = first.filter((_, i) => requests[i]!.user === user).map(({ result }) => typename(result));
+      expect(
+        mine.filter((name) => name === 'Redemption'),
+        user,
+      ).toHaveLength(3);
+      expect(
+        mine.filter((name) => name === 'PerUserLimitReached'),
+        user,
+      ).toHaveLength(3);
+    }
+
+    const retried = await Promise.all(requests.map(({ user, requestId }) => points.tryRedeem(user, goods.id, requestId)));
+    for (const [i, { result }] of retried.entries()) {
+      const before = first[i]!.result;
+      expect(typename(result)).toBe(typename(before));
+      if (result?.__typename === 'Redemption' && before?.__typename === 'Redemption') expect(result.id).toBe(before.id);
+    }
+    expect(await redemptionCount(goods.id)).toBe(users.length * 3);
+    await waitFor('the journals to be empty', journalsEmpty);
+    await expectPointsInvariants(stores, BUCKETS);
+  });
+});
+
+describe('Redis lost in the middle of a bucketed storm', () => {
+  it('rebuilds every bucket with its durable share: no unit sold twice, none lost, and OutOfStock only once all is sold', async () => {
+    const users = skewedUsers('lamp', 200);
+    // Stock for every request: none may be answered OutOfStock.
+    const STOCK = 2 * users.length;
+    const goods = await points.createGoods('operator', { title: 'loss lamp', pointsCost: 10, stock: STOCK, perUserLimit: 0 });
+    await award(users, 100);
+
+    let loss: Promise<number> | undefined;
+    let acknowledged = 0;
+    const results = await Promise.all(
+      users.flatMap((user) =>
+        ['a', 'b'].map(async (requestId) => {
+          const outcome = await unlessCutOff(points.tryRedeem(user, goods.id, requestId));
+          if (typename(outcome.result) === 'Redemption' && ++acknowledged === 60) loss = loseKeysAtOnce(stores.redis, env.keyPrefix);
+          return { user, requestId, outcome };
+        }),
+      ),
+    );
+    expect(loss, 'Redis lost its data during the storm').toBeDefined();
+    expect(await loss).toBeGreaterThan(0);
+    // A redemption that met the loss gives up with a retryable error, never an unexpected one.
+    const unanswered = results.filter(({ outcome }) => outcome.errors !== undefined || outcome.failed !== undefined);
+    for (const { outcome } of unanswered) expect((outcome.errors ?? []).map((error) => error.extensions?.code)).toEqual(['SERVICE_UNAVAILABLE']);
+    // Retried with the same requestIds, each is answered; nothing is ever sold out while stock remains.
+    for (let round = 0; unanswered.length > 0; round++) {
+      expect(round, 'every retry is answered').toBeLessThan(5);
+      const again = await Promise.all(unanswered.map(({ user, requestId }) => points.tryRedeem(user, goods.id, requestId)));
+      unanswered.splice(0, unanswered.length, ...unanswered.filter((_, i) => again[i]!.errors !== undefined));
+    }
+    expect(results.filter(({ outcome }) => typename(outcome.result) === 'OutOfStock')).toEqual([]);
+    expect(await redemptionCount(goods.id)).toBe(STOCK);
+    expect((await points.goods(users[0]!, goods.id))?.remainingStock).toBe(0);
+    await waitFor('the journals to be empty', journalsEmpty);
+    await expectPointsInvariants(stores, BUCKETS);
+  });
+});
+
+describe('a server killed between the two halves of a stock transfer', () => {
+  it('leaves the units in flight, durably, and the sweeper of another server gives them', async () => {
+    const hanging = await startServerProcess({ ...env.vars, TEST_HANG_AFTER_STOCK_TAKES: '0' });
+    killed.push(hanging);
+    const goods = await points.createGoods('operator', { title: 'crash kettle', pointsCost: 10, stock: 8, perUserLimit: 0 });
+    const [user] = skewedUsers('kettle', 1, [10, 0, 0, 0]);
+    await award([user!], 100);
+    const atHanging = pointsAt(hanging.url);
+    // Bucket 0 holds 2 units; the third redemption moves stock, and its server stops after the take.
+    for (const requestId of ['one', 'two']) expect(typename((await atHanging.tryRedeem(user!, goods.id, requestId)).result)).toBe('Redemption');
+    const third = unlessCutOff(atHanging.tryRedeem(user!, goods.id, 'three'));
+    await waitFor('a take committed', async () => (await stores.sql.query('SELECT 1 FROM goods_stock_transfer WHERE goods_id = $1 AND given_at IS NULL', [goods.id])).rowCount === 1, {
+      timeoutMs: 15_000,
+    });
+    await hanging.kill();
+    expect((await third).failed).toBeDefined();
+    // In flight: counted by no bucket, and not lost.
+    await expectPointsInvariants(stores, BUCKETS);
+
+    await waitFor(
+      'the sweeper to give the units',
+      async () => (await stores.sql.query('SELECT 1 FROM goods_stock_transfer WHERE goods_id = $1 AND given_at IS NULL', [goods.id])).rowCount === 0,
+      { timeoutMs: 30_000 },
+    );
+    expect(server.output()).toContain('giving stock a transfer left in flight');
+    expect((await points.goods(user!, goods.id))?.remainingStock).toBe(6);
+    // The user's bucket has stock again; the rest of the item sells to the last unit.
+    const after = await Promise.all(['three', 'four', 'five', 'six', 'seven', 'eight', 'nine'].map((requestId) => points.tryRedeem(user!, goods.id, requestId)));
+    expect(after.filter(({ result }) => typename(result) === 'Redemption')).toHaveLength(6);
+    expect(after.filter(({ result }) => typename(result) === 'OutOfStock')).toHaveLength(1);
+    await waitFor('the journals to be empty', journalsEmpty);
+    await expectPointsInvariants(stores, BUCKETS);
+  });
+});
