@@ -2,12 +2,12 @@ import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { print } from 'graphql';
 import { type Client, createClient } from 'graphql-ws';
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Cluster } from 'ioredis';
+import { beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { LotteryWinnersDocument, RedPacketUpdatedDocument, TeamStatusDocument } from './gql/generated.ts';
 import { subscribeSse } from './support/client.ts';
-import { TEST_REDIS_URL, testEnv } from './support/env.ts';
+import { testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
 import { lotteryAt, runningWindow } from './support/lottery.ts';
 import { waitFor } from './support/poll.ts';
@@ -29,10 +29,8 @@ const RELEASE_MS = 1_000;
 /** The heap after a full GC may wobble, but not grow with every round as a leak does (over 10 MB a round). */
 const HEAP_GROWTH_MAX_MB = 20;
 
-const plainRedis = new Redis(TEST_REDIS_URL);
-afterAll(() => plainRedis.disconnect());
-
 interface Topic {
+  /** The Redis channel, without the key prefix. */
   channel: string;
   subscribe(client: Client, onEvent: (failed: boolean) => void): () => void;
 }
@@ -52,9 +50,9 @@ beforeAll(async () => {
     (client: Client, onEvent: (failed: boolean) => void) =>
       client.subscribe({ query, variables }, { next: (event) => onEvent(event.errors !== undefined), error: () => onEvent(true), complete: () => undefined });
   topics = [
-    { channel: `${env.keyPrefix}redPacket:${packet.id}`, subscribe: on(print(RedPacketUpdatedDocument), { packetId: packet.id }) },
-    { channel: `${env.keyPrefix}team:${team.id}`, subscribe: on(print(TeamStatusDocument), { teamId: team.id }) },
-    { channel: `${env.keyPrefix}lottery:${activity.id}:winners`, subscribe: on(print(LotteryWinnersDocument), { activityId: activity.id, recent: 1 }) },
+    { channel: `redPacket:${packet.id}`, subscribe: on(print(RedPacketUpdatedDocument), { packetId: packet.id }) },
+    { channel: `team:${team.id}`, subscribe: on(print(TeamStatusDocument), { teamId: team.id }) },
+    { channel: `lottery:${activity.id}:winners`, subscribe: on(print(LotteryWinnersDocument), { activityId: activity.id, recent: 1 }) },
   ];
 });
 
@@ -68,8 +66,17 @@ async function connect(socket: number): Promise<Client> {
   });
 }
 
+/**
+ * Instances subscribed to each topic's channel: PUBSUB NUMSUB on a single Redis; on a cluster
+ * the server subscribes with SSUBSCRIBE, counted on the channel's shard (a one-key script
+ * reaches it, and the client's key prefix is added to the channel as to a key).
+ */
 async function subscribers(): Promise<number[]> {
-  const reply = (await plainRedis.call('PUBSUB', 'NUMSUB', ...topics.map((topic) => topic.channel))) as (string | number)[];
+  const { redis } = started.stores;
+  if (redis instanceof Cluster) {
+    return Promise.all(topics.map(async ({ channel }) => Number(await redis.eval("return redis.call('PUBSUB', 'SHARDNUMSUB', KEYS[1])[2]", 1, channel))));
+  }
+  const reply = (await redis.call('PUBSUB', 'NUMSUB', ...topics.map(({ channel }) => `${env.keyPrefix}${channel}`))) as (string | number)[];
   return topics.map((_, i) => Number(reply[2 * i + 1]));
 }
 
