@@ -27,7 +27,7 @@ import type { CampaignDeps } from '../deps.ts';
 import { ServiceUnavailableError } from '../errors.ts';
 import { type DrawPaymentRow, findPayment, markSettled, paymentsToSweep, releaseReservation, reserveDrawJournalKind } from './drawPaymentSql.ts';
 import { InsufficientPoints } from './problems.ts';
-import { ANSWER_TTL_MS, type DrawReservation, type PointsStore, drawHoldKey } from './store.ts';
+import { ANSWER_TTL_MS, type DrawReservation, type PointsStore, SHOP_JOURNAL, drawHoldKey } from './store.ts';
 
 export interface DrawPaymentOptions {
   /** A reservation whose draw is not committed by then is released by the sweeper. */
@@ -65,6 +65,10 @@ export class DrawPayments {
       case 'insufficient':
         throw new InsufficientPoints(reply.balance, reply.cost);
       case 'held':
+        // The first call of this request may still be committing its reservation. Drawn on
+        // before it is RESERVED in PostgreSQL, the draw's commit finds nothing to pay from and
+        // is dropped as a conflict, and every call of the request is told to try again.
+        await this.deps.journal.commitStream(SHOP_JOURNAL, (entry) => entry.fields.draw === reply.drawId);
         return reply.drawId;
       default:
         return reservation.drawId;
