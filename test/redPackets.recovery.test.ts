@@ -238,6 +238,7 @@ describe('the journal sweeper', () => {
       DATABASE_URL: env.vars.DATABASE_URL,
       DATABASE_POOL_SIZE: '4',
       REDIS_URL: TEST_REDIS_URL,
+      REDIS_CLUSTER_NODES: env.vars.REDIS_CLUSTER_NODES,
       REDIS_KEY_PREFIX: keyPrefix,
       JWT_SECRET: TEST_JWT_SECRET,
       JOURNAL_SWEEP_AFTER_MS: '100',

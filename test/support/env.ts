@@ -5,6 +5,11 @@ export const TEST_JWT_SECRET = 'test-secret-that-is-at-least-32-characters-long'
 export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/test';
 export const TEST_REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
+/** The cluster project's shared Redis Cluster (test/support/onRedisCluster.ts); unset: the single Redis at TEST_REDIS_URL. */
+export function testRedisClusterNodes(): string | undefined {
+  return process.env.TEST_REDIS_CLUSTER_NODES || undefined;
+}
+
 export interface TestEnv {
   /** The file's own PostgreSQL schema and Redis key prefix, so files run in parallel. */
   schema: string;
@@ -19,6 +24,7 @@ export function testEnv(name: string, overrides: Record<string, string> = {}): T
   const keyPrefix = `t:${name}:${suffix}:`;
   const url = new URL(TEST_DATABASE_URL);
   url.searchParams.set('schema', schema);
+  const clusterNodes = testRedisClusterNodes();
   return {
     schema,
     keyPrefix,
@@ -29,6 +35,7 @@ export function testEnv(name: string, overrides: Record<string, string> = {}): T
       LOG_LEVEL: 'info',
       DATABASE_URL: url.toString(),
       REDIS_URL: TEST_REDIS_URL,
+      ...(clusterNodes ? { REDIS_CLUSTER_NODES: clusterNodes } : {}),
       REDIS_KEY_PREFIX: keyPrefix,
       JWT_SECRET: TEST_JWT_SECRET,
       PAYMENT_WEBHOOK_SECRET: TEST_PAYMENT_SECRET,

@@ -20,7 +20,7 @@ export interface ServerProcess {
 }
 
 /** Starts `src/main.ts` in its own process, as `npm start` would, and waits until it listens. */
-export async function startServerProcess(vars: Record<string, string>, timeoutMs = 30_000): Promise<ServerProcess> {
+export async function startServerProcess(vars: Record<string, string>, timeoutMs = 60_000): Promise<ServerProcess> {
   const child = spawn(process.execPath, NPM_START_ARGS, {
     cwd: ROOT,
     env: { ...process.env, ...vars },

@@ -1,3 +1,5 @@
+import { once } from 'node:events';
+import { Cluster } from 'ioredis';
 import pg from 'pg';
 import { type RedisClient, createRedis, scanTargets } from '../../src/infra/redis/connection.ts';
 import { TEST_DATABASE_URL, TEST_REDIS_URL, type TestEnv } from './env.ts';
@@ -29,6 +31,13 @@ export function openStores(env: TestEnv): Stores {
 
 /** Every key under the prefix matching `pattern`, without the prefix (ioredis adds it back on use), sorted. */
 async function scanKeys(redis: RedisClient, keyPrefix: string, pattern: string): Promise<string[]> {
+  // A cluster client knows its primaries only once connected, and the stores connect lazily:
+  // scanned before any other command, a cluster would look empty.
+  if (redis.status !== 'ready') {
+    const ready = once(redis, 'ready');
+    if (redis.status === 'wait') await redis.connect();
+    await ready;
+  }
   const keys = new Set<string>();
   for (const node of scanTargets(redis)) {
     let cursor = '0';
@@ -47,13 +56,26 @@ export async function stateKeys(redis: RedisClient, keyPrefix: string, pattern =
 }
 
 /**
- * Deletes every key under the prefix that matches `pattern` in one DEL, as when Redis
- * restarts empty or fails over: no script ever sees a campaign with some of its keys
- * and not others.
+ * Deletes every key under the prefix that matches `pattern` at once, as when Redis restarts
+ * empty or fails over: no script ever sees a campaign with some of its keys and not others.
+ * One DEL on a single Redis; on a cluster, whose DEL takes the keys of one slot, one DEL per
+ * hash tag, all sent together: a campaign's keys share a tag, so each loses them in one step.
  */
 export async function loseKeysAtOnce(redis: RedisClient, keyPrefix: string, pattern = '*'): Promise<number> {
   const keys = await scanKeys(redis, keyPrefix, pattern);
-  return keys.length > 0 ? redis.del(...keys) : 0;
+  if (keys.length === 0) return 0;
+  if (!(redis instanceof Cluster)) return redis.del(...keys);
+  const byTag = new Map<string, string[]>();
+  for (const key of keys) byTag.set(hashTag(key), [...(byTag.get(hashTag(key)) ?? []), key]);
+  const counts = await Promise.all([...byTag.values()].map((tagged) => redis.del(...tagged)));
+  return counts.reduce((a, b) => a + b, 0);
+}
+
+/** What Redis Cluster hashes to pick a key's slot: the first non-empty `{…}`, else the whole key. */
+function hashTag(key: string): string {
+  const open = key.indexOf('{');
+  const close = open < 0 ? -1 : key.indexOf('}', open + 1);
+  return close > open + 1 ? key.slice(open + 1, close) : key;
 }
 
 /** Deletes the keys page by page, as a careless operator would: a campaign can briefly have some keys and not others. */

@@ -65,6 +65,10 @@ export class DrawPayments {
       case 'insufficient':
         throw new InsufficientPoints(reply.balance, reply.cost);
       case 'held':
+        // The first call of this request may still be committing its reservation. Drawn on
+        // before it is RESERVED in PostgreSQL, the draw's commit finds nothing to pay from and
+        // is dropped as a conflict, and every call of the request is told to try again.
+        await this.deps.journal.commitStream(this.store.balanceKeys(reservation.userId).journal, (entry) => entry.fields.draw === reply.drawId);
         return reply.drawId;
       default:
         return reservation.drawId;
