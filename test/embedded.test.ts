@@ -40,7 +40,7 @@ describe('the embedded database', () => {
     const second = 'pglite-second';
 
     // First start: a fresh directory, so every migration is applied.
-    server = await startServerProcess(env.vars, 45_000);
+    server = await startServerProcess(env.vars);
     expect(server.output()).toContain('"database":"pglite"');
     expect(appliedMigrations(server.output()).length).toBeGreaterThan(0);
 
@@ -59,7 +59,7 @@ describe('the embedded database', () => {
     // Drop the packet from Redis too, so the second start can only know it from PGlite.
     await deleteKeys(redis, env.keyPrefix);
 
-    server = await startServerProcess(env.vars, 45_000);
+    server = await startServerProcess(env.vars);
     expect(server.output()).toContain('"database":"pglite"');
     expect(appliedMigrations(server.output())).toEqual([]);
 
@@ -80,7 +80,7 @@ describe('the embedded database', () => {
 
   it('deleted and created anew, takes the key prefix over: what the old database left in Redis is gone, a longer prefix another deployment claimed stays', async () => {
     const sender = 'pglite-sender';
-    server = await startServerProcess(env.vars, 45_000);
+    server = await startServerProcess(env.vars);
     const packet = await redPacketsAt(server.url).create(sender, { totalAmount: 500, count: 5, mode: 'EQUAL' });
     expect(await stopWithin(server)).toBe(0);
     server = undefined;
@@ -93,7 +93,7 @@ describe('the embedded database', () => {
     await redis.hset('{shop}:balance:database', 'balance', '5');
 
     rmSync(dir, { recursive: true, force: true });
-    server = await startServerProcess(env.vars, 45_000);
+    server = await startServerProcess(env.vars);
     expect(server.output()).toContain('deleted the Redis keys another embedded database left');
     expect((await stateKeys(redis, env.keyPrefix)).filter((key) => key.includes(packet.id))).toEqual([]);
     expect(await redis.get('prod:{shop}:balance:someone')).toBe('7');
