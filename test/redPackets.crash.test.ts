@@ -87,7 +87,9 @@ describe('a server killed with SIGKILL in the middle of a storm', () => {
     // The kill really happened mid-storm: a good part of the requests never got an answer.
     expect(failedRequests).toBeGreaterThan(100);
     for (const { user, result, errors } of phase1) {
-      if (result) expect(result.__typename, user).toBe('GrabbedShare');
+      // Redis goes on granting while commits are stuck: on a loaded machine it can hand out
+      // every share before the kill, and the users after that are told the packet is empty.
+      if (result) expect(['GrabbedShare', 'RedPacketEmpty'], user).toContain(result.__typename);
       expect(errors, `${user}: ${JSON.stringify(errors)}`).toBeUndefined();
     }
 
