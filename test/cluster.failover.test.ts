@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { isStoreOutage } from '../src/errorMasking.ts';
 import { DrawLotteryDocument, type DrawLotteryMutation } from './gql/generated.ts';
 import { testEnv } from './support/env.ts';
-import { startedServer } from './support/lifecycle.ts';
+import { clusterOfTheFile, startedServer } from './support/lifecycle.ts';
 import { lotteryAt, runningWindow } from './support/lottery.ts';
 import { expectLotteryInvariants } from './support/lotteryInvariants.ts';
 import {
@@ -19,30 +19,22 @@ import {
   stormWithOutageOf,
 } from './support/outageStorms.ts';
 import { waitFor } from './support/poll.ts';
-import { type ClusterNode, type RedisCluster, cutReplication, ownersOf, pidOf, replicaCaughtUp, servesSlot, slotOf, startRedisCluster, takeOver } from './support/redisCluster.ts';
+import { type ClusterNode, cutReplication, ownersOf, pidOf, replicaCaughtUp, servesSlot, slotOf, takeOver } from './support/redisCluster.ts';
 import { redPacketsAt } from './support/redPackets.ts';
 import { signAhead } from './support/tokens.ts';
 
 // One server on a six-node Redis Cluster (REDIS_CLUSTER_NODES, set once it is up); the
 // sweeper runs often, so entries a failover strands are committed within a second.
 const env = testEnv('cluster_failover', { SWEEP_INTERVAL_MS: '200', JOURNAL_SWEEP_AFTER_MS: '500' });
-let cluster: RedisCluster;
 /** Ports of the nodes killed so far: they answer no CLUSTER NODES. */
 const dead: number[] = [];
-beforeAll(async () => {
-  cluster = await startRedisCluster();
-  env.vars.REDIS_CLUSTER_NODES = cluster.nodes;
-}, 30_000);
-afterAll(async () => {
-  await cluster?.stop();
-});
-// Registered after the cluster's hooks: the server starts after it and stops before it.
+const ownCluster = clusterOfTheFile(env);
 const started = startedServer(env);
 
 const names = (prefix: string, count: number) => Array.from({ length: count }, (_, i) => `${prefix}-${i}`);
 /** The nodes still alive, to ask about the cluster. */
 const livePorts = () =>
-  cluster.nodes
+  ownCluster.cluster.nodes
     .split(',')
     .map((address) => Number(address.split(':')[1]))
     .filter((port) => !dead.includes(port));
@@ -66,7 +58,7 @@ const packetWithReplica = (sender: string, count: number) =>
 
 /** Waits until every live node names the node at `port` the primary of `slot`; seconds since `since`. */
 async function promoted(port: number, slot: number, since: number): Promise<number> {
-  await waitFor(`:${port} to serve slot ${slot}`, () => servesSlot(cluster, port, slot, dead), { timeoutMs: 20_000, intervalMs: 50 });
+  await waitFor(`:${port} to serve slot ${slot}`, () => servesSlot(ownCluster.cluster, port, slot, dead), { timeoutMs: 20_000, intervalMs: 50 });
   return (Date.now() - since) / 1000;
 }
 

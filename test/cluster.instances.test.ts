@@ -3,12 +3,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GrabRedPacketDocument, type GrabRedPacketMutation, RedPacketUpdatedDocument, type RedPacketUpdatedSubscription, TeamStatusDocument } from './gql/generated.ts';
 import { type Subscription, type WsConnection, errorCodes, gql, openWs, subscribeSse, subscribeWs } from './support/client.ts';
 import { testEnv } from './support/env.ts';
-import { stopAll, stopWithin } from './support/lifecycle.ts';
+import { clusterOfTheFile, stopAll, stopWithin } from './support/lifecycle.ts';
 import { sendNotify } from './support/payments.ts';
 import { pointsAt, voucherCodes } from './support/points.ts';
 import { expectPointsInvariants } from './support/pointsInvariants.ts';
 import { sleep, waitFor } from './support/poll.ts';
-import { type RedisCluster, startRedisCluster } from './support/redisCluster.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
 import { redPacketsAt } from './support/redPackets.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
@@ -30,7 +29,7 @@ const REAL_TIME_TARGET_MS = 1_000;
 const UNDER_LOAD = 3;
 /** Starting a server takes a few seconds, many more when the machine is loaded. */
 const START_TIMEOUT_MS = 60_000;
-let cluster: RedisCluster | undefined;
+clusterOfTheFile(env);
 let servers: ServerProcess[] = [];
 /** Every process started, replaced ones included, for their logs. */
 const started: ServerProcess[] = [];
@@ -38,8 +37,6 @@ let stores: Stores;
 const open: { close(): void }[] = [];
 
 beforeAll(async () => {
-  cluster = await startRedisCluster();
-  env.vars.REDIS_CLUSTER_NODES = cluster.nodes;
   servers = await Promise.all(Array.from({ length: INSTANCES }, () => startServerProcess(env.vars, START_TIMEOUT_MS)));
   started.push(...servers);
   stores = openStores(env);
@@ -51,7 +48,6 @@ afterAll(async () => {
     await stopAll(...servers);
   } finally {
     await stores?.cleanup();
-    await cluster?.stop();
   }
 }, 60_000);
 

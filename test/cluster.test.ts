@@ -1,13 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Scripts, defineScript } from '../src/infra/redis/scripts.ts';
 import { GrabRedPacketDocument, MyTeamsDocument, RedPacketUpdatedDocument, TeamStatusDocument } from './gql/generated.ts';
 import { requestsAt, subscribeWs } from './support/client.ts';
 import { testEnv } from './support/env.ts';
-import { twoInstances } from './support/lifecycle.ts';
+import { clusterOfTheFile, twoInstances } from './support/lifecycle.ts';
 import { lotteryAt, runningWindow } from './support/lottery.ts';
 import { expectLotteryInvariants } from './support/lotteryInvariants.ts';
-import { type RedisCluster, startRedisCluster } from './support/redisCluster.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
 import { redPacketsAt } from './support/redPackets.ts';
 import { expectTeamInvariants } from './support/teamInvariants.ts';
@@ -16,16 +15,7 @@ import { signAhead, tokenOf } from './support/tokens.ts';
 
 // Both instances run on a six-node Redis Cluster (REDIS_CLUSTER_NODES), set once it is up.
 const env = testEnv('cluster', { SWEEP_INTERVAL_MS: '200' });
-let cluster: RedisCluster | undefined;
-beforeAll(async () => {
-  cluster = await startRedisCluster();
-  env.vars.REDIS_CLUSTER_NODES = cluster.nodes;
-}, 30_000);
-afterAll(async () => {
-  await cluster?.stop();
-});
-// Registered after the cluster's hooks: the servers start after it, and (after hooks run
-// in reverse) stop before it.
+clusterOfTheFile(env);
 const instances = twoInstances(env, { together: true });
 
 describe('on a Redis Cluster', () => {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll } from 'vitest';
 import type { Subscription } from './client.ts';
 import type { TestEnv } from './env.ts';
+import { type RedisCluster, startRedisCluster } from './redisCluster.ts';
 import { type ServerProcess, startServerProcess } from './server.ts';
 import { type Stores, openStores } from './stores.ts';
 
@@ -100,6 +101,23 @@ export function twoInstances(env: TestEnv, options: { together?: boolean; before
     } finally {
       await context.stores?.cleanup();
     }
+  });
+  return context;
+}
+
+/**
+ * A Redis Cluster of the file's own, started before the file's other hooks and stopped
+ * after them (after-hooks run in reverse), with the env's servers pointed at it: call it
+ * before startedServer or the file's own beforeAll.
+ */
+export function clusterOfTheFile(env: TestEnv): { readonly cluster: RedisCluster } {
+  const context = {} as { cluster: RedisCluster };
+  beforeAll(async () => {
+    context.cluster = await startRedisCluster();
+    env.vars.REDIS_CLUSTER_NODES = context.cluster.nodes;
+  }, 30_000);
+  afterAll(async () => {
+    await context.cluster?.stop();
   });
   return context;
 }
