@@ -1,6 +1,7 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { randomInt } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { type AddressInfo, createServer } from 'node:net';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -27,14 +28,17 @@ async function isFree(port: number): Promise<boolean> {
   return listening;
 }
 
-/** A port below 55536 whose bus port is free too (ephemeral ports from listen(0) may leave no room for +10000). */
+/** Below Linux's ephemeral range (32768 up), port and bus port both: see freeClusterPort. */
+const LOWEST_PORT = 20_000;
+const PORT_CHOICES = 32_768 - BUS_OFFSET - LOWEST_PORT;
+
+/**
+ * A free port whose bus port is free too. Both sit below the ephemeral range, where the
+ * storms' own client sockets would otherwise take a port between this check and the bind.
+ */
 async function freeClusterPort(taken: Set<number>): Promise<number> {
   for (;;) {
-    const probe = createServer();
-    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-    const { port: random } = probe.address() as AddressInfo;
-    await new Promise<void>((resolve) => probe.close(() => resolve()));
-    const port = 20_000 + (random % 30_000);
+    const port = LOWEST_PORT + randomInt(PORT_CHOICES);
     if (!taken.has(port) && (await isFree(port)) && (await isFree(port + BUS_OFFSET))) {
       taken.add(port);
       return port;
@@ -42,10 +46,43 @@ async function freeClusterPort(taken: Set<number>): Promise<number> {
   }
 }
 
+/** A node on a free port, trying another when a parallel file's node took it first. */
+async function startNodeOnFreePort(taken: Set<number>): Promise<{ port: number; dir: string; child: ChildProcess }> {
+  for (let attempt = 1; ; attempt++) {
+    const port = await freeClusterPort(taken);
+    const dir = mkdtempSync(join(tmpdir(), `redis-cluster-${port}-`));
+    try {
+      return { port, dir, child: await startNode(port, dir) };
+    } catch (error) {
+      rmSync(dir, { recursive: true, force: true });
+      if (attempt === 5 || !(error as Error).message.includes('Address already in use')) throw error;
+    }
+  }
+}
+
 function startNode(port: number, dir: string): Promise<ChildProcess> {
   const child = spawn(
     'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--cluster-enabled', 'yes', '--cluster-node-timeout', '2000', '--save', '', '--appendonly', 'no', '--daemonize', 'no'],
+    [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--dir',
+      dir,
+      '--cluster-enabled',
+      'yes',
+      '--cluster-node-timeout',
+      '2000',
+      '--repl-diskless-sync-delay',
+      '0',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--daemonize',
+      'no',
+    ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let output = '';
@@ -73,14 +110,20 @@ function startNode(port: number, dir: string): Promise<ChildProcess> {
  * replicas. Until every node knows every replica, clients reading the slot map from
  * different nodes group slots differently, and ioredis refuses its auto-pipelines
  * ("All keys in the pipeline should belong to the same slots allocation group").
+ * A replica must also have synced with its primary (at once: no diskless-sync delay).
  */
 async function settled(port: number): Promise<boolean> {
   const { stdout: info } = await run('redis-cli', ['-p', String(port), 'CLUSTER', 'INFO']);
   if (!info.includes('cluster_state:ok')) return false;
   const { stdout: nodes } = await run('redis-cli', ['-p', String(port), 'CLUSTER', 'NODES']);
   const lines = nodes.trim().split('\n');
+  const { stdout: replication } = await run('redis-cli', ['-p', String(port), 'INFO', 'replication']);
   return (
-    lines.length === NODES && lines.every((line) => line.includes(' connected') && !/handshake|fail|noaddr/.test(line)) && lines.filter((line) => line.includes('slave')).length === NODES / 2
+    lines.length === NODES &&
+    lines.every((line) => line.includes(' connected') && !/handshake|fail|noaddr/.test(line)) &&
+    lines.filter((line) => line.includes('slave')).length === NODES / 2 &&
+    // A replica that never synced counts its data as too old to take over from its primary.
+    (replication.includes('role:master') || replication.includes('master_link_status:up'))
   );
 }
 
@@ -90,18 +133,15 @@ async function settled(port: number): Promise<boolean> {
  */
 export async function startRedisCluster(): Promise<RedisCluster> {
   const taken = new Set<number>();
-  const ports: number[] = [];
-  for (let i = 0; i < NODES; i++) ports.push(await freeClusterPort(taken));
-  const dirs = ports.map((port) => mkdtempSync(join(tmpdir(), `redis-cluster-${port}-`)));
-  const started = await Promise.allSettled(ports.map((port, i) => startNode(port, dirs[i]!)));
-  const children = started.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
+  const nodes: { port: number; dir: string; child: ChildProcess }[] = [];
   const stop = async () => {
-    await Promise.all(children.map(stopChild));
-    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+    await Promise.all(nodes.map(({ child }) => stopChild(child)));
+    for (const { dir } of nodes) rmSync(dir, { recursive: true, force: true });
   };
   try {
-    const failed = started.find((result) => result.status === 'rejected');
-    if (failed) throw (failed as PromiseRejectedResult).reason;
+    // One at a time, so no two nodes of this cluster race for a port.
+    for (let i = 0; i < NODES; i++) nodes.push(await startNodeOnFreePort(taken));
+    const ports = nodes.map(({ port }) => port);
     const addresses = ports.map((port) => `127.0.0.1:${port}`);
     await run('redis-cli', ['--cluster', 'create', ...addresses, '--cluster-replicas', '1', '--cluster-yes']);
     const deadline = Date.now() + 20_000;
