@@ -24,7 +24,9 @@ const backlogEnv = testEnv('points_backlog', { SWEEP_INTERVAL_MS: '600000' });
 // A longer webhook timeout than webhookEnv's: the hung first delivery holds the queue long enough to stop behind it.
 // A long history of its own: the other tests here reset every redemption of their schema.
 const historyEnv = testEnv('points_history', { SWEEP_INTERVAL_MS: '600000' });
-const handBackEnv = testEnv('points_handback', { SWEEP_INTERVAL_MS: '100', POINTS_DELIVERY_TIMEOUT_MS: '4000', POINTS_DELIVERY_RETRY_MS: String(RETRY_MS) });
+// Its leases (3 × 8 s) outlast the stop plus a new server's start on a loaded machine, so a
+// delivery before they end shows the hand-back, not a lease running out.
+const handBackEnv = testEnv('points_handback', { SWEEP_INTERVAL_MS: '100', POINTS_DELIVERY_TIMEOUT_MS: '8000', POINTS_DELIVERY_RETRY_MS: String(RETRY_MS) });
 let webhookStores: Stores;
 let noticeStores: Stores;
 let backlogStores: Stores;
