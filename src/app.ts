@@ -90,7 +90,7 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
   }
   const database = db;
 
-  const journal = new Journal(redis, database.prisma, log, {
+  const journal = new Journal(redis, scripts, database.prisma, log, {
     batchMax: config.JOURNAL_BATCH_MAX,
     batchWaitMs: config.JOURNAL_BATCH_WAIT_MS,
     maxInFlight: config.JOURNAL_MAX_INFLIGHT,

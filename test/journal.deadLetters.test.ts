@@ -180,7 +180,7 @@ describe('a journal commit that fails for want of a database', () => {
         async persist(db) {
           terminations++;
           await db.$queryRawUnsafe('SELECT pg_terminate_backend(pg_backend_pid())');
-          return [];
+          return { conflicts: [], replayed: [] };
         },
       },
       async () => undefined,
@@ -210,7 +210,7 @@ describe('an entry its handler cannot read', () => {
         async persist(_db, entries) {
           for (const { fields } of entries) if (fields.n === 'bad') throw new TypeError('cannot read this entry');
           persisted.push(...entries.map(({ fields }) => fields.n!));
-          return [];
+          return { conflicts: [], replayed: [] };
         },
       },
       async () => undefined,

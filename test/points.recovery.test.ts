@@ -184,6 +184,39 @@ describe('Redis loses its data mid-campaign', () => {
     await expectPointsInvariants(stores);
   });
 
+  it('drops a balance rebuilt while a redemption Redis lost was still on its way to PostgreSQL', async () => {
+    server ??= await start();
+    const stuck = await points.createGoods('operator', { title: 'stuck card', pointsCost: 10, stock: 5 });
+    const other = await points.createGoods('operator', { title: 'other card', pointsCost: 10, stock: 5 });
+    await points.award('operator', { userId: 'lost-entry', amount: 40 });
+    const journaled = (requestId: string) => async () => (await stores.redis.xrange(SHOP_JOURNAL, '-', '+')).some(([, fields]) => fields.includes(requestId));
+    // The first redemption is journaled and waits for its goods row; then Redis loses
+    // everything, its journal entry included.
+    const blocker = await stores.sql.connect();
+    let first: ReturnType<typeof points.tryRedeem>;
+    let second: ReturnType<typeof points.tryRedeem>;
+    try {
+      await blocker.query('BEGIN');
+      await blocker.query('SELECT id FROM goods WHERE id = $1 FOR UPDATE', [stuck.id]);
+      first = points.tryRedeem('lost-entry', stuck.id, 'first');
+      await waitFor('the first redemption in the journal', journaled('first'), { timeoutMs: 5_000, intervalMs: 10 });
+      await loseKeysAtOnce(stores.redis, env.keyPrefix);
+      // The second rebuilds the balance from a ledger without the first (40) and spends 10
+      // of it, on other goods: no clash in PostgreSQL would drop the balance.
+      second = points.tryRedeem('lost-entry', other.id, 'second');
+      await waitFor('the second redemption in the journal', journaled('second'), { timeoutMs: 5_000, intervalMs: 10 });
+    } finally {
+      await blocker.query('ROLLBACK');
+      blocker.release();
+    }
+    expect((await first).result?.__typename).toBe('Redemption');
+    expect((await second).result?.__typename).toBe('Redemption');
+    // Both are in the ledger: 20 left, which the cached balance must say too (it said 30).
+    expect((await durableBalances(['lost-entry'])).get('lost-entry')).toBe(20);
+    expect((await points.me('lost-entry')).pointsBalance).toBe(20);
+    await expectPointsInvariants(stores);
+  });
+
   it('keeps every invariant when all of Redis is lost while redemptions are on their way to PostgreSQL', async () => {
     server ??= await start();
     // Codes for every request, so grants keep coming while the commits are stuck.

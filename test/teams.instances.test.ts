@@ -157,7 +157,7 @@ describe('a refused confirmation that dropped expired locks', () => {
       at: String(at),
       events: JSON.stringify([{ kind: 'EXPIRED', team: team.id, user: 'refused-locker', at }]),
     };
-    expect(await seatsJournalKind.persist(app.prisma, [{ stream: activityKeys(activityId).journal, id: `${at}-0`, fields }])).toEqual([]);
+    expect(await seatsJournalKind.persist(app.prisma, [{ stream: activityKeys(activityId).journal, id: `${at}-0`, fields }])).toEqual({ conflicts: [], replayed: [] });
     const { rows } = await instances.stores.sql.query<{ kind: string }>('SELECT kind FROM team_seat_event WHERE team_id = $1', [team.id]);
     expect(rows.map((row) => row.kind)).toEqual(['EXPIRED']);
   });

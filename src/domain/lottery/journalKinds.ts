@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { Prisma } from '../../generated/prisma/client.ts';
 import { unnest } from '../../infra/db/unnest.ts';
 import { conflictingEntries, entryKind } from '../../infra/journal/entryKind.ts';
-import type { JournalEntry } from '../../infra/journal/journal.ts';
+import type { PersistResult } from '../../infra/journal/journal.ts';
 
 /** A field the scripts leave '' when it does not apply (a lost draw has no prize): null here, SQL NULL there. */
 const blankOr = <T extends z.ZodType>(schema: T) => z.union([z.literal('').transform(() => null), schema]);
@@ -209,9 +209,9 @@ export const settingsJournalKind = entryKind({
   kind: 'lottery.settings',
   fields: settingsFields,
   async persist(db, entries) {
-    const conflicts: JournalEntry[] = [];
+    const result: PersistResult = { conflicts: [], replayed: [] };
     for (const { entry, fields } of entries) {
-      const [row] = await db.$queryRaw<{ durable: boolean }[]>(Prisma.sql`
+      const [row] = await db.$queryRaw<{ inserted: boolean; durable: boolean }[]>(Prisma.sql`
         WITH change AS (
           SELECT ${fields.activity}::text AS activity_id, ${fields.version}::int AS version, ${fields.settings}::jsonb AS settings,
             ${fields.by}::text AS changed_by, to_timestamp(${fields.at}::bigint / 1000.0) AS changed_at
@@ -234,10 +234,10 @@ export const settingsJournalKind = entryKind({
           FROM change c, jsonb_to_recordset(c.settings->'prizes') AS x(id text, weight int, "totalStock" int, "dailyStock" int, "hourlyQuota" int[])
           WHERE p.id = x.id AND EXISTS (SELECT 1 FROM activity)
         )
-        SELECT EXISTS (SELECT 1 FROM history)
-          OR EXISTS (SELECT 1 FROM lottery_settings s JOIN change c USING (activity_id, version) WHERE s.settings = c.settings) AS durable`);
-      if (!row?.durable) conflicts.push(entry);
+        SELECT EXISTS (SELECT 1 FROM history) AS inserted,
+          EXISTS (SELECT 1 FROM lottery_settings s JOIN change c USING (activity_id, version) WHERE s.settings = c.settings) AS durable`);
+      if (!row?.inserted) (row?.durable ? result.replayed : result.conflicts).push(entry);
     }
-    return conflicts;
+    return result;
   },
 });

@@ -179,7 +179,7 @@ export const seatsJournalKind = entryKind({
         ), owed AS (${teamRefundsOwed('failed_members')})
         ${refundsOwedFrom('owed')}`);
     }
-    if (confirms.length === 0) return [];
+    if (confirms.length === 0) return { conflicts: [], replayed: [] };
 
     // Whoever fills a team completes it. Run after the insert committed, so of two batches
     // filling one team, the later one sees both.

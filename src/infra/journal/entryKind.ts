@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { PrismaClient } from '../../generated/prisma/client.ts';
-import type { JournalEntry, JournalHandler } from './journal.ts';
+import type { JournalEntry, JournalHandler, PersistResult } from './journal.ts';
 
 /** An entry with its fields decoded by its kind's schema. */
 export interface DecodedEntry<Fields> {
@@ -13,8 +13,8 @@ export interface EntryKind<Fields> {
   kind: string;
   /** The fields its script writes, as strings; the schema coerces them. */
   fields: z.ZodType<Fields>;
-  /** As JournalHandler.persist, with the fields decoded; returns the entries that conflict. */
-  persist(db: PrismaClient, entries: DecodedEntry<Fields>[]): Promise<JournalEntry[]>;
+  /** As JournalHandler.persist, with the fields decoded. */
+  persist(db: PrismaClient, entries: DecodedEntry<Fields>[]): Promise<PersistResult>;
 }
 
 /**
@@ -41,17 +41,20 @@ export function entryKind<Fields>(spec: EntryKind<Fields>): JournalHandler & { d
 }
 
 /**
- * What a handler reports after its insert: the entries whose unique id is neither among
- * `inserted` nor durable already (written by an earlier commit, a sweeper's replay).
+ * What a handler reports after its insert: the entries whose unique id is not among
+ * `inserted` are replays when durable already (written by an earlier commit, a
+ * sweeper's), conflicts otherwise.
  */
 export async function conflictingEntries<Fields>(
   entries: DecodedEntry<Fields>[],
   idOf: (fields: Fields) => string,
   inserted: Iterable<string>,
   durableAmong: (ids: string[]) => Promise<string[]>,
-): Promise<JournalEntry[]> {
-  const durable = new Set(inserted);
-  const missing = entries.map(({ fields }) => idOf(fields)).filter((id) => !durable.has(id));
-  if (missing.length > 0) for (const id of await durableAmong(missing)) durable.add(id);
-  return entries.filter(({ fields }) => !durable.has(idOf(fields))).map(({ entry }) => entry);
+): Promise<PersistResult> {
+  const fresh = new Set(inserted);
+  const missing = entries.filter(({ fields }) => !fresh.has(idOf(fields)));
+  const durable = new Set(missing.length > 0 ? await durableAmong(missing.map(({ fields }) => idOf(fields))) : []);
+  const result: PersistResult = { conflicts: [], replayed: [] };
+  for (const { entry, fields } of missing) (durable.has(idOf(fields)) ? result.replayed : result.conflicts).push(entry);
+  return result;
 }

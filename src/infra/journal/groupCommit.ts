@@ -4,7 +4,7 @@ import type { Logger } from '../logger.ts';
 import { journalDeadLetters } from '../metrics.ts';
 import type { RedisClient } from '../redis/connection.ts';
 import { classifyFailure, failureMessage, recordDeadLetter, sqlState } from './deadLetters.ts';
-import type { ForgetEntry, JournalEntry, JournalHandler } from './journal.ts';
+import type { ForgetEntry, JournalEntry, JournalHandler, PersistResult } from './journal.ts';
 
 export class JournalCommitError extends ServiceUnavailableError {}
 
@@ -26,6 +26,8 @@ export interface Registered {
 /** How the entries of one batch ended, by entry key; an entry in none of these was persisted. */
 export interface BatchResult {
   conflicts: Set<string>;
+  /** Entries PostgreSQL already held: persisted by an earlier commit. */
+  replayed: Set<string>;
   /** What the entry's waiters are rejected with. */
   failures: Map<string, Error>;
   /** Persisted or conflicting: to be deleted from their streams. */
@@ -42,11 +44,11 @@ interface Batch {
 const COMMIT_ATTEMPTS = 3;
 
 /** An entry's identity: its id is unique only within its stream. */
-export const entryKey = (entry: JournalEntry) => `${entry.stream}\u0000${entry.id}`;
+export const entryKey = (entry: Pick<JournalEntry, 'stream' | 'id'>) => `${entry.stream}\u0000${entry.id}`;
 
 /** Persists a batch, kind after kind (batches of different kinds are not one transaction). */
 export async function persistBatch(deps: Omit<Batch, 'result'>, byKind: Map<Registered, JournalEntry[]>): Promise<BatchResult> {
-  const batch: Batch = { ...deps, result: { conflicts: new Set(), failures: new Map(), finished: [] } };
+  const batch: Batch = { ...deps, result: { conflicts: new Set(), replayed: new Set(), failures: new Map(), finished: [] } };
   for (const [registered, ofKind] of byKind) await persistSplitting(batch, registered, ofKind);
   return batch.result;
 }
@@ -57,9 +59,9 @@ export async function persistBatch(deps: Omit<Batch, 'result'>, byKind: Map<Regi
  * ones commit beside a poisoned one at a cost of about 2·log2(n) statements.
  */
 async function persistSplitting(batch: Batch, registered: Registered, entries: JournalEntry[]): Promise<void> {
-  let conflicts: JournalEntry[];
+  let persisted: PersistResult;
   try {
-    conflicts = await persistWithRetry(batch.prisma, registered.handler, entries);
+    persisted = await persistWithRetry(batch.prisma, registered.handler, entries);
   } catch (error) {
     const failure = classifyFailure(error);
     if (failure === 'transient') return leaveInStreams(batch, entries, error);
@@ -71,6 +73,8 @@ async function persistSplitting(batch: Batch, registered: Registered, entries: J
     }
     return deadLetter(batch, registered, entries[0]!, error);
   }
+  const { conflicts, replayed } = persisted;
+  for (const entry of replayed) batch.result.replayed.add(entryKey(entry));
   if (conflicts.length > 0) {
     await Promise.all(conflicts.map(registered.forget)).catch((error: unknown) =>
       batch.log.warn({ err: error, kind: registered.handler.kind, entries: conflicts.length }, 'could not drop the Redis keys of conflicting journal entries; they stay stale until rebuilt'),
@@ -81,7 +85,7 @@ async function persistSplitting(batch: Batch, registered: Registered, entries: J
 }
 
 /** Retries only what may pass on a second try: a refusal or a bug would fail again. */
-async function persistWithRetry(prisma: PrismaClient, handler: JournalHandler, entries: JournalEntry[]): Promise<JournalEntry[]> {
+async function persistWithRetry(prisma: PrismaClient, handler: JournalHandler, entries: JournalEntry[]): Promise<PersistResult> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await handler.persist(prisma, entries);

@@ -4,9 +4,10 @@ import { groupBy } from '../collections.ts';
 import type { Logger } from '../logger.ts';
 import { journalBatchSize, journalCommitDuration } from '../metrics.ts';
 import type { RedisClient } from '../redis/connection.ts';
+import { type Scripts, defineScript } from '../redis/scripts.ts';
 import { redisTimeMs } from '../redis/time.ts';
 import { type DeadLetter, listDeadLetters } from './deadLetters.ts';
-import { JournalEntryRefusedError, type Registered, entryKey, persistBatch } from './groupCommit.ts';
+import { type BatchResult, JournalEntryRefusedError, type Registered, entryKey, persistBatch } from './groupCommit.ts';
 
 /** One entry of a campaign's journal stream, as the allocating script wrote it. */
 export interface JournalEntry {
@@ -22,11 +23,17 @@ export interface JournalHandler {
   /**
    * Writes a batch of entries. Each statement must be atomic on its own and
    * idempotent (unique keys), because a sweeper may persist the same entry again;
-   * batches of different kinds are not one transaction. Returns the entries that
-   * clash with a different durable grant: those are dropped and their callers told,
-   * never acknowledged. (Entries, not ids: two streams can mint the same id.)
+   * batches of different kinds are not one transaction.
    */
-  persist(db: PrismaClient, entries: JournalEntry[]): Promise<JournalEntry[]>;
+  persist(db: PrismaClient, entries: JournalEntry[]): Promise<PersistResult>;
+}
+
+/** What a handler's batch came to; an entry in neither list was persisted by this call. (Entries, not ids: two streams can mint the same id.) */
+export interface PersistResult {
+  /** Entries that clash with a different durable grant: dropped and their callers told, never acknowledged. */
+  conflicts: JournalEntry[];
+  /** Entries PostgreSQL already held as they are: persisted by an earlier commit (a sweeper, a retry, a rebuild). */
+  replayed: JournalEntry[];
 }
 
 /**
@@ -55,6 +62,10 @@ interface Waiter {
 }
 
 const STREAM_REGISTRY = 'journal:streams';
+
+const journalDelete = defineScript('journalDelete', ['stream'], {
+  deleted: (values) => ({ missing: values.strings(0) }),
+});
 const SWEEP_BATCH = 1000;
 
 /** Turns the flat [field, value, ...] list that XADD and XRANGE use into an entry. */
@@ -85,6 +96,7 @@ export class Journal {
 
   constructor(
     private readonly redis: RedisClient,
+    private readonly scripts: Scripts,
     private readonly prisma: PrismaClient,
     private readonly log: Logger,
     private readonly options: JournalOptions,
@@ -247,9 +259,11 @@ export class Journal {
     journalBatchSize.observe(entries.length);
     journalCommitDuration.observe((performance.now() - started) / 1000);
     if (result.finished.length > 0) {
-      await this.deleteFromStreams(result.finished).catch((error: unknown) => {
+      const missing = await this.deleteFromStreams(result.finished).catch((error: unknown) => {
         this.log.warn({ err: error }, 'could not delete persisted journal entries; the sweeper will re-persist them harmlessly');
+        return new Set<string>();
       });
+      await this.forgetLost(result, missing);
     }
     for (const waiter of batch) {
       const key = entryKey(waiter.entry);
@@ -259,10 +273,41 @@ export class Journal {
     }
   }
 
-  private async deleteFromStreams(entries: JournalEntry[]): Promise<void> {
+  /** Deletes the entries from their streams; returns the keys of those a stream did not hold. */
+  private async deleteFromStreams(entries: JournalEntry[]): Promise<Set<string>> {
     // Not one pipeline: on a cluster the streams lie on several nodes. Auto-pipelining
     // still sends the commands of this tick in one write per node.
-    await Promise.all([...groupBy(entries, (entry) => entry.stream)].map(([stream, ofStream]) => this.redis.xdel(stream, ...ofStream.map((entry) => entry.id))));
+    const byStream = [...groupBy(entries, (entry) => entry.stream)];
+    const replies = await Promise.all(
+      byStream.map(([stream, ofStream]) =>
+        this.scripts.call(
+          journalDelete,
+          { stream },
+          ofStream.map((entry) => entry.id),
+        ),
+      ),
+    );
+    return new Set(byStream.flatMap(([stream], i) => replies[i]!.missing.map((id) => entryKey({ stream, id }))));
+  }
+
+  /**
+   * An entry this batch persisted first that its stream no longer held was journaled
+   * before Redis lost the stream and the keys its script changed: a rebuild may have read
+   * PostgreSQL without it, and nothing else would mend that (a balance would stay too
+   * high for good). Its keys are dropped as a conflict's are. Another committer's replay
+   * deletes an entry only after this commit and a further round trip, so it rarely beats
+   * this delete; when it does, the cost is one rebuild.
+   */
+  private async forgetLost(result: BatchResult, missing: Set<string>): Promise<void> {
+    const lost = result.finished.filter((entry) => {
+      const key = entryKey(entry);
+      return missing.has(key) && !result.conflicts.has(key) && !result.replayed.has(key);
+    });
+    if (lost.length === 0) return;
+    this.log.warn({ entries: lost.length }, 'committed journal entries whose stream Redis had lost; their keys are rebuilt');
+    await Promise.all(lost.map((entry) => this.handlers.get(entry.fields.kind!)!.forget(entry))).catch((error: unknown) => {
+      this.log.warn({ err: error, entries: lost.length }, 'could not drop the Redis keys of lost journal entries; they stay stale until rebuilt');
+    });
   }
 }
 
