@@ -88,7 +88,7 @@ export const seatsJournalKind = entryKind({
     const paidConfirms = confirms.filter(({ fields }) => fields.providerTxnId);
     const members = [...confirms.map(({ fields }) => ({ team: fields.team, user: fields.user, paymentRef: fields.paymentRef, seat: fields.seat, joinedAt: fields.at })), ...failedMembers];
 
-    const inserted = await db.$queryRaw<{ team_id: string; user_id: string }[]>(Prisma.sql`
+    const written = await db.$queryRaw<{ what: 'member' | 'event' | 'failed'; key: string }[]>(Prisma.sql`
       WITH joined AS (
         INSERT INTO team_member (team_id, user_id, payment_ref, seat, joined_at)
         SELECT m.team_id, m.user_id, m.payment_ref, m.seat, to_timestamp(m.joined_at_ms / 1000.0)
@@ -114,6 +114,7 @@ export const seatsJournalKind = entryKind({
           expires_at_ms: ['bigint', (event) => event.expiresAt],
         })}
         ON CONFLICT DO NOTHING
+        RETURNING id
       ), failed AS (
         UPDATE team t SET status = 'FAILED', closed_at = to_timestamp(f.at_ms / 1000.0)
         FROM ${unnest('f', failures, { team_id: ['text', (failure) => failure.team], at_ms: ['bigint', (failure) => failure.at] })}
@@ -165,43 +166,57 @@ export const seatsJournalKind = entryKind({
         })}
         WHERE p.payment_ref = c.payment_ref AND p.user_id = c.user_id AND p.team_id = c.team_id AND p.status <> 'SUCCEEDED'
       )
-      SELECT team_id, user_id FROM joined`);
-    // Every member of a FAILED team is owed a refund, not only those Redis held when it
-    // failed: a confirmation may have landed after Redis was rebuilt without it, or after
-    // the failure, or beside it in another batch. Run after the insert committed, so of a
-    // failure and a confirmation committing at once, the later one sees both.
-    const touchedTeams = [...new Set([...confirms.map(({ fields }) => fields.team), ...failedTeams])];
+      SELECT 'member' AS what, team_id || '/' || user_id AS key FROM joined
+      UNION ALL SELECT 'event', id FROM history
+      UNION ALL SELECT 'failed', id FROM failed`);
+    const writtenKeys = (what: string) => new Set(written.filter((row) => row.what === what).map((row) => row.key));
+    // Of the entries other than seating confirmations, the replays: nothing of theirs was
+    // new (each writes its seat events, a failure its team's status, all or nothing).
+    const insertedEvents = writtenKeys('event');
+    const failedNow = writtenKeys('failed');
+    const seating = new Set(confirms.map(({ entry }) => entry));
+    const replayed = entries
+      .filter(({ entry, fields }) => !seating.has(entry) && !fields.events.some((_, index) => insertedEvents.has(`${fields.event}:${index}`)))
+      .filter(({ fields }) => !(fields.op === 'fail' && failedNow.has(fields.team)))
+      .map(({ entry }) => entry);
+    // Run after the insert committed, one statement for both, so of two batches that
+    // commit at once the later one sees what both did:
+    // - every member of a FAILED team is owed a refund, not only those Redis held when it
+    //   failed: a confirmation may have landed after Redis was rebuilt without it, or after
+    //   the failure, or beside it in another batch;
+    // - whoever fills a team completes it.
+    // They touch disjoint teams (a refund is owed only by a FAILED team, an OPEN one completes).
+    const confirmedTeams = [...new Set(confirms.map(({ fields }) => fields.team))];
+    const touchedTeams = [...new Set([...confirmedTeams, ...failedTeams])];
     if (touchedTeams.length > 0) {
       await db.$executeRaw(Prisma.sql`
         WITH failed_members AS (
           SELECT m.team_id, m.user_id, m.payment_ref FROM team_member m JOIN team t ON t.id = m.team_id
           WHERE t.id = ANY(${touchedTeams}::text[]) AND t.status = 'FAILED'
-        ), owed AS (${teamRefundsOwed('failed_members')})
-        ${refundsOwedFrom('owed')}`);
+        ), owed AS (${teamRefundsOwed('failed_members')}
+        ), refunds AS (${refundsOwedFrom('owed')}
+        )
+        UPDATE team t SET status = 'COMPLETE', closed_at = (SELECT max(m.joined_at) FROM team_member m WHERE m.team_id = t.id)
+        WHERE t.id = ANY(${confirmedTeams}::text[]) AND t.status = 'OPEN' AND (SELECT count(*) FROM team_member m WHERE m.team_id = t.id) >= t.capacity`);
     }
-    if (confirms.length === 0) return { conflicts: [], replayed: [] };
-
-    // Whoever fills a team completes it. Run after the insert committed, so of two batches
-    // filling one team, the later one sees both.
-    const confirmedTeams = [...new Set(confirms.map(({ fields }) => fields.team))];
-    await db.$executeRaw(Prisma.sql`
-      UPDATE team t SET status = 'COMPLETE', closed_at = (SELECT max(m.joined_at) FROM team_member m WHERE m.team_id = t.id)
-      WHERE t.id = ANY(${confirmedTeams}::text[]) AND t.status = 'OPEN' AND (SELECT count(*) FROM team_member m WHERE m.team_id = t.id) >= t.capacity`);
+    if (confirms.length === 0) return { conflicts: [], replayed };
 
     // Not inserted now but already there (a replay, or the failure recorded it first) counts as durable.
-    const memberKey = (team: string, user: string) => `${team}\u0000${user}`;
-    return conflictingEntries(
+    // Team ids are UUIDs: the first '/' ends one.
+    const memberKey = (team: string, user: string) => `${team}/${user}`;
+    const seated = await conflictingEntries(
       confirms,
       (confirm) => memberKey(confirm.team, confirm.user),
-      inserted.map((row) => memberKey(row.team_id, row.user_id)),
+      writtenKeys('member'),
       async (keys) => {
         const present = await db.teamMember.findMany({
-          where: { OR: keys.map((key) => key.split('\u0000')).map(([teamId, userId]) => ({ teamId: teamId!, userId: userId! })) },
+          where: { OR: keys.map((key) => ({ teamId: key.slice(0, key.indexOf('/')), userId: key.slice(key.indexOf('/') + 1) })) },
           select: { teamId: true, userId: true },
         });
         return present.map((row) => memberKey(row.teamId, row.userId));
       },
     );
+    return { conflicts: seated.conflicts, replayed: [...seated.replayed, ...replayed] };
   },
 });
 
