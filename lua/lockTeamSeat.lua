@@ -30,10 +30,11 @@
   locks it dropped are journaled whatever it answers; entryId is '' when nothing changed.
     {'missing'}                                meta or KEYS[10] missing: rebuild from PostgreSQL, then retry
     {'holderIs', holderTeamId}                 KEYS[4] names another team than ARGV[4]: retry with that one
-    {'locked', entryId, fields, expiresAtMs, releasedTeamId, paymentRef, amountCents}
+    {'locked', entryId, fields, expiresAtMs, releasedTeamId, paymentRef, amountCents, team}
                                                releasedTeamId is '' unless a live lock moved; fields
-                                               carry payer, paymentRef, amountCents, expiresAt
-    {'alreadyLocked', entryId, fields, expiresAtMs, paymentRef, amountCents}  the caller already holds a live lock here
+                                               carry payer, paymentRef, amountCents, expiresAt;
+                                               team is the team after the lock (team_state)
+    {'alreadyLocked', entryId, fields, expiresAtMs, paymentRef, amountCents, team}  the caller already holds a live lock here
     {'limitReached', entryId, fields, maxTeamsPerUser}  the caller joined as many teams as the activity allows
     {'member', entryId, fields}                the caller is a member
     {'closed', entryId, fields, status}        the team is closed (COMPLETE, FAILED, or past its deadline)
@@ -85,7 +86,10 @@ end
 local amount = redis.call('HGET', activity, 'groupPriceCents')
 local own = redis.call('ZSCORE', locks, user)
 if own then
-  return reply('alreadyLocked', tonumber(own), redis.call('HGET', lock_refs, user) or '', amount)
+  -- The state after reply() journaled (and bumped the version for) the expired locks it dropped.
+  local answer = reply('alreadyLocked', tonumber(own), redis.call('HGET', lock_refs, user) or '', amount)
+  answer[#answer + 1] = team_state(meta, members, locks, now)
+  return answer
 end
 if holder == team_id then
   -- The index named this team, but the lock is gone (the team was rebuilt).
@@ -124,4 +128,4 @@ if meta_expires > 0 then
 end
 local entry_id, fields = journal_changes(stream, metas, 'lock', team_id, event_id, now, events,
   {'payer', user, 'paymentRef', payment_ref, 'amountCents', amount, 'expiresAt', tostring(expires_at)})
-return {'locked', entry_id, fields, expires_at, previous or '', payment_ref, amount}
+return {'locked', entry_id, fields, expires_at, previous or '', payment_ref, amount, team_state(meta, members, locks, now)}

@@ -85,3 +85,10 @@ local function journal_changes(stream, metas, op, team_id, event_id, now, events
   end
   return redis.call('XADD', stream, '*', unpack(fields)), fields
 end
+
+-- The team as readers see it (TeamStore's teamStateOf reads it): meta, members and locks
+-- as HGETALL and ZRANGE WITHSCORES reply them, and the time, so a reply carries the state
+-- and the caller needs no second read.
+local function team_state(meta, members, locks, now)
+  return {redis.call('HGETALL', meta), redis.call('HGETALL', members), redis.call('ZRANGE', locks, 0, -1, 'WITHSCORES'), now}
+end

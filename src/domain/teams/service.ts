@@ -10,7 +10,7 @@ import { DeadlineSweeper } from './deadlines.ts';
 import { LockExpirySweeper } from './lockExpiry.ts';
 import { insertTeam, listTeams, recentlyLockedTeams, teamsOfUser } from './persistence.ts';
 import { AlreadyMember, GroupBuyNotActive, NoSeatLock, TeamClosed, TeamFull, TeamLimitReached } from './problems.ts';
-import { type ConfirmReply, type ConfirmedBy, type SeatLockView, type TeamRef, type TeamState, type TeamStatus, activityKeys } from './store.ts';
+import { type ConfirmReply, type ConfirmedBy, type SeatLockView, type TeamRef, type TeamState, type TeamStatus, activityKeys, teamStateOf } from './store.ts';
 
 export type { TeamDeps } from './campaign.ts';
 
@@ -119,7 +119,8 @@ export class TeamService {
           throw new TeamLimitReached(reply.maxTeamsPerUser);
         case 'locked':
         case 'alreadyLocked': {
-          const team = await this.teams.mustRead(ref);
+          // The team as the script left it, read in the same step: no second read.
+          const team = teamStateOf(ref.activityId, ref.teamId, reply.team)!;
           const expiresAt = new Date(reply.expiresAtMs).toISOString();
           const lock = { userId, lockedAt: new Date(reply.expiresAtMs - team.lockSeconds * 1000).toISOString(), expiresAt };
           const payment = { paymentRef: reply.paymentRef, amountCents: reply.amountCents, expiresAt };
@@ -173,17 +174,18 @@ export class TeamService {
   }
 
   /**
-   * The provider's notify of a seat's payment: 'seated' once the member (and the payment's
-   * success, in the same statement) is committed in PostgreSQL, or 'late' when the payment
-   * seats no one (its lock ran out, moved or was released, or the team closed): a refund is
-   * owed then. Idempotent per paymentRef.
+   * The provider's notify of a seat's payment: 'joined' once the member (and the payment's
+   * success, in the same statement) is committed in PostgreSQL, 'seated' when an earlier
+   * call seated them (a retry, or a second transaction for the reference), or 'late' when
+   * the payment seats no one (its lock ran out, moved or was released, or the team
+   * closed): a refund is owed then. Idempotent per paymentRef.
    */
-  async payForSeat({ userId, teamId, paymentRef, providerTxnId }: SeatPayment): Promise<'seated' | 'late'> {
+  async payForSeat({ userId, teamId, paymentRef, providerTxnId }: SeatPayment): Promise<'joined' | 'seated' | 'late'> {
     const ref = await this.teams.refOf(teamId);
     if (!ref) return 'late';
     const reply = await this.teams.journaled(ref, () => this.confirmOnce(ref, userId, paymentRef, { providerTxnId }));
     if (reply?.kind === 'paymentRefTaken') throw new Error(`payment ${paymentRef} seated another user`);
-    return reply?.kind === 'joined' || reply?.kind === 'alreadyMember' ? 'seated' : 'late';
+    return reply?.kind === 'joined' ? 'joined' : reply?.kind === 'alreadyMember' ? 'seated' : 'late';
   }
 
   private async isDurableMember({ activityId, teamId }: TeamRef, userId: string): Promise<boolean> {

@@ -94,6 +94,28 @@ export interface TeamSnapshot {
 const change = (values: ReplyValues, keys: { journal: string }) => ({ entry: values.entry(0, keys.journal) });
 const status = (values: ReplyValues, index: number) => values.str(index) as TeamStatus;
 
+/** A team's keys as read (HGETALL, HGETALL, ZRANGE WITHSCORES) and the Redis time then: what teamStateOf turns into a TeamState. */
+export interface TeamRead {
+  meta: Record<string, string>;
+  members: Record<string, string>;
+  /** userId, expiresAtMs, … in expiry order. */
+  locks: string[];
+  nowMs: number;
+}
+
+/** A flat [field, value, …] reply as a record. */
+function record(flat: string[]): Record<string, string> {
+  const fields: Record<string, string> = {};
+  for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
+  return fields;
+}
+
+/** The team a script read at the end of its run (lua/includes/teamSeats.lua, team_state). */
+function teamReadAt(values: ReplyValues, index: number): TeamRead {
+  const team = values.nested(index);
+  return { meta: record(team.strings(0)), members: record(team.strings(1)), locks: team.strings(2), nowMs: team.num(3) };
+}
+
 const lockTeamSeat = defineScript('lockTeamSeat', ['meta', 'members', 'locks', 'holders', 'expiries', 'journal', 'previousMeta', 'previousLocks', 'lockRefs', 'activity', 'joined'], {
   missing: () => ({}),
   holderIs: (values) => ({ teamId: values.str(0) }),
@@ -103,8 +125,9 @@ const lockTeamSeat = defineScript('lockTeamSeat', ['meta', 'members', 'locks', '
     releasedTeamId: values.str(3) || null,
     paymentRef: values.str(4),
     amountCents: values.num(5),
+    team: teamReadAt(values, 6),
   }),
-  alreadyLocked: (values, keys) => ({ ...change(values, keys), expiresAtMs: values.num(2), paymentRef: values.str(3), amountCents: values.num(4) }),
+  alreadyLocked: (values, keys) => ({ ...change(values, keys), expiresAtMs: values.num(2), paymentRef: values.str(3), amountCents: values.num(4), team: teamReadAt(values, 5) }),
   limitReached: (values, keys) => ({ ...change(values, keys), maxTeamsPerUser: values.num(2) }),
   member: change,
   closed: (values, keys) => ({ ...change(values, keys), status: status(values, 2) }),
@@ -184,42 +207,8 @@ export class TeamStore {
     if (!results) return null;
     for (const [error] of results) if (error) throw error;
     const [meta, members, locks, time] = results.map(([, value]) => value) as [Record<string, string>, Record<string, string>, string[], [string, string]];
-    if (!meta.deadlineMs) return null;
     const nowMs = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
-    const capacity = Number(meta.capacity);
-    const lockMs = Number(meta.lockSeconds) * 1000;
-    const status = meta.status as TeamStatus;
-    const live: SeatLockView[] = [];
-    for (let i = 0; i < locks.length; i += 2) {
-      const expiresAtMs = Number(locks[i + 1]);
-      if (expiresAtMs > nowMs) {
-        live.push({ userId: locks[i]!, lockedAt: iso(expiresAtMs - lockMs), expiresAt: iso(expiresAtMs) });
-      }
-    }
-    const memberList = Object.entries(members)
-      .map(([userId, value]) => {
-        const [seat, joinedAtMs] = value.split(':').map(Number) as [number, number];
-        return { userId, seat, joinedAtMs };
-      })
-      .sort((a, b) => a.seat - b.seat);
-    // Past its deadline a team takes no one, though the worker may not have marked it FAILED yet.
-    const takesMembers = status === 'OPEN' && nowMs < Number(meta.deadlineMs);
-    const freeSeats = takesMembers ? Math.max(0, capacity - memberList.length - live.length) : 0;
-    return {
-      id: teamId,
-      activityId,
-      leaderId: meta.leaderId!,
-      capacity,
-      lockSeconds: Number(meta.lockSeconds),
-      status,
-      deadline: iso(Number(meta.deadlineMs)),
-      members: memberList.map(({ userId, joinedAtMs }) => ({ userId, joinedAt: iso(joinedAtMs) })),
-      locks: live,
-      freeSeats,
-      nextUnlockAt: takesMembers && freeSeats === 0 && live.length > 0 ? live[0]!.expiresAt : null,
-      serverTime: iso(nowMs),
-      version: Number(meta.version),
-    };
+    return teamStateOf(activityId, teamId, { meta, members, locks, nowMs });
   }
 
   /** Of `teams`, those where the user holds a live seat lock: the truth is each team's locks zset. */
@@ -268,3 +257,42 @@ export class TeamStore {
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();
+
+/** The team as the API and subscribers see it, from its keys as read; null when its keys are missing. */
+export function teamStateOf(activityId: string, teamId: string, { meta, members, locks, nowMs }: TeamRead): TeamState | null {
+  if (!meta.deadlineMs) return null;
+  const capacity = Number(meta.capacity);
+  const lockMs = Number(meta.lockSeconds) * 1000;
+  const status = meta.status as TeamStatus;
+  const live: SeatLockView[] = [];
+  for (let i = 0; i < locks.length; i += 2) {
+    const expiresAtMs = Number(locks[i + 1]);
+    if (expiresAtMs > nowMs) {
+      live.push({ userId: locks[i]!, lockedAt: iso(expiresAtMs - lockMs), expiresAt: iso(expiresAtMs) });
+    }
+  }
+  const memberList = Object.entries(members)
+    .map(([userId, value]) => {
+      const [seat, joinedAtMs] = value.split(':').map(Number) as [number, number];
+      return { userId, seat, joinedAtMs };
+    })
+    .sort((a, b) => a.seat - b.seat);
+  // Past its deadline a team takes no one, though the worker may not have marked it FAILED yet.
+  const takesMembers = status === 'OPEN' && nowMs < Number(meta.deadlineMs);
+  const freeSeats = takesMembers ? Math.max(0, capacity - memberList.length - live.length) : 0;
+  return {
+    id: teamId,
+    activityId,
+    leaderId: meta.leaderId!,
+    capacity,
+    lockSeconds: Number(meta.lockSeconds),
+    status,
+    deadline: iso(Number(meta.deadlineMs)),
+    members: memberList.map(({ userId, joinedAtMs }) => ({ userId, joinedAt: iso(joinedAtMs) })),
+    locks: live,
+    freeSeats,
+    nextUnlockAt: takesMembers && freeSeats === 0 && live.length > 0 ? live[0]!.expiresAt : null,
+    serverTime: iso(nowMs),
+    version: Number(meta.version),
+  };
+}

@@ -56,6 +56,13 @@ export class ReplyValues {
     return id === '' ? null : journalEntry(stream, id, this.at(index + 1) as string[]);
   }
 
+  /** A nested list at `index`, read with the same accessors (its index 0 is its first value). */
+  nested(index: number): ReplyValues {
+    const value = this.at(index);
+    if (Array.isArray(value)) return new ReplyValues([null, ...value], this.script);
+    throw new Error(`${this.script}: reply value ${index} is not a list: ${JSON.stringify(value)}`);
+  }
+
   strings(index: number): string[] {
     const value = this.at(index);
     if (Array.isArray(value)) return value.map(String);
