@@ -76,6 +76,9 @@ export class PaymentService {
       outcome = await this.credit(payment.userId, notice);
     } else {
       const seated = await this.deps.teams.payForSeat({ userId: payment.userId, teamId: payment.teamId!, paymentRef: notice.paymentRef, providerTxnId: notice.providerTxnId });
+      // This notify seated the buyer, and the statement that did recorded its transaction
+      // on the payment: it cannot be a duplicate, so the check below is not needed.
+      if (seated === 'joined') return { status: 200, body: { outcome: 'SEATED' } };
       outcome = seated === 'seated' ? 'SEATED' : await this.refundLate(payment.userId, notice);
     }
     return { status: 200, body: { outcome: (await this.refundDuplicate(payment.userId, notice)) ?? outcome } };
