@@ -41,7 +41,8 @@ export interface EventStreamEnd<T> {
 export class LiveEvents {
   private readonly pubsub: RedisPubSub | ShardedPubSub;
   private readonly channelPrefix: string;
-  private readonly scheduled = new Set<string>();
+  /** Topics whose state is to be published this turn, with how to load it. */
+  private readonly scheduled = new Map<string, () => Promise<unknown>>();
   private readonly queuedEvents = new Map<string, unknown[]>();
 
   constructor(
@@ -68,23 +69,39 @@ export class LiveEvents {
    */
   publishLatest<T>(topic: string, load: () => Promise<T | null>): void {
     if (this.scheduled.has(topic)) return;
-    this.scheduled.add(topic);
-    setImmediate(() => {
-      this.scheduled.delete(topic);
-      this.listeners(topic)
-        .then((listeners) => (listeners > 0 ? load() : null))
-        .then((state) => (state ? this.publish(topic, state) : undefined))
-        .catch(() => {
-          // A lost event is repaired by the next one; subscribers hold absolute state.
-        });
-    });
+    this.scheduled.set(topic, load);
+    if (this.scheduled.size === 1) setImmediate(() => this.publishScheduled());
   }
 
-  /** How many instances listen on the topic. */
-  private async listeners(topic: string): Promise<number> {
-    if (this.pubsub instanceof ShardedPubSub) return this.pubsub.listeners(topic);
-    const [, count] = (await this.publisher.pubsub('NUMSUB', this.channelPrefix + topic)) as [string, number];
-    return Number(count);
+  /** One turn's topics: who listens is asked once for all of them, and each state that someone listens for is loaded and published. */
+  private publishScheduled(): void {
+    const due = [...this.scheduled];
+    this.scheduled.clear();
+    this.listeners(due.map(([topic]) => topic))
+      .then((counts) => {
+        due.forEach(([topic, load], i) => {
+          if (counts[i]! === 0) return;
+          load()
+            .then((state) => (state ? this.publish(topic, state) : undefined))
+            .catch(() => {
+              // A lost event is repaired by the next one; subscribers hold absolute state.
+            });
+        });
+      })
+      .catch(() => {
+        // As above: nothing was published this turn; the next change publishes again.
+      });
+  }
+
+  /**
+   * How many instances listen on each topic: one PUBSUB NUMSUB for all of them (a turn of
+   * a storm publishes hundreds), or on a cluster one script per topic's shard.
+   */
+  private async listeners(topics: string[]): Promise<number[]> {
+    const pubsub = this.pubsub;
+    if (pubsub instanceof ShardedPubSub) return Promise.all(topics.map((topic) => pubsub.listeners(topic)));
+    const counts = (await this.publisher.pubsub('NUMSUB', ...topics.map((topic) => this.channelPrefix + topic))) as (string | number)[];
+    return topics.map((_topic, i) => Number(counts[2 * i + 1]));
   }
 
   /**
