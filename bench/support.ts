@@ -22,6 +22,18 @@ export function option(args: string[], name: string, fallback: number): number {
   return index >= 0 ? Number(args[index + 1]) : fallback;
 }
 
+/** `--only bd`: the parts (letters) of a scenario to run, all by default; one alone is for profiling it. */
+export function onlyParts(args: string[], all: string): (part: string) => boolean {
+  const index = args.indexOf('--only');
+  const chosen = index >= 0 ? (args[index + 1] ?? '') : all;
+  return (part) => chosen.includes(part);
+}
+
+/** Prints `label = x/y` with what it compares, when both parts ran. */
+export function printRatio(label: string, over: Measurement | undefined, under: Measurement | undefined, meaning: string): void {
+  if (over && under) console.log(`${label} = ${(perSecond(over) / perSecond(under)).toFixed(2)}  (${meaning})`);
+}
+
 /** Runs `operation` `total` times with `concurrency` in flight, timing each call. */
 export async function measureConcurrent(label: string, total: number, concurrency: number, operation: (i: number) => Promise<unknown>): Promise<Measurement> {
   const latencies = new Float64Array(total);

@@ -7,6 +7,12 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 /** What `npm start` runs (package.json), flags included. */
 const NPM_START_ARGS = ['--max-semi-space-size=64', '--import', 'tsx', 'src/main.ts'];
 
+/**
+ * Extra node flags for started servers, from SERVER_NODE_FLAGS (space-separated): for a
+ * bench's server, `--cpu-prof --cpu-prof-dir=<dir>` (node refuses those in NODE_OPTIONS).
+ */
+const serverArgs = () => [...(process.env.SERVER_NODE_FLAGS?.split(' ').filter(Boolean) ?? []), ...NPM_START_ARGS];
+
 export interface ServerProcess {
   url: string;
   port: number;
@@ -21,7 +27,7 @@ export interface ServerProcess {
 
 /** Starts `src/main.ts` in its own process, as `npm start` would, and waits until it listens. */
 export async function startServerProcess(vars: Record<string, string>, timeoutMs = 60_000): Promise<ServerProcess> {
-  const child = spawn(process.execPath, NPM_START_ARGS, {
+  const child = spawn(process.execPath, serverArgs(), {
     cwd: ROOT,
     env: { ...process.env, ...vars },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -69,7 +75,7 @@ export async function startServerProcess(vars: Record<string, string>, timeoutMs
 
 /** Runs `src/main.ts` expecting it to refuse to start; resolves with its exit code and output. */
 export async function runUntilExit(vars: Record<string, string>, timeoutMs = 30_000): Promise<{ code: number | null; output: string; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, NPM_START_ARGS, {
+  const child = spawn(process.execPath, serverArgs(), {
     cwd: ROOT,
     env: { ...process.env, ...vars },
     stdio: ['ignore', 'pipe', 'pipe'],
