@@ -159,18 +159,26 @@ async function viaHttp(url: string, secret: string, seats: number, connections: 
   const open = [...teamIds];
   let requests = 0;
   let errors = 0;
+  // Each request's own latency too: a purchase is two or more of them.
+  const latencies: number[] = [];
+  const timed = async <T>(request: Promise<T>): Promise<T> => {
+    const started = performance.now();
+    const answer = await request;
+    latencies.push(performance.now() - started);
+    return answer;
+  };
   const flows = await measureConcurrent('(a)', seats, connections, async (i) => {
     const made = await buy(
       open,
       async (teamId) => {
-        const body = await post(tokens[i]!, 'mutation ($t: ID!) { lockTeamSeat(teamId: $t) { __typename ... on SeatLocked { payment { paymentRef amountCents } } } }', { t: teamId });
+        const body = await timed(post(tokens[i]!, 'mutation ($t: ID!) { lockTeamSeat(teamId: $t) { __typename ... on SeatLocked { payment { paymentRef amountCents } } } }', { t: teamId }));
         if (body.errors) errors++;
         const result = body.data?.lockTeamSeat;
         if (result?.__typename === 'SeatLocked') payments[i] = result.payment as { paymentRef: string; amountCents: number };
         return result?.__typename === 'SeatLocked' ? 'locked' : result?.__typename === 'TeamClosed' ? 'closed' : 'full';
       },
       async () => {
-        const outcome = await notify(payments[i]!);
+        const outcome = await timed(notify(payments[i]!));
         if (outcome === null) errors++;
         return outcome === 'SEATED';
       },
@@ -188,6 +196,8 @@ async function viaHttp(url: string, secret: string, seats: number, connections: 
   if (row.members !== seats + teamIds.length) violations.push(`(a) PostgreSQL holds ${row.members} members, expected ${seats + teamIds.length}`);
   if (row.over > 0) violations.push(`(a) ${row.over} teams with more members than seats`);
   if (row.complete !== Math.floor(seats / SEATS_PER_TEAM)) violations.push(`(a) ${row.complete} complete teams`);
+  latencies.sort((x, y) => x - y);
+  console.log(`(a) per request (a lock or a notify): p50 ${percentile(latencies, 0.5).toFixed(1)} ms, p99 ${percentile(latencies, 0.99).toFixed(1)} ms (target: p99 ≤ 150 ms)`);
   return buyMeasurement('(a) HTTP lock + payment notify, durable ack', seats, requests, flows);
 }
 
