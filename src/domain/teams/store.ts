@@ -1,3 +1,4 @@
+import { pairsToRecord } from '../../infra/collections.ts';
 import type { RedisClient } from '../../infra/redis/connection.ts';
 import { campaignKeys, keysExpireAt, retainUntil } from '../../infra/redis/keys.ts';
 import { type ReplyOf, type ReplyValues, type Scripts, defineScript } from '../../infra/redis/scripts.ts';
@@ -103,17 +104,10 @@ export interface TeamRead {
   nowMs: number;
 }
 
-/** A flat [field, value, …] reply as a record. */
-function record(flat: string[]): Record<string, string> {
-  const fields: Record<string, string> = {};
-  for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
-  return fields;
-}
-
 /** The team a script read at the end of its run (lua/includes/teamSeats.lua, team_state). */
 function teamReadAt(values: ReplyValues, index: number): TeamRead {
   const team = values.nested(index);
-  return { meta: record(team.strings(0)), members: record(team.strings(1)), locks: team.strings(2), nowMs: team.num(3) };
+  return { meta: pairsToRecord(team.strings(0)), members: pairsToRecord(team.strings(1)), locks: team.strings(2), nowMs: team.num(3) };
 }
 
 const lockTeamSeat = defineScript('lockTeamSeat', ['meta', 'members', 'locks', 'holders', 'expiries', 'journal', 'previousMeta', 'previousLocks', 'lockRefs', 'activity', 'joined'], {

@@ -1,6 +1,6 @@
 import type { PrismaClient } from '../../generated/prisma/client.ts';
 import { outsideRequests } from '../../requestId.ts';
-import { groupBy } from '../collections.ts';
+import { groupBy, pairsToRecord } from '../collections.ts';
 import type { Logger } from '../logger.ts';
 import { journalBatchSize, journalCommitDuration } from '../metrics.ts';
 import type { RedisClient } from '../redis/connection.ts';
@@ -70,9 +70,7 @@ const SWEEP_BATCH = 1000;
 
 /** Turns the flat [field, value, ...] list that XADD and XRANGE use into an entry. */
 export function journalEntry(stream: string, id: string, flatFields: string[]): JournalEntry {
-  const fields: Record<string, string> = {};
-  for (let i = 0; i + 1 < flatFields.length; i += 2) fields[flatFields[i]!] = flatFields[i + 1]!;
-  return { stream, id, fields };
+  return { stream, id, fields: pairsToRecord(flatFields) };
 }
 
 /**
