@@ -175,10 +175,9 @@ export const seatsJournalKind = entryKind({
     const insertedEvents = writtenKeys('event');
     const failedNow = writtenKeys('failed');
     const seating = new Set(confirms.map(({ entry }) => entry));
-    const replayed = entries
-      .filter(({ entry, fields }) => !seating.has(entry) && !fields.events.some((_, index) => insertedEvents.has(`${fields.event}:${index}`)))
-      .filter(({ fields }) => !(fields.op === 'fail' && failedNow.has(fields.team)))
-      .map(({ entry }) => entry);
+    const wroteNothing = ({ entry, fields }: (typeof entries)[number]) =>
+      !seating.has(entry) && !fields.events.some((_, index) => insertedEvents.has(`${fields.event}:${index}`)) && !(fields.op === 'fail' && failedNow.has(fields.team));
+    const replayed = entries.filter(wroteNothing).map(({ entry }) => entry);
     // Run after the insert committed, one statement for both, so of two batches that
     // commit at once the later one sees what both did:
     // - every member of a FAILED team is owed a refund, not only those Redis held when it
