@@ -74,7 +74,7 @@ const envSchema = z.object({
   TEST_CLOCK: z.enum(['0', '1']).default('0'),
   WEB_CONCURRENCY: intFromEnv(1, 1),
 
-  /** Unset: vouchers are recorded, logged and announced on the event bus. Set: POSTed here. */
+  /** Unset: vouchers are marked DELIVERED, logged and announced on the event bus. Set: POSTed here. */
   POINTS_DELIVERY_WEBHOOK_URL: z.string().url().optional(),
   POINTS_DELIVERY_TIMEOUT_MS: intFromEnv(10_000, 100),
   POINTS_DELIVERY_RETRY_MS: intFromEnv(1000, 10),

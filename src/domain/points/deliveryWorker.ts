@@ -3,7 +3,8 @@
  * redemption holds a lease on it from the insert on and delivers it at once; a worker
  * in every instance claims PENDING redemptions that are due (retries, and those whose
  * lease ran out), a batch at a time. Either way the notifier gets a batch and its
- * successes are marked DELIVERED in one statement.
+ * successes are marked DELIVERED in one statement (by the outbox, or by the notifier
+ * itself, as the default one does).
  *
  * What "never lost, never duplicated" means here. Never lost: a redemption stays
  * PENDING until a notifier call has succeeded and DELIVERED is committed; a failure is
@@ -16,7 +17,7 @@
  */
 import type { PrismaClient } from '../../generated/prisma/client.ts';
 import type { Logger } from '../../infra/logger.ts';
-import { Outbox, type OutboxOptions, type OutboxTable, dueClaim as outboxDueClaim } from '../../infra/outbox/outbox.ts';
+import { Outbox, type OutboxOptions, type OutboxTable, markDone, dueClaim as outboxDueClaim } from '../../infra/outbox/outbox.ts';
 import type { VoucherNotifier } from './notifiers.ts';
 
 export interface DeliveryOptions extends OutboxOptions {
@@ -56,6 +57,11 @@ const REDEMPTIONS = {
  */
 export function dueClaim(leaseMs: number) {
   return outboxDueClaim(REDEMPTIONS, leaseMs);
+}
+
+/** Marks redemptions DELIVERED, those still PENDING only; returns the ids it moved. */
+export function markDelivered(prisma: PrismaClient, redemptionIds: string[]): Promise<string[]> {
+  return markDone(prisma, REDEMPTIONS, redemptionIds);
 }
 
 interface Fresh {

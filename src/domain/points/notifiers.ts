@@ -3,13 +3,15 @@
  * (deliveryWorker.ts) may call a notifier again for a delivery it already made: a
  * worker that dies after the call succeeded and before DELIVERED was committed cannot
  * be told apart from one that died before. Every call carries the same idempotency key
- * (the redemption id) and notifiers must dedupe by it: the default one keeps a row per
- * redemption in PostgreSQL (voucher_notice) and announces only when it inserted that
- * row; the webhook sends it as `Idempotency-Key`.
+ * (the redemption id) and notifiers must dedupe by it: the default one marks the
+ * redemption DELIVERED itself and announces only the redemptions its mark moved; the
+ * webhook sends the key as `Idempotency-Key`.
  */
 import type { PrismaClient } from '../../generated/prisma/client.ts';
 import type { Logger } from '../../infra/logger.ts';
+import { type DeliveryOutcome, RECORDED } from '../../infra/outbox/outbox.ts';
 import type { LiveEvents } from '../../infra/redis/pubsub.ts';
+import { markDelivered } from './deliveryWorker.ts';
 
 export interface VoucherDelivery {
   /** The redemption id: the same on every attempt. */
@@ -24,22 +26,24 @@ export interface VoucherDelivery {
 
 /**
  * Hands vouchers to their users. Resolves with one outcome per delivery, in order; a
- * rejected one (or all of them, if the call throws) is retried later. Must dedupe by
+ * rejected one (or all of them, if the call throws) is retried later, a fulfilled one is
+ * marked DELIVERED (unless its value is RECORDED: the notifier marked it). Must dedupe by
  * idempotencyKey.
  */
 export interface VoucherNotifier {
-  deliver(deliveries: VoucherDelivery[]): Promise<PromiseSettledResult<void>[]>;
+  deliver(deliveries: VoucherDelivery[]): Promise<DeliveryOutcome[]>;
 }
 
 /** The channel (under the key prefix) on which the default notifier announces deliveries. */
 export const VOUCHER_DELIVERED_TOPIC = 'points.voucherDelivered';
 
 /**
- * The default notifier: records the delivery in PostgreSQL, logs it and publishes it on
- * the event bus for whatever mails or messages the user. Only the call that inserts
- * the record announces; a crash right after the insert, or a failed publish, loses
- * those announcements (the vouchers are in the users' redemptions either way), never
- * repeats them.
+ * The default notifier: marks the redemptions DELIVERED, then logs and publishes on the
+ * event bus, for whatever mails or messages the user, the ones its mark moved from
+ * PENDING. The mark is the record that dedupes: a call repeated after a crash finds them
+ * DELIVERED and announces nothing. A crash between the mark and the announcement, or a
+ * failed publish, loses those announcements (the vouchers are in the users' redemptions
+ * either way), never repeats them.
  */
 export class LogVoucherNotifier implements VoucherNotifier {
   constructor(
@@ -48,13 +52,14 @@ export class LogVoucherNotifier implements VoucherNotifier {
     private readonly log: Logger,
   ) {}
 
-  // One statement for the whole batch: in a flash sale a statement per voucher costs the
-  // database more than the redemptions themselves.
-  async deliver(deliveries: VoucherDelivery[]): Promise<PromiseSettledResult<void>[]> {
-    const recorded = await this.prisma.$queryRaw<{ redemption_id: string }[]>`
-      INSERT INTO voucher_notice (redemption_id) SELECT unnest(${deliveries.map((delivery) => delivery.idempotencyKey)}::text[])
-      ON CONFLICT DO NOTHING RETURNING redemption_id`;
-    const toAnnounce = new Set(recorded.map((row) => row.redemption_id));
+  // One statement for the whole batch, and the one the outbox would have run anyway: in a
+  // flash sale a statement per voucher costs the database more than the redemptions themselves.
+  async deliver(deliveries: VoucherDelivery[]): Promise<DeliveryOutcome[]> {
+    const marked = await markDelivered(
+      this.prisma,
+      deliveries.map((delivery) => delivery.idempotencyKey),
+    );
+    const toAnnounce = new Set(marked);
     const announced = deliveries.filter((delivery) => toAnnounce.delete(delivery.idempotencyKey));
     for (const delivery of announced) {
       this.log.info({ redemptionId: delivery.idempotencyKey, userId: delivery.userId, goodsId: delivery.goodsId }, 'voucher delivered');
@@ -65,7 +70,7 @@ export class LogVoucherNotifier implements VoucherNotifier {
         this.log.warn({ err: outcome.reason, redemptionId: announced[i]!.idempotencyKey }, 'voucher delivered, but its announcement was lost');
       }
     });
-    return deliveries.map(() => ({ status: 'fulfilled', value: undefined }));
+    return deliveries.map(() => ({ status: 'fulfilled', value: RECORDED }));
   }
 }
 
@@ -76,7 +81,7 @@ export class WebhookVoucherNotifier implements VoucherNotifier {
     private readonly timeoutMs: number,
   ) {}
 
-  deliver(deliveries: VoucherDelivery[]): Promise<PromiseSettledResult<void>[]> {
+  deliver(deliveries: VoucherDelivery[]): Promise<DeliveryOutcome[]> {
     return Promise.allSettled(deliveries.map((delivery) => this.post(delivery)));
   }
 

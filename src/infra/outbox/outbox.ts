@@ -81,6 +81,18 @@ export function dueClaim(spec: Pick<OutboxTable<LeasedRow>, 'table' | 'attemptsC
     RETURNING ${columns}`;
 }
 
+/**
+ * Marks delivered rows done, those still PENDING only; returns the ids it moved. A
+ * delivery that records its rows itself (RECORDED) calls it too, so done means one thing.
+ */
+export async function markDone(prisma: PrismaClient, spec: Pick<OutboxTable<LeasedRow>, 'table' | 'doneSet'>, ids: string[]): Promise<string[]> {
+  const moved = await prisma.$queryRaw<{ id: string }[]>`
+    UPDATE ${Prisma.raw(spec.table)} SET ${Prisma.raw(spec.doneSet)}, locked_until = NULL, last_error = NULL
+    WHERE id = ANY(${ids}::text[]) AND status = 'PENDING'
+    RETURNING id`;
+  return moved.map((row) => row.id);
+}
+
 export class Outbox<Row extends LeasedRow> {
   constructor(
     private readonly prisma: PrismaClient,
@@ -114,12 +126,7 @@ export class Outbox<Row extends LeasedRow> {
       if (outcome.status === 'rejected') failed.push({ row, error: outcome.reason as Error | undefined });
       else if (outcome.value !== RECORDED) delivered.push(row.id);
     });
-    const table = Prisma.raw(this.spec.table);
-    if (delivered.length > 0) {
-      await this.prisma.$executeRaw`
-        UPDATE ${table} SET ${Prisma.raw(this.spec.doneSet)}, locked_until = NULL, last_error = NULL
-        WHERE id = ANY(${delivered}::text[]) AND status = 'PENDING'`;
-    }
+    if (delivered.length > 0) await markDone(this.prisma, this.spec, delivered);
     if (failed.length > 0) await this.scheduleRetries(failed);
     this.spec.recorded?.(leased.map((row) => row.id));
   }
