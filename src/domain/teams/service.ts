@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomFillSync, randomUUID } from 'node:crypto';
 import type { Missing } from '../../infra/campaign/campaign.ts';
 import type { KeysetPage } from '../../infra/db/pages.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
@@ -37,8 +37,22 @@ export interface SeatPayment {
   providerTxnId: string;
 }
 
-/** Unguessable, so no one can pay (or be confirmed with) a reference they were not given. */
-export const mintPaymentRef = () => `pay_${randomBytes(18).toString('base64url')}`;
+const PAYMENT_REF_BYTES = 18;
+// Drawn from a batch of entropy, as node:crypto draws UUIDs: one randomBytes call per
+// lock cost the teams bench 2.9% of its CPU. Each byte is handed out once.
+const paymentRefEntropy = Buffer.alloc(PAYMENT_REF_BYTES * 256);
+let paymentRefOffset = paymentRefEntropy.length;
+
+/** Unguessable (144 random bits), so no one can pay (or be confirmed with) a reference they were not given. */
+export function mintPaymentRef(): string {
+  if (paymentRefOffset === paymentRefEntropy.length) {
+    randomFillSync(paymentRefEntropy);
+    paymentRefOffset = 0;
+  }
+  const ref = paymentRefEntropy.toString('base64url', paymentRefOffset, paymentRefOffset + PAYMENT_REF_BYTES);
+  paymentRefOffset += PAYMENT_REF_BYTES;
+  return `pay_${ref}`;
+}
 
 /** Each retry follows the user's lock to where a request of theirs on another instance moved it. */
 const LOCK_ATTEMPTS = 8;
