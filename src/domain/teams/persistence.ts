@@ -209,7 +209,7 @@ export const seatsJournalKind = entryKind({
       writtenKeys('member'),
       async (keys) => {
         const present = await db.teamMember.findMany({
-          where: { OR: keys.map((key) => ({ teamId: key.slice(0, key.indexOf('/')), userId: key.slice(key.indexOf('/') + 1) })) },
+          where: { OR: keys.map((key) => key.split(/\/(.*)/)).map(([teamId, userId]) => ({ teamId: teamId!, userId: userId! })) },
           select: { teamId: true, userId: true },
         });
         return present.map((row) => memberKey(row.teamId, row.userId));
