@@ -234,6 +234,44 @@ describe('an entry its handler cannot read', () => {
   });
 });
 
+describe('an entry its first committer finds gone from its stream', () => {
+  it('has its keys rebuilt when Redis lost it, and not when another committer replayed and deleted it first', async () => {
+    const [first, other] = await Promise.all([instance(), instance()]);
+    const kind = 'test.twoCommitters';
+    const forgotten: string[] = [];
+    let otherIsDone!: () => void;
+    const otherDone = new Promise<void>((resolve) => (otherIsDone = resolve));
+    // The first committer inserts every entry, and is held until the other is done.
+    first.journal.register(
+      {
+        kind,
+        async persist() {
+          await otherDone;
+          return { conflicts: [], replayed: [] };
+        },
+      },
+      async (entry) => forgotten.push(entry.fields.n!),
+    );
+    // The other finds every entry already in PostgreSQL (a sweeper, or a caller making sure).
+    other.journal.register({ kind, persist: async (_db, entries) => ({ conflicts: [], replayed: entries }) }, async (entry) => forgotten.push(entry.fields.n!));
+    const stream = `{test:${randomUUID()}}:journal`;
+    const entry = async (n: string) => journalEntry(stream, (await first.redis.xadd(stream, '*', 'kind', kind, 'n', n))!, ['kind', kind, 'n', n]);
+    const [replayed, lost] = [await entry('replayed'), await entry('lost')];
+
+    const committed = Promise.all([first.journal.commit(replayed), first.journal.commit(lost)]);
+    await sleep(50);
+    expect(await other.journal.commit(replayed)).toBe('persisted');
+    await first.redis.xdel(stream, lost.id);
+    otherIsDone();
+
+    expect(await committed).toEqual(['persisted', 'persisted']);
+    // A rebuild drops what lives only in Redis (a team's seat locks): only the lost entry's keys go.
+    expect(forgotten).toEqual(['lost']);
+    expect(logged.filter((line) => line.msg === 'committed journal entries whose stream Redis had lost; their keys are rebuilt')).toMatchObject([{ entries: 1 }]);
+    await first.redis.del(stream, `${stream}:deletedByOthers`);
+  });
+});
+
 describe('journalDeadLetters', () => {
   it('is for operators: UNAUTHENTICATED anonymously, FORBIDDEN for a user, the dead letters for an operator', async () => {
     const anonymous = await gql(server.url, JournalDeadLettersDocument, { limit: 10 });

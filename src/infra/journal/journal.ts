@@ -63,10 +63,13 @@ interface Waiter {
 
 const STREAM_REGISTRY = 'journal:streams';
 
-const journalDelete = defineScript('journalDelete', ['stream'], {
+const journalDelete = defineScript('journalDelete', ['stream', 'deletedByOthers'], {
   deleted: (values) => ({ missing: values.strings(0) }),
 });
 const SWEEP_BATCH = 1000;
+
+/** The ids of a stream's entries that a committer other than the first deleted, for a while (lua/journalDelete.lua). */
+const deletedByOthersKey = (stream: string) => `${stream}:deletedByOthers`;
 
 /** Turns the flat [field, value, ...] list that XADD and XRANGE use into an entry. */
 export function journalEntry(stream: string, id: string, flatFields: string[]): JournalEntry {
@@ -156,7 +159,7 @@ export class Journal {
         // Two commands, not a MULTI: on a cluster the registry and the stream lie in other
         // slots. Stopped between them, an empty stream is left, which expires with its campaign.
         await this.redis.zrem(STREAM_REGISTRY, stream);
-        await this.redis.del(stream);
+        await this.redis.del(stream, deletedByOthersKey(stream));
       }
     }
     return handled;
@@ -257,11 +260,11 @@ export class Journal {
     journalBatchSize.observe(entries.length);
     journalCommitDuration.observe((performance.now() - started) / 1000);
     if (result.finished.length > 0) {
-      const missing = await this.deleteFromStreams(result.finished).catch((error: unknown) => {
+      const lost = await this.deleteFromStreams(result).catch((error: unknown) => {
         this.log.warn({ err: error }, 'could not delete persisted journal entries; the sweeper will re-persist them harmlessly');
         return new Set<string>();
       });
-      await this.forgetLost(result, missing);
+      await this.forgetLost(result, lost);
     }
     for (const waiter of batch) {
       const key = entryKey(waiter.entry);
@@ -271,36 +274,38 @@ export class Journal {
     }
   }
 
-  /** Deletes the entries from their streams; returns the keys of those a stream did not hold. */
-  private async deleteFromStreams(entries: JournalEntry[]): Promise<Set<string>> {
+  /**
+   * Deletes the batch's finished entries from their streams; returns the keys of those it
+   * persisted first that a stream had lost (lua/journalDelete.lua tells a loss from
+   * another committer's delete).
+   */
+  private async deleteFromStreams(result: BatchResult): Promise<Set<string>> {
+    const persistedFirst = (entry: JournalEntry) => !result.conflicts.has(entryKey(entry)) && !result.replayed.has(entryKey(entry));
     // Not one pipeline: on a cluster the streams lie on several nodes. Auto-pipelining
     // still sends the commands of this tick in one write per node.
-    const byStream = [...groupBy(entries, (entry) => entry.stream)];
+    const byStream = [...groupBy(result.finished, (entry) => entry.stream)];
     const replies = await Promise.all(
-      byStream.map(([stream, ofStream]) =>
-        this.scripts.call(
-          journalDelete,
-          { stream },
-          ofStream.map((entry) => entry.id),
-        ),
-      ),
+      byStream.map(([stream, ofStream]) => {
+        const first = ofStream.filter(persistedFirst);
+        const others = ofStream.filter((entry) => !persistedFirst(entry));
+        return this.scripts.call(journalDelete, { stream, deletedByOthers: deletedByOthersKey(stream) }, [
+          first.length,
+          ...first.map((entry) => entry.id),
+          ...others.map((entry) => entry.id),
+        ]);
+      }),
     );
     return new Set(byStream.flatMap(([stream], i) => replies[i]!.missing.map((id) => entryKey({ stream, id }))));
   }
 
   /**
-   * An entry this batch persisted first that its stream no longer held was journaled
-   * before Redis lost the stream and the keys its script changed: a rebuild may have read
+   * An entry this batch persisted first that its stream had lost was journaled before
+   * Redis lost the stream and the keys its script changed: a rebuild may have read
    * PostgreSQL without it, and nothing else would mend that (a balance would stay too
-   * high for good). Its keys are dropped as a conflict's are. Another committer's replay
-   * deletes an entry only after this commit and a further round trip, so it rarely beats
-   * this delete; when it does, the cost is one rebuild.
+   * high for good). Its keys are dropped as a conflict's are.
    */
-  private async forgetLost(result: BatchResult, missing: Set<string>): Promise<void> {
-    const lost = result.finished.filter((entry) => {
-      const key = entryKey(entry);
-      return missing.has(key) && !result.conflicts.has(key) && !result.replayed.has(key);
-    });
+  private async forgetLost(result: BatchResult, lostKeys: Set<string>): Promise<void> {
+    const lost = result.finished.filter((entry) => lostKeys.has(entryKey(entry)));
     if (lost.length === 0) return;
     this.log.warn({ entries: lost.length }, 'committed journal entries whose stream Redis had lost; their keys are rebuilt');
     await Promise.all(lost.map((entry) => this.handlers.get(entry.fields.kind!)!.forget(entry))).catch((error: unknown) => {
