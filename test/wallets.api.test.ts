@@ -10,7 +10,7 @@ import { CreditWalletDocument, type CreditWalletMutationVariables, MyRefundsDocu
 import { errorCodes, gql } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
-import { waitFor } from './support/poll.ts';
+import { sleep, waitFor } from './support/poll.ts';
 import { snapshotStores } from './support/stores.ts';
 import { tokenOf } from './support/tokens.ts';
 import { expectWalletInvariants, walletsAt } from './support/wallets.ts';
@@ -173,7 +173,11 @@ describe('refunds', () => {
   it('shows a user their own refunds, newest first, and operators every refund, filtered by status', async () => {
     const user = `refunded-${randomUUID()}`;
     const owed = Array.from({ length: 5 }, (_, i) => ({ sourceKey: `packet:${user}:${i}`, userId: user, amountCents: 10 + i, reason: 'PACKET_EXPIRED' as const, paymentRef: null }));
-    for (const refund of owed) await oweRefunds(db.prisma, [refund]);
+    // Owed a few ms apart: created_at holds milliseconds, and refunds of the same one are in no set order.
+    for (const refund of owed) {
+      await oweRefunds(db.prisma, [refund]);
+      await sleep(2);
+    }
     await oweRefunds(db.prisma, [{ sourceKey: `team:${randomUUID()}`, userId: 'someone-else', amountCents: 99, reason: 'TEAM_FAILED', paymentRef: null }]);
     const first = await wallets.myRefunds(user, { first: 2 });
     const second = await wallets.myRefunds(user, { first: 2, after: first.pageInfo.endCursor });
