@@ -27,7 +27,7 @@ const backlogEnv = testEnv('points_backlog', { SWEEP_INTERVAL_MS: '600000' });
 const historyEnv = testEnv('points_history', { SWEEP_INTERVAL_MS: '600000' });
 // Its leases (3 × 8 s) outlast the stop plus a new server's start on a loaded machine, so a
 // delivery before they end shows the hand-back, not a lease running out.
-const handBackEnv = testEnv('points_handback', { SWEEP_INTERVAL_MS: '100', POINTS_DELIVERY_TIMEOUT_MS: '8000', POINTS_DELIVERY_RETRY_MS: String(RETRY_MS) });
+const handBackEnv = testEnv('points_handback', { SWEEP_INTERVAL_MS: '100', POINTS_DELIVERY_TIMEOUT_MS: '4000', POINTS_DELIVERY_RETRY_MS: String(RETRY_MS) });
 let webhookStores: Stores;
 let noticeStores: Stores;
 let backlogStores: Stores;

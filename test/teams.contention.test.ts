@@ -33,7 +33,7 @@ afterAll(async () => {
 const ACTIVITY = 'contention';
 const TEAMS = 100;
 const USERS = 300;
-const RUN_MS = 20_000;
+const RUN_MS = 12_000;
 
 interface Payment {
   paymentRef: string;
