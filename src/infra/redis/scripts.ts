@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readFileSync, readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { type JournalEntry, journalEntry } from '../journal/journal.ts';
@@ -89,16 +90,24 @@ export function defineScript<const Key extends string, const D extends Decoders<
   return { name, keys, replies };
 }
 
-type ScriptCommand = (...keysAndArgs: (string | number)[]) => Promise<unknown>;
+interface LoadedScript {
+  lua: string;
+  sha: string;
+  numberOfKeys: number;
+}
+
+const isNoScript = (error: unknown) => error instanceof Error && error.message.startsWith('NOSCRIPT');
 
 /**
- * Every script in lua/, defined once on a connection with ioredis `defineCommand`
- * (EVALSHA, falling back to EVAL on NOSCRIPT). Callers go through typed bindings: a
- * binding whose keys disagree with its script's header is refused the first time it is
- * used, and a reply with an unknown tag is an error, in this one place.
+ * Every script in lua/, run with EVALSHA, and with EVAL when the node answers NOSCRIPT.
+ * Not ioredis `defineCommand`: it sends EVALSHA to a connection once it has sent EVAL
+ * there, even when that EVAL was refused (CLUSTERDOWN, TRYAGAIN) and is being retried,
+ * so a command retried through a failover ends in NOSCRIPT. Callers go through typed
+ * bindings: a binding whose keys disagree with its script's header is refused the first
+ * time it is used, and a reply with an unknown tag is an error, in this one place.
  */
 export class Scripts {
-  private readonly keyCounts = new Map<string, number>();
+  private readonly loaded = new Map<string, LoadedScript>();
   private readonly checked = new WeakSet<object>();
 
   constructor(
@@ -107,19 +116,15 @@ export class Scripts {
   ) {
     for (const file of readdirSync(dir).filter((name) => name.endsWith('.lua'))) {
       const name = file.slice(0, -'.lua'.length);
-      const source = readScript(name, dir);
-      const numberOfKeys = headerKeyCount(source);
-      this.keyCounts.set(name, numberOfKeys);
-      // A fixed key count, so the keys come first: a cluster's auto-pipelining routes a
-      // command by its first argument, which would otherwise be the count.
-      redis.defineCommand(name, { lua: source, numberOfKeys });
+      const lua = readScript(name, dir);
+      this.loaded.set(name, { lua, sha: createHash('sha1').update(lua).digest('hex'), numberOfKeys: headerKeyCount(lua) });
     }
   }
 
   /** Throws unless the binding names a script here and passes the keys its header documents. */
   check(binding: ScriptBinding<string, Decoders<string>>): void {
     if (this.checked.has(binding)) return;
-    const documented = this.keyCounts.get(binding.name);
+    const documented = this.loaded.get(binding.name)?.numberOfKeys;
     if (documented === undefined) throw new Error(`no script lua/${binding.name}.lua`);
     if (documented !== binding.keys.length) {
       throw new Error(`lua/${binding.name}.lua documents ${documented} keys; its binding passes ${binding.keys.length} (${binding.keys.join(', ')})`);
@@ -129,13 +134,20 @@ export class Scripts {
 
   async call<Key extends string, D extends Decoders<Key>>(binding: ScriptBinding<Key, D>, keys: Record<Key, string>, args: (string | number)[] = []): Promise<ReplyOf<D>> {
     this.check(binding as unknown as ScriptBinding<string, Decoders<string>>);
-    const command = (this.redis as unknown as Record<string, ScriptCommand>)[binding.name]!;
+    const script = this.loaded.get(binding.name)!;
     // One argument list, built in place: this runs for every request of every flow.
     const keyCount = binding.keys.length;
     const argv: (string | number)[] = [];
     for (let i = 0; i < keyCount; i++) argv.push(keys[binding.keys[i]!]);
     for (const arg of args) argv.push(arg);
-    const reply = await command.apply(this.redis, argv as Parameters<ScriptCommand>);
+    let reply: unknown;
+    try {
+      reply = await this.redis.evalsha(script.sha, keyCount, ...argv);
+    } catch (error) {
+      // A node that never ran the script, or lost its cache (a restart, a promoted replica).
+      if (!isNoScript(error)) throw error;
+      reply = await this.redis.eval(script.lua, keyCount, ...argv);
+    }
     const tag = Array.isArray(reply) ? reply[0] : undefined;
     const decode = typeof tag === 'string' ? binding.replies[tag] : undefined;
     if (!decode) throw new Error(`${binding.name} returned an unknown reply: ${JSON.stringify(reply)}`);
