@@ -53,7 +53,9 @@ export default defineConfig({
     pool: 'forks',
     maxWorkers: 2,
     testTimeout: 120_000,
-    hookTimeout: 60_000,
+    // Longer than a server start may take (test/support/server.ts), so its own error, with
+    // the server's output, is what a failed start reports.
+    hookTimeout: 90_000,
     projects: [
       { extends: true, test: { name: 'redis', include: ['test/**/*.test.ts'] } },
       {

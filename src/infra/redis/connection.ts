@@ -11,7 +11,11 @@ export interface RedisOptions {
   keyPrefix: string;
   /** `host:port` of some cluster nodes; empty: the one server at `url`. */
   clusterNodes: string[];
+  /** How long connectRedis waits for the connection to be ready (REDIS_CONNECT_TIMEOUT_MS). */
+  connectTimeoutMs?: number;
 }
+
+export const DEFAULT_REDIS_CONNECT_TIMEOUT_MS = 30_000;
 
 /** Where the connections go, for messages: REDIS_URL, or the cluster's seed nodes. */
 export function redisAddress({ url, clusterNodes }: RedisOptions): string {
@@ -70,19 +74,39 @@ export function scanTargets(redis: RedisClient): Redis[] {
   return redis instanceof Cluster ? redis.nodes('master') : [redis];
 }
 
+/**
+ * Resolves once the connection is ready. ioredis's Cluster#connect() never settles when its
+ * first ready check finds cluster_state:fail (some slot without a live primary at that
+ * moment): the retry that succeeds later only emits 'ready' (redis/ioredis#709). So 'ready'
+ * counts too, and a connection still not ready after the timeout is refused, not awaited forever.
+ */
 export async function connectRedis(redis: RedisClient, options: RedisOptions): Promise<void> {
+  const timeoutMs = options.connectTimeoutMs ?? DEFAULT_REDIS_CONNECT_TIMEOUT_MS;
   // The socket error is the useful cause (connect() itself only says "Connection is closed").
   let socketError: unknown;
   const onError = (error: unknown) => (socketError ??= error);
+  let onReady = () => {};
+  let timer: NodeJS.Timeout | undefined;
   redis.on('error', onError);
   try {
-    await redis.connect();
+    await new Promise<void>((resolve, reject) => {
+      onReady = resolve;
+      redis.once('ready', onReady);
+      timer = setTimeout(() => {
+        const clusterHint = redis instanceof Cluster ? ' (a cluster is not ready while CLUSTER INFO says cluster_state:fail)' : '';
+        reject(new Error(`not ready after ${timeoutMs} ms${clusterHint}`));
+      }, timeoutMs);
+      redis.connect().then(resolve, reject);
+    });
   } catch (error) {
     redis.disconnect();
     const setting = options.clusterNodes.length > 0 ? 'REDIS_CLUSTER_NODES to reachable cluster nodes' : 'REDIS_URL to a reachable server';
     throw new StartupError(`Redis is unreachable at ${redisAddress(options)}: ${describeCause(socketError ?? error)}. Set ${setting}.`);
+  } finally {
+    clearTimeout(timer);
+    redis.off('ready', onReady);
+    redis.off('error', onError);
   }
-  redis.off('error', onError);
 }
 
 /** Eviction would silently drop stock and locks, so only `noeviction` is accepted. */
