@@ -47,12 +47,12 @@ async function freeClusterPort(taken: Set<number>): Promise<number> {
 }
 
 /** A node on a free port, trying another when a parallel file's node took it first. */
-async function startNodeOnFreePort(taken: Set<number>): Promise<{ port: number; dir: string; child: ChildProcess }> {
+async function startNodeOnFreePort(taken: Set<number>, nodeTimeoutMs: number): Promise<{ port: number; dir: string; child: ChildProcess }> {
   for (let attempt = 1; ; attempt++) {
     const port = await freeClusterPort(taken);
     const dir = mkdtempSync(join(tmpdir(), `redis-cluster-${port}-`));
     try {
-      return { port, dir, child: await startNode(port, dir) };
+      return { port, dir, child: await startNode(port, dir, nodeTimeoutMs) };
     } catch (error) {
       rmSync(dir, { recursive: true, force: true });
       if (attempt === 5 || !(error as Error).message.includes('Address already in use')) throw error;
@@ -60,7 +60,7 @@ async function startNodeOnFreePort(taken: Set<number>): Promise<{ port: number; 
   }
 }
 
-function startNode(port: number, dir: string): Promise<ChildProcess> {
+function startNode(port: number, dir: string, nodeTimeoutMs: number): Promise<ChildProcess> {
   const child = spawn(
     'redis-server',
     [
@@ -73,7 +73,7 @@ function startNode(port: number, dir: string): Promise<ChildProcess> {
       '--cluster-enabled',
       'yes',
       '--cluster-node-timeout',
-      '2000',
+      String(nodeTimeoutMs),
       '--repl-diskless-sync-delay',
       '0',
       '--save',
@@ -130,8 +130,10 @@ async function settled(port: number): Promise<boolean> {
 /**
  * Six redis-servers (three primaries, a replica each) made one cluster, each node in
  * its own temporary folder, returned once every node agrees on the whole cluster. Started in a test file's beforeAll, stopped in its afterAll.
+ * `nodeTimeoutMs` (cluster-node-timeout): how long a node may not answer before the others
+ * count it failed; short, so failover tests see a replica take over in seconds.
  */
-export async function startRedisCluster(): Promise<RedisCluster> {
+export async function startRedisCluster({ nodeTimeoutMs = 2_000 } = {}): Promise<RedisCluster> {
   const taken = new Set<number>();
   const nodes: { port: number; dir: string; child: ChildProcess }[] = [];
   const stop = async () => {
@@ -140,7 +142,7 @@ export async function startRedisCluster(): Promise<RedisCluster> {
   };
   try {
     // One at a time, so no two nodes of this cluster race for a port.
-    for (let i = 0; i < NODES; i++) nodes.push(await startNodeOnFreePort(taken));
+    for (let i = 0; i < NODES; i++) nodes.push(await startNodeOnFreePort(taken, nodeTimeoutMs));
     const ports = nodes.map(({ port }) => port);
     const addresses = ports.map((port) => `127.0.0.1:${port}`);
     await run('redis-cli', ['--cluster', 'create', ...addresses, '--cluster-replicas', '1', '--cluster-yes']);
