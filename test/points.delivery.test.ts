@@ -25,8 +25,8 @@ const backlogEnv = testEnv('points_backlog', { SWEEP_INTERVAL_MS: '600000' });
 // A longer webhook timeout than webhookEnv's: the hung first delivery holds the queue long enough to stop behind it.
 // A long history of its own: the other tests here reset every redemption of their schema.
 const historyEnv = testEnv('points_history', { SWEEP_INTERVAL_MS: '600000' });
-// Its leases (3 × 8 s) outlast the stop plus a new server's start on a loaded machine, so a
-// delivery before they end shows the hand-back, not a lease running out.
+// Its leases (3 × 4 s) outlast the hung delivery's stop plus an in-process instance's start
+// on a loaded machine, so a delivery before they end shows the hand-back, not a lease running out.
 const handBackEnv = testEnv('points_handback', { SWEEP_INTERVAL_MS: '100', POINTS_DELIVERY_TIMEOUT_MS: '4000', POINTS_DELIVERY_RETRY_MS: String(RETRY_MS) });
 let webhookStores: Stores;
 let noticeStores: Stores;
@@ -256,9 +256,10 @@ describe('an instance that stops with fresh deliveries queued', () => {
       expect(row).toMatchObject({ status: 'PENDING', delivery_attempts: 0, locked_until: null });
     }
 
-    // Another instance takes them at once, as first attempts, before their leases would have run out.
+    // Another instance takes them at once, as first attempts, before their leases would have run
+    // out. In process: a server process's start can take most of a lease on a loaded machine.
     receiver.answer = () => 'ok';
-    await start(handBackEnv.vars);
+    apps.push(await createApp(config, createLogger(config.LOG_LEVEL)));
     await waitFor('the handed-back vouchers to be delivered', allDelivered(handBackStores, queued), { timeoutMs: 15_000 });
     for (const id of queued) {
       const [request] = receiver.of(id);
