@@ -22,6 +22,15 @@ export function option(args: string[], name: string, fallback: number): number {
   return index >= 0 ? Number(args[index + 1]) : fallback;
 }
 
+/**
+ * Settings for the servers and in-process apps a scenario starts, from BENCH_SERVER_ENV (a
+ * JSON object of environment variables, e.g. '{"WEB_CONCURRENCY":"2"}'): to see what a
+ * setting does to a scenario without editing it.
+ */
+export function benchServerEnv(): Record<string, string> {
+  return JSON.parse(process.env.BENCH_SERVER_ENV ?? '{}') as Record<string, string>;
+}
+
 /** `--only bd`: the parts (letters) of a scenario to run, all by default; one alone is for profiling it. */
 export function onlyParts(args: string[], all: string): (part: string) => boolean {
   const index = args.indexOf('--only');
@@ -38,6 +47,8 @@ export function printRatio(label: string, over: Measurement | undefined, under: 
 export async function measureConcurrent(label: string, total: number, concurrency: number, operation: (i: number) => Promise<unknown>): Promise<Measurement> {
   const latencies = new Float64Array(total);
   let next = 0;
+  // For profilers attached from outside (perf record -p, pidstat): when the timed part runs.
+  if (process.env.BENCH_PHASES) process.stderr.write(`${label}: timed part starts at ${(Date.now() / 1000).toFixed(1)}\n`);
   const started = performance.now();
   await Promise.all(
     Array.from({ length: concurrency }, async () => {

@@ -25,7 +25,7 @@ import { pointsAt, voucherCodes } from '../../test/support/points.ts';
 import { startServerProcess } from '../../test/support/server.ts';
 import { deleteKeys, openStores } from '../../test/support/stores.ts';
 import { tokenFor } from '../../test/support/tokens.ts';
-import { type Measurement, machine, measureConcurrent, onlyParts, option, printRatio, printTable, signedInPosts } from '../support.ts';
+import { type Measurement, benchServerEnv, machine, measureConcurrent, onlyParts, option, printRatio, printTable, signedInPosts } from '../support.ts';
 
 export const COST = 10;
 const SETUP_CONCURRENCY = 50;
@@ -39,7 +39,7 @@ export async function run(args: string[]): Promise<void> {
   const award = COST * Math.ceil(redemptions / users);
   console.log(`points redemption: ${redemptions} redemptions by ${users} users from ${pools} pools of ${MAX_VOUCHER_CODES} codes, ${connections} connections; ${machine()}`);
 
-  const env = testEnv('bench_points', { RATE_LIMIT_MUTATIONS: '0' });
+  const env = testEnv('bench_points', { RATE_LIMIT_MUTATIONS: '0', ...benchServerEnv() });
   const stores = openStores(env);
   const server = await startServerProcess(env.vars);
   const violations: string[] = [];

@@ -22,7 +22,7 @@ import { randomUUID } from 'node:crypto';
 import { createClient } from 'graphql-ws';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { Agent, fetch } from 'undici';
+import { Agent, request } from 'undici';
 import WebSocket from 'ws';
 import { createApp } from '../../src/app.ts';
 import { loadConfig } from '../../src/config.ts';
@@ -36,7 +36,7 @@ import { startServerProcess } from '../../test/support/server.ts';
 import { openStores } from '../../test/support/stores.ts';
 import { activityInApp, activityInput } from '../../test/support/teams.ts';
 import { tokenFor } from '../../test/support/tokens.ts';
-import { type Measurement, machine, measureConcurrent, onlyParts, option, percentile, printRatio, printTable } from '../support.ts';
+import { type Measurement, benchServerEnv, machine, measureConcurrent, onlyParts, option, percentile, printRatio, printTable } from '../support.ts';
 
 const CAPACITY = 3;
 const SEATS_PER_TEAM = CAPACITY - 1;
@@ -48,9 +48,9 @@ function notifier(graphqlUrl: string, agent: Agent, secret: string) {
   const url = new URL('/payments/notify', graphqlUrl).toString();
   return async ({ paymentRef, amountCents }: { paymentRef: string; amountCents: number }): Promise<string | null> => {
     const body = Buffer.from(JSON.stringify({ paymentRef, amountCents, status: 'SUCCEEDED', providerTxnId: `txn-${paymentRef}` }));
-    const response = await fetch(url, { method: 'POST', dispatcher: agent, headers: { 'payment-signature': signNotify(secret, body, Date.now()) }, body });
-    const answer = (await response.json()) as { outcome?: string };
-    return response.status === 200 ? (answer.outcome ?? null) : null;
+    const response = await request(url, { method: 'POST', dispatcher: agent, headers: { 'payment-signature': signNotify(secret, body, Date.now()) }, body });
+    const answer = (await response.body.json()) as { outcome?: string };
+    return response.statusCode === 200 ? (answer.outcome ?? null) : null;
   };
 }
 
@@ -62,7 +62,7 @@ export async function run(args: string[]): Promise<void> {
   const teamCount = Math.ceil(seats / SEATS_PER_TEAM);
   console.log(`teams: ${seats} seats in ${teamCount} teams of ${CAPACITY}, ${connections} in flight; fan-out ${subscribers} subscribers over ${fanoutTeams} teams; ${machine()}`);
 
-  const env = testEnv('bench_tm', { LOG_LEVEL: 'info', RATE_LIMIT_MUTATIONS: '0' });
+  const env = testEnv('bench_tm', { LOG_LEVEL: 'info', RATE_LIMIT_MUTATIONS: '0', ...benchServerEnv() });
   const stores = openStores(env);
   const server = await startServerProcess(env.vars);
   const violations: string[] = [];
@@ -91,16 +91,20 @@ export async function run(args: string[]): Promise<void> {
 
 type GraphqlBody = { data?: Record<string, Record<string, unknown> | undefined>; errors?: unknown[] };
 
-/** POSTs GraphQL over one undici agent as the token's user. */
+/**
+ * POSTs GraphQL over one undici agent as the token's user. undici's `request`, not `fetch`:
+ * the load generator shares the two cores with the server, and fetch's WHATWG objects cost
+ * it about as much CPU per request as the server spends.
+ */
 function poster(url: string, agent: Agent) {
   return async (token: string, query: string, variables: Record<string, unknown>): Promise<GraphqlBody> => {
-    const response = await fetch(url, {
+    const response = await request(url, {
       method: 'POST',
       dispatcher: agent,
       headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
       body: JSON.stringify({ query, variables }),
     });
-    return (await response.json()) as GraphqlBody;
+    return (await response.body.json()) as GraphqlBody;
   };
 }
 
