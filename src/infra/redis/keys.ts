@@ -4,7 +4,11 @@
  */
 export function campaignKeys<const Suffix extends string>(kind: string, id: string, suffixes: readonly Suffix[]): Record<Suffix, string> {
   const tag = `{${kind}:${id}}`;
-  return Object.fromEntries(suffixes.map((suffix) => [suffix, `${tag}:${suffix}`])) as Record<Suffix, string>;
+  // Built by assignment, not Object.fromEntries: this runs for every script call, and
+  // objects built alike share one shape, which keeps reading them cheap.
+  const keys = {} as Record<Suffix, string>;
+  for (const suffix of suffixes) keys[suffix] = `${tag}:${suffix}`;
+  return keys;
 }
 
 /** A campaign's keys stay this long after it ends; later reads rebuild them from PostgreSQL. */
