@@ -99,6 +99,7 @@ async function loadOverHttp(label: string, options: autocannon.Options & { reque
       },
     }),
   );
+  if (process.env.BENCH_PHASES) process.stderr.write(`${label}: timed part starts at ${(Date.now() / 1000).toFixed(1)}\n`);
   const started = performance.now();
   const result = await autocannon({ ...options, requests });
   const seconds = (lastResponseAt - started) / 1000;
