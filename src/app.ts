@@ -90,7 +90,7 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
   }
   const database = db;
 
-  const journal = new Journal(redis, scripts, database.prisma, log, {
+  const journal = new Journal(redis, scripts, database, log, {
     batchMax: config.JOURNAL_BATCH_MAX,
     batchWaitMs: config.JOURNAL_BATCH_WAIT_MS,
     maxInFlight: config.JOURNAL_MAX_INFLIGHT,
@@ -122,6 +122,7 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
   const teams = new TeamService({ prisma: database.prisma, redis, scripts, journal, events, log });
   const payments = new PaymentService({
     prisma: database.prisma,
+    query: (sql) => database.query(sql),
     log,
     teams,
     provider: new SignedNotifyProvider(config.paymentWebhookSecret),

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type App, createApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
 import { RedPacketStore, redPacketKeys } from '../src/domain/redPackets/store.ts';
+import { Prisma } from '../src/generated/prisma/client.ts';
 import { type JournalEntry, journalEntry } from '../src/infra/journal/journal.ts';
 import { JournalDeadLettersDocument, RedeemPointsDocument } from './gql/generated.ts';
 import { errorCodes, gql } from './support/client.ts';
@@ -179,7 +180,7 @@ describe('a journal commit that fails for want of a database', () => {
         kind: 'test.connectionLost',
         async persist(db) {
           terminations++;
-          await db.$queryRawUnsafe('SELECT pg_terminate_backend(pg_backend_pid())');
+          await db.query(Prisma.sql`SELECT pg_terminate_backend(pg_backend_pid())`);
           return { conflicts: [], replayed: [] };
         },
       },

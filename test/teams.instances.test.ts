@@ -157,7 +157,7 @@ describe('a refused confirmation that dropped expired locks', () => {
       at: String(at),
       events: JSON.stringify([{ kind: 'EXPIRED', team: team.id, user: 'refused-locker', at }]),
     };
-    expect(await seatsJournalKind.persist(app.prisma, [{ stream: activityKeys(activityId).journal, id: `${at}-0`, fields }])).toEqual({ conflicts: [], replayed: [] });
+    expect(await seatsJournalKind.persist(app.db, [{ stream: activityKeys(activityId).journal, id: `${at}-0`, fields }])).toEqual({ conflicts: [], replayed: [] });
     const { rows } = await instances.stores.sql.query<{ kind: string }>('SELECT kind FROM team_seat_event WHERE team_id = $1', [team.id]);
     expect(rows.map((row) => row.kind)).toEqual(['EXPIRED']);
   });
@@ -187,14 +187,14 @@ describe('a failure committed with a confirmation of its team', () => {
     // A Redis rebuilt without the member failed the team while the member's confirmation was on its way.
     const failing = await openInApp(app, 'owed-leader', activityId, { capacity: 2, lockSeconds: 60, formationSeconds: 3600 });
     await paid(failing.id, 'owed-member');
-    await seatsJournalKind.persist(app.prisma, [confirm(failing.id, 'owed-member', 2, 0), fail(failing.id, 'owed-leader', 1)]);
+    await seatsJournalKind.persist(app.db, [confirm(failing.id, 'owed-member', 2, 0), fail(failing.id, 'owed-leader', 1)]);
     expect(await refunds(failing.id)).toEqual(['owed-member']);
 
     // A stale Redis fails a team PostgreSQL already holds COMPLETE.
     const complete = await openInApp(app, 'done-leader', activityId, { capacity: 2, lockSeconds: 60, formationSeconds: 3600 });
     await paid(complete.id, 'done-member');
-    await seatsJournalKind.persist(app.prisma, [confirm(complete.id, 'done-member', 2, 2)]);
-    await seatsJournalKind.persist(app.prisma, [fail(complete.id, 'done-leader', 3)]);
+    await seatsJournalKind.persist(app.db, [confirm(complete.id, 'done-member', 2, 2)]);
+    await seatsJournalKind.persist(app.db, [fail(complete.id, 'done-leader', 3)]);
     const { rows } = await instances.stores.sql.query<{ status: string }>('SELECT status FROM team WHERE id = $1', [complete.id]);
     expect(rows[0]!.status).toBe('COMPLETE');
     expect(await refunds(complete.id)).toEqual([]);

@@ -54,7 +54,7 @@ export const drawJournalKind = entryKind({
   fields: drawFields,
   async persist(db, entries) {
     const draws = entries.map(({ fields }) => fields);
-    const inserted = await db.$queryRaw<{ id: string }[]>(Prisma.sql`
+    const inserted = await db.query<{ id: string }>(Prisma.sql`
       WITH d AS (
         SELECT * FROM ${unnest('d', draws, {
           id: ['text', (draw) => draw.draw],
@@ -118,7 +118,7 @@ export const drawJournalKind = entryKind({
       entries,
       (draw) => draw.draw,
       inserted.map((row) => row.id),
-      async (ids) => (await db.lotteryDraw.findMany({ where: { id: { in: ids } }, select: { id: true } })).map((row) => row.id),
+      async (ids) => (await db.prisma.lotteryDraw.findMany({ where: { id: { in: ids } }, select: { id: true } })).map((row) => row.id),
     );
   },
 });
@@ -154,7 +154,7 @@ export const scheduleJournalKind = entryKind({
   async persist(db, entries) {
     const hours = entries.map(({ fields }) => fields);
     const releases = hours.flatMap((hour) => hour.releases.map((release) => ({ ...release, scheduleId: hour.schedule })));
-    const inserted = await db.$queryRaw<{ schedule_id: string }[]>(Prisma.sql`
+    const inserted = await db.query<{ schedule_id: string }>(Prisma.sql`
       WITH hours AS (
         INSERT INTO lottery_scheduled_hour (activity_id, hour_start, schedule_id, local_hour, released, scheduled_at)
         SELECT h.activity_id, to_timestamp(h.hour_ms / 1000.0), h.schedule_id, h.local_hour, h.released, to_timestamp(h.at_ms / 1000.0)
@@ -185,7 +185,7 @@ export const scheduleJournalKind = entryKind({
       entries,
       (hour) => hour.schedule,
       inserted.map((row) => row.schedule_id),
-      async (ids) => (await db.lotteryScheduledHour.findMany({ where: { scheduleId: { in: ids } }, select: { scheduleId: true } })).map((row) => row.scheduleId),
+      async (ids) => (await db.prisma.lotteryScheduledHour.findMany({ where: { scheduleId: { in: ids } }, select: { scheduleId: true } })).map((row) => row.scheduleId),
     );
   },
 });
@@ -211,7 +211,7 @@ export const settingsJournalKind = entryKind({
   async persist(db, entries) {
     const result: PersistResult = { conflicts: [], replayed: [] };
     for (const { entry, fields } of entries) {
-      const [row] = await db.$queryRaw<{ inserted: boolean; durable: boolean }[]>(Prisma.sql`
+      const [row] = await db.query<{ inserted: boolean; durable: boolean }>(Prisma.sql`
         WITH change AS (
           SELECT ${fields.activity}::text AS activity_id, ${fields.version}::int AS version, ${fields.settings}::jsonb AS settings,
             ${fields.by}::text AS changed_by, to_timestamp(${fields.at}::bigint / 1000.0) AS changed_at

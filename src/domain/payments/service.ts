@@ -1,4 +1,5 @@
-import type { Prisma, PrismaClient } from '../../generated/prisma/client.ts';
+import { Prisma, type PrismaClient } from '../../generated/prisma/client.ts';
+import type { Database } from '../../infra/db/database.ts';
 import type { Logger } from '../../infra/logger.ts';
 import { oweRefunds } from '../money/refunds.ts';
 import { postToWallets } from '../money/wallets.ts';
@@ -27,6 +28,8 @@ export interface PaymentView {
 
 interface PaymentDeps {
   prisma: PrismaClient;
+  /** Through the driver: the notify's lookup runs once per paid seat (Database.query). */
+  query: Database['query'];
   log: Logger;
   teams: TeamService;
   provider: PaymentProvider;
@@ -60,7 +63,9 @@ export class PaymentService {
       this.deps.log.warn({ reason: error.message }, 'payment notify refused');
       return { status: error.status, body: { error: error.message } };
     }
-    const payment = await this.deps.prisma.payment.findUnique({ where: { paymentRef: notice.paymentRef } });
+    const [payment] = await this.deps.query<{ userId: string; teamId: string | null; purpose: PaymentView['purpose']; amountCents: number }>(
+      Prisma.sql`SELECT user_id AS "userId", team_id AS "teamId", purpose::text AS purpose, amount_cents AS "amountCents" FROM payment WHERE payment_ref = ${notice.paymentRef}`,
+    );
     if (!payment) {
       this.deps.log.warn({ paymentRef: notice.paymentRef }, 'payment notify for an unknown paymentRef refused');
       return { status: 404, body: { error: 'unknown paymentRef' } };

@@ -28,7 +28,7 @@ export const reserveDrawJournalKind = entryKind({
   fields: reserveFields,
   async persist(db, entries) {
     const numbered = entries.map(({ fields }, i) => ({ ...fields, position: i + 1 }));
-    const inserted = await db.$queryRaw<{ draw_id: string }[]>(Prisma.sql`
+    const inserted = await db.query<{ draw_id: string }>(Prisma.sql`
       WITH entry AS (
         SELECT * FROM ${unnest('e', numbered, {
           draw_id: ['text', (row) => row.draw],
@@ -67,7 +67,7 @@ export const reserveDrawJournalKind = entryKind({
       entries,
       (reservation) => reservation.draw,
       inserted.map((row) => row.draw_id),
-      async (ids) => (await db.drawPayment.findMany({ where: { drawId: { in: ids } }, select: { drawId: true } })).map((row) => row.drawId),
+      async (ids) => (await db.prisma.drawPayment.findMany({ where: { drawId: { in: ids } }, select: { drawId: true } })).map((row) => row.drawId),
     );
   },
 });

@@ -138,13 +138,13 @@ export function redemptionJournalKind(delivery: VoucherDeliveryWorker) {
     fields: redeemFields,
     async persist(db, entries) {
       const redemptions = entries.map(({ fields }) => fields);
-      const inserted = await db.$queryRaw<LeasedRedemption[]>(insertRedemptions(redemptions, delivery.options.leaseMs));
+      const inserted = await db.query<LeasedRedemption>(insertRedemptions(redemptions, delivery.options.leaseMs));
       delivery.deliverFresh(inserted);
       return conflictingEntries(
         entries,
         (redemption) => redemption.id,
         inserted.map((row) => row.id),
-        async (redemptionIds) => (await db.redemption.findMany({ where: { id: { in: redemptionIds } }, select: { id: true } })).map((row) => row.id),
+        async (redemptionIds) => (await db.prisma.redemption.findMany({ where: { id: { in: redemptionIds } }, select: { id: true } })).map((row) => row.id),
       );
     },
   });
@@ -162,7 +162,7 @@ export const refusalJournalKind = entryKind({
   fields: refuseFields,
   async persist(db, entries) {
     const refusals = entries.map(({ fields }) => fields);
-    const inserted = await db.$queryRaw<{ user_id: string; request_id: string; answer: string }[]>(Prisma.sql`
+    const inserted = await db.query<{ user_id: string; request_id: string; answer: string }>(Prisma.sql`
       INSERT INTO redemption_refusal (user_id, request_id, goods_id, answer, refused_at)
       SELECT r.user_id, r.request_id, r.goods_id, r.answer, to_timestamp(r.at_ms / 1000.0)
       FROM ${unnest('r', refusals, {
@@ -181,7 +181,7 @@ export const refusalJournalKind = entryKind({
       inserted.map((row) => refusalKey(row.user_id, row.request_id, row.answer)),
       async (keys) => {
         const wanted = keys.map((key) => key.split('\u0000'));
-        const present = await db.redemptionRefusal.findMany({ where: { OR: wanted.map(([userId, requestId]) => ({ userId: userId!, requestId: requestId! })) } });
+        const present = await db.prisma.redemptionRefusal.findMany({ where: { OR: wanted.map(([userId, requestId]) => ({ userId: userId!, requestId: requestId! })) } });
         return present.map((row) => refusalKey(row.userId, row.requestId, row.answer));
       },
     );

@@ -58,7 +58,7 @@ export const takeStockJournalKind = entryKind({
   async persist(db, entries) {
     const inserted: string[] = [];
     for (const { fields: take } of entries) {
-      const rows = await db.$queryRaw<{ id: string }[]>(Prisma.sql`
+      const rows = await db.query<{ id: string }>(Prisma.sql`
         WITH guard AS (
           SELECT 1 FROM goods g WHERE g.id = ${take.goods} AND CASE
             WHEN g.pooled THEN (SELECT count(*) FROM voucher_code v WHERE v.goods_id = g.id AND v.bucket = ${take.from} AND v.code = ANY(${take.codes}::text[])
@@ -86,7 +86,7 @@ export const takeStockJournalKind = entryKind({
       entries,
       (take) => take.transfer,
       inserted,
-      async (ids) => (await db.goodsStockTransfer.findMany({ where: { id: { in: ids } }, select: { id: true } })).map((row) => row.id),
+      async (ids) => (await db.prisma.goodsStockTransfer.findMany({ where: { id: { in: ids } }, select: { id: true } })).map((row) => row.id),
     );
   },
 });
@@ -98,7 +98,7 @@ export const giveStockJournalKind = entryKind({
   async persist(db, entries) {
     const inserted: string[] = [];
     for (const { fields: give } of entries) {
-      const rows = await db.$queryRaw<{ id: string }[]>(Prisma.sql`
+      const rows = await db.query<{ id: string }>(Prisma.sql`
         WITH given AS (
           UPDATE goods_stock_transfer t SET given_at = to_timestamp(${give.at}::bigint / 1000.0), given_by = ${give.give}
           WHERE t.id = ${give.transfer} AND t.to_bucket = ${give.to} AND t.given_at IS NULL
@@ -118,7 +118,7 @@ export const giveStockJournalKind = entryKind({
       entries,
       (give) => give.give,
       inserted,
-      async (ids) => (await db.goodsStockTransfer.findMany({ where: { givenBy: { in: ids } }, select: { givenBy: true } })).map((row) => row.givenBy!),
+      async (ids) => (await db.prisma.goodsStockTransfer.findMany({ where: { givenBy: { in: ids } }, select: { givenBy: true } })).map((row) => row.givenBy!),
     );
   },
 });

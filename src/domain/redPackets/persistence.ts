@@ -30,7 +30,7 @@ export const grabJournalKind = entryKind({
   fields: grabFields,
   async persist(db, entries) {
     const grabs = entries.map(({ fields }) => fields);
-    const inserted = await db.$queryRaw<{ id: string }[]>(Prisma.sql`
+    const inserted = await db.query<{ id: string }>(Prisma.sql`
       WITH open_packets AS (
         SELECT id FROM red_packet WHERE id = ANY(${grabs.map((grab) => grab.packet)}::text[]) AND refunded_at IS NULL FOR SHARE
       ),
@@ -58,7 +58,7 @@ export const grabJournalKind = entryKind({
       entries,
       (grab) => grab.grant,
       inserted.map((row) => row.id),
-      async (ids) => (await db.redPacketGrab.findMany({ where: { id: { in: ids } }, select: { id: true } })).map((row) => row.id),
+      async (ids) => (await db.prisma.redPacketGrab.findMany({ where: { id: { in: ids } }, select: { id: true } })).map((row) => row.id),
     );
   },
 });

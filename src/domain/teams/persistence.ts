@@ -88,7 +88,7 @@ export const seatsJournalKind = entryKind({
     const paidConfirms = confirms.filter(({ fields }) => fields.providerTxnId);
     const members = [...confirms.map(({ fields }) => ({ team: fields.team, user: fields.user, paymentRef: fields.paymentRef, seat: fields.seat, joinedAt: fields.at })), ...failedMembers];
 
-    const written = await db.$queryRaw<{ what: 'member' | 'event' | 'failed'; key: string }[]>(Prisma.sql`
+    const written = await db.query<{ what: 'member' | 'event' | 'failed'; key: string }>(Prisma.sql`
       WITH joined AS (
         INSERT INTO team_member (team_id, user_id, payment_ref, seat, joined_at)
         SELECT m.team_id, m.user_id, m.payment_ref, m.seat, to_timestamp(m.joined_at_ms / 1000.0)
@@ -188,7 +188,7 @@ export const seatsJournalKind = entryKind({
     const confirmedTeams = [...new Set(confirms.map(({ fields }) => fields.team))];
     const touchedTeams = [...new Set([...confirmedTeams, ...failedTeams])];
     if (touchedTeams.length > 0) {
-      await db.$executeRaw(Prisma.sql`
+      await db.query(Prisma.sql`
         WITH failed_members AS (
           SELECT m.team_id, m.user_id, m.payment_ref FROM team_member m JOIN team t ON t.id = m.team_id
           WHERE t.id = ANY(${touchedTeams}::text[]) AND t.status = 'FAILED'
@@ -208,7 +208,7 @@ export const seatsJournalKind = entryKind({
       (confirm) => memberKey(confirm.team, confirm.user),
       writtenKeys('member'),
       async (keys) => {
-        const present = await db.teamMember.findMany({
+        const present = await db.prisma.teamMember.findMany({
           where: { OR: keys.map((key) => key.split(/\/(.*)/)).map(([teamId, userId]) => ({ teamId: teamId!, userId: userId! })) },
           select: { teamId: true, userId: true },
         });

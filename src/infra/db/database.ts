@@ -4,7 +4,7 @@ import { PrismaPg } from '@prisma/adapter-pg';
 import pg from 'pg';
 import { PrismaPGlite } from 'pglite-prisma-adapter';
 import type { Config } from '../../config.ts';
-import { PrismaClient } from '../../generated/prisma/client.ts';
+import { type Prisma, PrismaClient } from '../../generated/prisma/client.ts';
 import { storeErrors } from '../metrics.ts';
 import { StartupError, describeCause } from '../startupError.ts';
 
@@ -17,6 +17,13 @@ export interface SqlSession {
 export interface Database {
   readonly prisma: PrismaClient;
   readonly kind: 'postgresql' | 'pglite';
+  /**
+   * One raw statement through the driver itself, for the journal's batch statements: on
+   * PostgreSQL, Prisma's raw path cost 494 µs of CPU per 30-row batch statement, the pg
+   * driver 135. Rows as the driver gives them, so only text, int4, bool and timestamptz
+   * columns read the same on both databases (PGlite goes through Prisma): cast others in SQL.
+   */
+  query<Row>(sql: Prisma.Sql): Promise<Row[]>;
   /** Runs fn on one connection that holds the migration lock for its duration. */
   withMigrationSession<T>(fn: (session: SqlSession) => Promise<T>): Promise<T>;
   ping(): Promise<void>;
@@ -57,6 +64,7 @@ async function openPostgres(config: Config, databaseUrl: string): Promise<Databa
   return {
     prisma,
     kind: 'postgresql',
+    query: async <Row>(sql: Prisma.Sql) => (await pool.query(sql.text, sql.values)).rows as Row[],
     async withMigrationSession(fn) {
       const client = await pool.connect();
       try {
@@ -95,6 +103,7 @@ async function openPglite(dir: string): Promise<Database> {
   return {
     prisma,
     kind: 'pglite',
+    query: <Row>(sql: Prisma.Sql) => prisma.$queryRaw<Row[]>(sql),
     // PGlite is one connection owned by this process, so no lock is needed.
     withMigrationSession: (fn) =>
       fn({

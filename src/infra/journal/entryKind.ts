@@ -1,6 +1,5 @@
 import { z } from 'zod';
-import type { PrismaClient } from '../../generated/prisma/client.ts';
-import type { JournalEntry, JournalHandler, PersistResult } from './journal.ts';
+import type { JournalDb, JournalEntry, JournalHandler, PersistResult } from './journal.ts';
 
 /** An entry with its fields decoded by its kind's schema. */
 export interface DecodedEntry<Fields> {
@@ -14,7 +13,7 @@ export interface EntryKind<Fields> {
   /** The fields its script writes, as strings; the schema coerces them. */
   fields: z.ZodType<Fields>;
   /** As JournalHandler.persist, with the fields decoded. */
-  persist(db: PrismaClient, entries: DecodedEntry<Fields>[]): Promise<PersistResult>;
+  persist(db: JournalDb, entries: DecodedEntry<Fields>[]): Promise<PersistResult>;
 }
 
 /**

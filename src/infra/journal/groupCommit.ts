@@ -1,10 +1,9 @@
 import { BadInputError, ServiceUnavailableError } from '../../domain/errors.ts';
-import type { PrismaClient } from '../../generated/prisma/client.ts';
 import type { Logger } from '../logger.ts';
 import { journalDeadLetters } from '../metrics.ts';
 import type { RedisClient } from '../redis/connection.ts';
 import { classifyFailure, failureMessage, recordDeadLetter, sqlState } from './deadLetters.ts';
-import type { ForgetEntry, JournalEntry, JournalHandler, PersistResult } from './journal.ts';
+import type { ForgetEntry, JournalDb, JournalEntry, JournalHandler, PersistResult } from './journal.ts';
 
 export class JournalCommitError extends ServiceUnavailableError {}
 
@@ -35,7 +34,7 @@ export interface BatchResult {
 }
 
 interface Batch {
-  prisma: PrismaClient;
+  db: JournalDb;
   redis: RedisClient;
   log: Logger;
   result: BatchResult;
@@ -61,7 +60,7 @@ export async function persistBatch(deps: Omit<Batch, 'result'>, byKind: Map<Regi
 async function persistSplitting(batch: Batch, registered: Registered, entries: JournalEntry[]): Promise<void> {
   let persisted: PersistResult;
   try {
-    persisted = await persistWithRetry(batch.prisma, registered.handler, entries);
+    persisted = await persistWithRetry(batch.db, registered.handler, entries);
   } catch (error) {
     const failure = classifyFailure(error);
     if (failure === 'transient') return leaveInStreams(batch, entries, error);
@@ -85,10 +84,10 @@ async function persistSplitting(batch: Batch, registered: Registered, entries: J
 }
 
 /** Retries only what may pass on a second try: a refusal or a bug would fail again. */
-async function persistWithRetry(prisma: PrismaClient, handler: JournalHandler, entries: JournalEntry[]): Promise<PersistResult> {
+async function persistWithRetry(db: JournalDb, handler: JournalHandler, entries: JournalEntry[]): Promise<PersistResult> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await handler.persist(prisma, entries);
+      return await handler.persist(db, entries);
     } catch (error) {
       if (attempt >= COMMIT_ATTEMPTS || classifyFailure(error) !== 'transient') throw error;
       await new Promise((resolve) => setTimeout(resolve, 20 * 2 ** attempt));
@@ -113,7 +112,7 @@ async function deadLetter(batch: Batch, registered: Registered, entry: JournalEn
   const { log } = batch;
   let recorded: boolean;
   try {
-    recorded = await recordDeadLetter(batch.prisma, entry, error);
+    recorded = await recordDeadLetter(batch.db.prisma, entry, error);
   } catch (recordError) {
     return leaveInStreams(batch, [entry], recordError);
   }

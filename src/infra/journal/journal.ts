@@ -1,6 +1,6 @@
-import type { PrismaClient } from '../../generated/prisma/client.ts';
 import { outsideRequests } from '../../requestId.ts';
 import { groupBy, pairsToRecord } from '../collections.ts';
+import type { Database } from '../db/database.ts';
 import type { Logger } from '../logger.ts';
 import { journalBatchSize, journalCommitDuration } from '../metrics.ts';
 import type { RedisClient } from '../redis/connection.ts';
@@ -8,6 +8,9 @@ import { type Scripts, defineScript } from '../redis/scripts.ts';
 import { redisTimeMs } from '../redis/time.ts';
 import { type DeadLetter, listDeadLetters } from './deadLetters.ts';
 import { type BatchResult, JournalEntryRefusedError, type Registered, entryKey, persistBatch } from './groupCommit.ts';
+
+/** What handlers write with: Prisma, and the driver for their batch statements (Database.query). */
+export type JournalDb = Pick<Database, 'prisma' | 'query'>;
 
 /** One entry of a campaign's journal stream, as the allocating script wrote it. */
 export interface JournalEntry {
@@ -25,7 +28,7 @@ export interface JournalHandler {
    * idempotent (unique keys), because a sweeper may persist the same entry again;
    * batches of different kinds are not one transaction.
    */
-  persist(db: PrismaClient, entries: JournalEntry[]): Promise<PersistResult>;
+  persist(db: JournalDb, entries: JournalEntry[]): Promise<PersistResult>;
 }
 
 /** What a handler's batch came to; an entry in neither list was persisted by this call. (Entries, not ids: two streams can mint the same id.) */
@@ -98,7 +101,7 @@ export class Journal {
   constructor(
     private readonly redis: RedisClient,
     private readonly scripts: Scripts,
-    private readonly prisma: PrismaClient,
+    private readonly db: JournalDb,
     private readonly log: Logger,
     private readonly options: JournalOptions,
   ) {}
@@ -109,7 +112,7 @@ export class Journal {
 
   /** The dead letters, newest first, for operators. */
   deadLetters(limit: number): Promise<DeadLetter[]> {
-    return listDeadLetters(this.prisma, limit);
+    return listDeadLetters(this.db.prisma, limit);
   }
 
   /**
@@ -254,7 +257,7 @@ export class Journal {
     if (entries.length === 0) return;
     const started = performance.now();
     const result = await persistBatch(
-      { prisma: this.prisma, redis: this.redis, log: this.log },
+      { db: this.db, redis: this.redis, log: this.log },
       groupBy(entries, (entry) => this.handlers.get(entry.fields.kind!)!),
     );
     journalBatchSize.observe(entries.length);
