@@ -18,7 +18,8 @@ export interface Database {
   readonly prisma: PrismaClient;
   readonly kind: 'postgresql' | 'pglite';
   /**
-   * One raw statement through the driver itself, for the journal's batch statements: on
+   * One raw statement through the driver itself, for what runs with every request of a
+   * flash crowd (the journal's batch statements, the payment notify's lookup): on
    * PostgreSQL, Prisma's raw path cost 494 µs of CPU per 30-row batch statement, the pg
    * driver 135. Rows as the driver gives them, so only text, int4, bool and timestamptz
    * columns read the same on both databases (PGlite goes through Prisma): cast others in SQL.
