@@ -43,12 +43,16 @@ export function printRatio(label: string, over: Measurement | undefined, under: 
   if (over && under) console.log(`${label} = ${(perSecond(over) / perSecond(under)).toFixed(2)}  (${meaning})`);
 }
 
+/** With BENCH_PHASES set, says when a timed part starts, for profilers attached from outside (perf record -p, a /proc sampler). */
+function markTimedPart(label: string): void {
+  if (process.env.BENCH_PHASES) process.stderr.write(`${label}: timed part starts at ${(Date.now() / 1000).toFixed(1)}\n`);
+}
+
 /** Runs `operation` `total` times with `concurrency` in flight, timing each call. */
 export async function measureConcurrent(label: string, total: number, concurrency: number, operation: (i: number) => Promise<unknown>): Promise<Measurement> {
   const latencies = new Float64Array(total);
   let next = 0;
-  // For profilers attached from outside (perf record -p, pidstat): when the timed part runs.
-  if (process.env.BENCH_PHASES) process.stderr.write(`${label}: timed part starts at ${(Date.now() / 1000).toFixed(1)}\n`);
+  markTimedPart(label);
   const started = performance.now();
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
@@ -99,7 +103,7 @@ async function loadOverHttp(label: string, options: autocannon.Options & { reque
       },
     }),
   );
-  if (process.env.BENCH_PHASES) process.stderr.write(`${label}: timed part starts at ${(Date.now() / 1000).toFixed(1)}\n`);
+  markTimedPart(label);
   const started = performance.now();
   const result = await autocannon({ ...options, requests });
   const seconds = (lastResponseAt - started) / 1000;

@@ -94,7 +94,7 @@ type GraphqlBody = { data?: Record<string, Record<string, unknown> | undefined>;
 /**
  * POSTs GraphQL over one undici agent as the token's user. undici's `request`, not `fetch`:
  * the load generator shares the two cores with the server, and fetch's WHATWG objects cost
- * it about as much CPU per request as the server spends.
+ * it 413 µs of CPU per request (request: 101 µs), two thirds of what the server spends.
  */
 function poster(url: string, agent: Agent) {
   return async (token: string, query: string, variables: Record<string, unknown>): Promise<GraphqlBody> => {
