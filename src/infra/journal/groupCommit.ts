@@ -45,10 +45,10 @@ const COMMIT_ATTEMPTS = 3;
 /** An entry's identity: its id is unique only within its stream. */
 export const entryKey = (entry: Pick<JournalEntry, 'stream' | 'id'>) => `${entry.stream}\u0000${entry.id}`;
 
-/** Persists a batch, kind after kind (batches of different kinds are not one transaction). */
-export async function persistBatch(deps: Omit<Batch, 'result'>, byKind: Map<Registered, JournalEntry[]>): Promise<BatchResult> {
+/** Persists a batch of one kind. */
+export async function persistBatch(deps: Omit<Batch, 'result'>, registered: Registered, entries: JournalEntry[]): Promise<BatchResult> {
   const batch: Batch = { ...deps, result: { conflicts: new Set(), replayed: new Set(), failures: new Map(), finished: [] } };
-  for (const [registered, ofKind] of byKind) await persistSplitting(batch, registered, ofKind);
+  await persistSplitting(batch, registered, entries);
   return batch.result;
 }
 

@@ -53,7 +53,7 @@ export type PersistOutcome = 'persisted' | 'conflict';
 export interface JournalOptions {
   batchMax: number;
   batchWaitMs: number;
-  /** Batches committing at once. More than one hides database round trips behind each other. */
+  /** Batches of one kind committing at once. More than one hides database round trips behind each other. */
   maxInFlight: number;
   sweepAfterMs: number;
 }
@@ -62,6 +62,12 @@ interface Waiter {
   entry: JournalEntry;
   resolve(outcome: PersistOutcome): void;
   reject(error: Error): void;
+}
+
+/** One kind's entries waiting for a batch, and how many of its batches are committing. */
+interface Lane {
+  queue: Waiter[];
+  inFlight: number;
 }
 
 const STREAM_REGISTRY = 'journal:streams';
@@ -81,8 +87,8 @@ export function journalEntry(stream: string, id: string, flatFields: string[]): 
 
 /**
  * The bridge from Redis allocations to PostgreSQL. Scripts XADD an entry to their
- * campaign's stream; `commit` queues it for a group commit (one statement per kind
- * for up to `batchMax` entries, or whatever waited `batchWaitMs`), deletes it from
+ * campaign's stream; `commit` queues it for a group commit (one statement for up to
+ * `batchMax` entries of its kind, or whatever waited `batchWaitMs`), deletes it from
  * the stream once durable, and resolves. `sweep` persists entries that a dead
  * process left behind.
  *
@@ -90,11 +96,14 @@ export function journalEntry(stream: string, id: string, flatFields: string[]): 
  * entries commit, and an entry refused on its own is dead-lettered (kept in
  * `journal_dead_letter`, deleted from its stream, its Redis effect forgotten) and its
  * caller gets a JournalEntryRefusedError. A batch that failed for want of a database
- * stays in its streams for the sweeper, and its callers get SERVICE_UNAVAILABLE.
+ * stays in its streams for the sweeper, and its callers get SERVICE_UNAVAILABLE. Nor can
+ * a kind block the others: each kind queues and batches apart, in `maxInFlight` slots of
+ * its own, so statements of one kind waiting on a lock (a table being migrated, say) do
+ * not hold the commits of every flow.
  */
 export class Journal {
   private readonly handlers = new Map<string, Registered>();
-  private queue: Waiter[] = [];
+  private readonly lanes = new Map<string, Lane>();
   private timer: NodeJS.Timeout | undefined;
   private readonly inFlight = new Set<Promise<void>>();
 
@@ -130,14 +139,15 @@ export class Journal {
    */
   commit(entry: JournalEntry): Promise<PersistOutcome> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ entry, resolve, reject });
-      this.schedule();
+      const lane = this.laneOf(entry.fields.kind ?? '');
+      lane.queue.push({ entry, resolve, reject });
+      this.schedule(lane);
     });
   }
 
   /** Waits until everything queued so far is committed or has failed. */
   async drain(): Promise<void> {
-    while (this.queue.length > 0 || this.inFlight.size > 0) {
+    while (this.inFlight.size > 0 || [...this.lanes.values()].some((lane) => lane.queue.length > 0)) {
       clearTimeout(this.timer);
       this.timer = undefined;
       this.startBatches();
@@ -210,10 +220,10 @@ export class Journal {
 
   /**
    * A full batch starts at once; a partial one waits up to `batchWaitMs` for company.
-   * When every slot is busy, entries simply queue and the next free slot takes them.
+   * When every slot of its kind is busy, entries simply queue and the next free one takes them.
    */
-  private schedule(): void {
-    if (this.queue.length >= this.options.batchMax) {
+  private schedule(lane: Lane): void {
+    if (lane.queue.length >= this.options.batchMax) {
       this.startBatches();
     } else {
       this.timer ??= setTimeout(() => {
@@ -223,43 +233,56 @@ export class Journal {
     }
   }
 
+  private laneOf(kind: string): Lane {
+    let lane = this.lanes.get(kind);
+    if (!lane) {
+      lane = { queue: [], inFlight: 0 };
+      this.lanes.set(kind, lane);
+    }
+    return lane;
+  }
+
   private startBatches(): void {
-    while (this.queue.length > 0 && this.inFlight.size < this.options.maxInFlight) {
-      const waiting = this.queue.splice(0, this.options.batchMax);
-      // A batch commits many requests' entries: its lines, and the work it starts, are none's.
-      const batch: Promise<void> = outsideRequests(() =>
-        this.commitBatch(waiting)
-          .catch((error: unknown) => {
-            // A bug here must not leave callers waiting for good; the entries stay in their streams.
-            this.log.error({ err: error, entries: waiting.length }, 'group commit failed unexpectedly');
-            for (const waiter of waiting) waiter.reject(error instanceof Error ? error : new Error(String(error)));
-          })
-          .finally(() => {
-            this.inFlight.delete(batch);
-            // Whatever queued meanwhile has waited long enough.
-            this.startBatches();
-          }),
-      );
-      this.inFlight.add(batch);
+    for (const lane of this.lanes.values()) {
+      while (lane.queue.length > 0 && lane.inFlight < this.options.maxInFlight) this.startBatch(lane, lane.queue.splice(0, this.options.batchMax));
     }
   }
 
-  private async commitBatch(waiting: Waiter[]): Promise<void> {
+  private startBatch(lane: Lane, waiting: Waiter[]): void {
+    // A batch commits many requests' entries: its lines, and the work it starts, are none's.
+    const batch: Promise<void> = outsideRequests(() =>
+      this.commitBatch(waiting)
+        .catch((error: unknown) => {
+          // A bug here must not leave callers waiting for good; the entries stay in their streams.
+          this.log.error({ err: error, entries: waiting.length }, 'group commit failed unexpectedly');
+          for (const waiter of waiting) waiter.reject(error instanceof Error ? error : new Error(String(error)));
+        })
+        .finally(() => {
+          lane.inFlight--;
+          this.inFlight.delete(batch);
+          // Whatever queued meanwhile has waited long enough.
+          this.startBatches();
+        }),
+    );
+    lane.inFlight++;
+    this.inFlight.add(batch);
+  }
+
+  /** Commits a batch of entries of one kind (a lane's). */
+  private async commitBatch(batch: Waiter[]): Promise<void> {
+    const kind = batch[0]!.entry.fields.kind;
+    const registered = this.handlers.get(kind ?? '');
     // An entry nothing here can persist (a kind from a newer release, swept by an older
-    // instance) stays in its stream for an instance that can; it must not sink the batch.
-    const batch = waiting.filter((waiter) => this.handlers.has(waiter.entry.fields.kind ?? ''));
-    for (const waiter of waiting) {
-      if (!batch.includes(waiter)) waiter.reject(new Error(`no journal handler for kind "${waiter.entry.fields.kind}"`));
+    // instance) stays in its stream for an instance that can.
+    if (!registered) {
+      for (const waiter of batch) waiter.reject(new Error(`no journal handler for kind "${kind}"`));
+      return;
     }
     const unique = new Map<string, JournalEntry>();
     for (const { entry } of batch) unique.set(entryKey(entry), entry);
     const entries = [...unique.values()];
-    if (entries.length === 0) return;
     const started = performance.now();
-    const result = await persistBatch(
-      { db: this.db, redis: this.redis, log: this.log },
-      groupBy(entries, (entry) => this.handlers.get(entry.fields.kind!)!),
-    );
+    const result = await persistBatch({ db: this.db, redis: this.redis, log: this.log }, registered, entries);
     journalBatchSize.observe(entries.length);
     journalCommitDuration.observe((performance.now() - started) / 1000);
     if (result.finished.length > 0) {
