@@ -224,8 +224,12 @@ describe('a rolling restart under a storm of grabs', () => {
     const refuse = (why: string) => refusals.set(why, (refusals.get(why) ?? 0) + 1);
     const grabAnywhere = async (user: string) => {
       const token = await tokenOf(user);
+      // This user's retries go round from where it started; with one turn counter for all
+      // sixteen workers, other users' requests moved it between them, and now and then all
+      // of one user's attempts met the instance being stopped.
+      const first = turn++;
       for (let attempt = 0; attempt < 2 * INSTANCES; attempt++) {
-        const server = live[turn++ % live.length]!;
+        const server = live[(first + attempt) % live.length]!;
         let response: Awaited<ReturnType<typeof gql<GrabRedPacketMutation, { packetId: string }>>>;
         try {
           response = await gql(server.url, GrabRedPacketDocument, { packetId }, token);
