@@ -57,14 +57,14 @@ export default defineConfig({
     // the server's output, is what a failed start reports.
     hookTimeout: 90_000,
     projects: [
-      { extends: true, test: { name: 'redis', include: ['test/**/*.test.ts'] } },
+      { extends: true, test: { name: 'redis', include: ['test/**/*.test.ts'], globalSetup: ['test/support/buildServer.ts'] } },
       {
         extends: true,
         test: {
           name: 'cluster',
           include: ON_CLUSTER,
           // One six-node cluster for the whole project, each file on its own key prefix.
-          globalSetup: ['test/support/clusterProject.ts'],
+          globalSetup: ['test/support/buildServer.ts', 'test/support/clusterProject.ts'],
           setupFiles: ['test/support/onRedisCluster.ts'],
         },
       },

@@ -7,7 +7,6 @@
  * graphql-ws, graphql-sse and the fast lane through `queryOf` and `documentOf`.
  */
 import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { usePersistedOperations } from '@graphql-yoga/plugin-persisted-operations';
 import { GraphQLError } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
@@ -17,13 +16,14 @@ import { type TransportContext, authorizationOf } from './context.ts';
 import { ErrorCode } from './errors.ts';
 import { bearerToken, isOperator } from './infra/auth/tokens.ts';
 import { StartupError, describeCause } from './infra/startupError.ts';
+import { projectFile } from './projectFiles.ts';
 
 /**
  * The web app's manifest, which its build (web/vite.config.ts) copies next to the bundle
  * whose hashes it lists, so the ids the served app sends are always the ones loaded here.
  * Under .vite/ like Vite's own manifest: the web app's file server serves no dotfiles.
  */
-export const MANIFEST_FILE = fileURLToPath(new URL('../dist/web/.vite/persisted-documents.json', import.meta.url));
+export const MANIFEST_FILE = projectFile('dist', 'web', '.vite', 'persisted-documents.json');
 
 export type TrustedDocumentsMode = Config['GRAPHQL_TRUSTED_DOCUMENTS'];
 

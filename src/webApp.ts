@@ -6,14 +6,14 @@
  */
 import { existsSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { fileURLToPath } from 'node:url';
 import sirv from 'sirv';
 import { z } from 'zod';
 import type { Config } from './config.ts';
 import { signLocalToken } from './infra/auth/devTokens.ts';
+import { projectFile } from './projectFiles.ts';
 
 export const WEB_APP_PATH = '/app';
-const DIST = fileURLToPath(new URL('../dist/web/', import.meta.url));
+const DIST = projectFile('dist', 'web');
 const DEV_TOKEN_BODY_MAX = 1024;
 
 const devTokenRequest = z.object({

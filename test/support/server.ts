@@ -4,8 +4,8 @@ import { type AddressInfo, createServer as createNetServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-/** What `npm start` runs (package.json), flags included. */
-const NPM_START_ARGS = ['--max-semi-space-size=64', '--import', 'tsx', 'src/main.ts'];
+/** What `npm start` runs (package.json), flags included: the bundle test/support/buildServer.ts built. */
+const NPM_START_ARGS = ['--max-semi-space-size=64', '--enable-source-maps', 'dist/server/main.mjs'];
 
 /**
  * Extra node flags for started servers, from SERVER_NODE_FLAGS (space-separated): for a
@@ -25,7 +25,7 @@ export interface ServerProcess {
   kill(): Promise<void>;
 }
 
-/** Starts `src/main.ts` in its own process, as `npm start` would, and waits until it listens. */
+/** Starts the server in its own process, as `npm start` would, and waits until it listens. */
 export async function startServerProcess(vars: Record<string, string>, timeoutMs = 60_000): Promise<ServerProcess> {
   const child = spawn(process.execPath, serverArgs(), {
     cwd: ROOT,
@@ -73,7 +73,7 @@ export async function startServerProcess(vars: Record<string, string>, timeoutMs
   };
 }
 
-/** Runs `src/main.ts` expecting it to refuse to start; resolves with its exit code and output. */
+/** Runs the server expecting it to refuse to start; resolves with its exit code and output. */
 export async function runUntilExit(vars: Record<string, string>, timeoutMs = 30_000): Promise<{ code: number | null; output: string; stdout: string; stderr: string }> {
   const child = spawn(process.execPath, serverArgs(), {
     cwd: ROOT,

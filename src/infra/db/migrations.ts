@@ -1,11 +1,12 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { readFile, readdir } from 'node:fs/promises';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { projectFile } from '../../projectFiles.ts';
 import type { Logger } from '../logger.ts';
 import { StartupError } from '../startupError.ts';
 import type { Database, SqlSession } from './database.ts';
 
-const MIGRATIONS_DIR = fileURLToPath(new URL('../../../migrations/', import.meta.url));
+const MIGRATIONS_DIR = projectFile('migrations');
 
 // The same table `prisma migrate` keeps, so a team that has the schema engine can take over.
 const CREATE_MIGRATIONS_TABLE = `
@@ -40,7 +41,7 @@ async function readMigrations(dir = MIGRATIONS_DIR): Promise<MigrationFile[]> {
     .sort();
   return Promise.all(
     names.map(async (name) => {
-      const sql = await readFile(`${dir}${name}/migration.sql`, 'utf8');
+      const sql = await readFile(join(dir, name, 'migration.sql'), 'utf8');
       return { name, sql, checksum: createHash('sha256').update(sql).digest('hex') };
     }),
   );

@@ -1,17 +1,18 @@
 import { createHash } from 'node:crypto';
 import { readFileSync, readdirSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { projectFile } from '../../projectFiles.ts';
 import { type JournalEntry, journalEntry } from '../journal/journal.ts';
 import type { RedisClient } from './connection.ts';
 
-const LUA_DIR = fileURLToPath(new URL('../../../lua/', import.meta.url));
+const LUA_DIR = projectFile('lua');
 const INCLUDE = /^--\s*@include\s+"([\w.-]+)"\s*$/gm;
 /** A header line `KEYS[n] …`: the script's documented keys, which a binding must pass in that number. */
 const KEY_LINE = /^\s*KEYS\[(\d+)\]/gm;
 
 /** Reads lua/<name>.lua and splices in `-- @include "file.lua"` lines from lua/includes/. */
 function readScript(name: string, dir: string): string {
-  return readFileSync(`${dir}${name}.lua`, 'utf8').replace(INCLUDE, (_, file: string) => readFileSync(`${dir}includes/${file}`, 'utf8'));
+  return readFileSync(join(dir, `${name}.lua`), 'utf8').replace(INCLUDE, (_, file: string) => readFileSync(join(dir, 'includes', file), 'utf8'));
 }
 
 /** How many keys the script's header documents (its `--[[ … ]]` comment). */
