@@ -33,11 +33,8 @@ describe('splitting a red packet', () => {
         const shares = splitAmount(spec);
         expect(shares).toHaveLength(spec.count);
         expect(shares.reduce((a, b) => a + b, 0)).toBe(spec.totalAmount);
-        for (const share of shares) {
-          expect(Number.isInteger(share)).toBe(true);
-          expect(share).toBeGreaterThanOrEqual(spec.minAmount);
-          expect(share).toBeLessThanOrEqual(spec.maxAmount);
-        }
+        // One assertion for all shares: three per share made this the suite's slowest pure test.
+        expect(shares.filter((share) => !Number.isInteger(share) || share < spec.minAmount || share > spec.maxAmount)).toEqual([]);
       }),
       { numRuns: 300 },
     );
