@@ -20,7 +20,7 @@ import { tokenOf } from './support/tokens.ts';
 // The inspector (test only) lets the test collect garbage in the server and read its heap.
 const env = testEnv('subs_release', { NODE_OPTIONS: '--inspect=127.0.0.1:0' });
 const started = startedServer(env);
-const ROUNDS = 6;
+const ROUNDS = 4;
 const PER_ROUND = 2_000;
 /** One user per socket: 100 subscriptions each, under any per-socket or per-user limit an operator would set. */
 const SOCKETS = 20;
