@@ -51,13 +51,14 @@ export default defineConfig({
     // Files start real servers against real Redis and PostgreSQL; two at a time (over both
     // projects) fits two cores.
     pool: 'forks',
+    isolate: false,
     maxWorkers: 2,
     testTimeout: 120_000,
     // Longer than a server start may take (test/support/server.ts), so its own error, with
     // the server's output, is what a failed start reports.
     hookTimeout: 90_000,
     projects: [
-      { extends: true, test: { name: 'redis', include: ['test/**/*.test.ts'], globalSetup: ['test/support/buildServer.ts'] } },
+      { extends: true, test: { name: 'redis', include: ['test/**/*.test.ts'], globalSetup: ['test/support/buildServer.ts'], setupFiles: ['test/support/freshModules.ts'] } },
       {
         extends: true,
         test: {
@@ -65,7 +66,7 @@ export default defineConfig({
           include: ON_CLUSTER,
           // One six-node cluster for the whole project, each file on its own key prefix.
           globalSetup: ['test/support/buildServer.ts', 'test/support/clusterProject.ts'],
-          setupFiles: ['test/support/onRedisCluster.ts'],
+          setupFiles: ['test/support/freshModules.ts', 'test/support/onRedisCluster.ts'],
         },
       },
     ],
