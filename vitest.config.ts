@@ -15,20 +15,24 @@ const require = createRequire(import.meta.url);
  * - teams.instances, lottery.winners: events across two instances run in test/cluster.test.ts
  *   on a cluster of its own, and team and lottery streams in the files below;
  * - refunds.delivery: refunds are owed and paid in PostgreSQL alone;
+ * - redPackets.storm: grab storms run on the cluster in redPackets.recovery (with a Redis
+ *   loss), redPackets.money and redPackets.subscriptions;
+ * - payments.storm: payments racing lock expiry, and the refunds owed for late ones, run
+ *   on the cluster in teams.contention (3 s locks, payments throughout);
+ * - subscriptions.completion: teamStatus streams on the cluster run in teams.expiry, and
+ *   lottery winner streams across instances in test/cluster.test.ts;
  * - subscriptions.release: on a cluster its SSE test saw the shard let its channel go in
  *   1.1-1.5 s, over the file's 1 s bound, in 3 runs of 4 (not explained yet), and its
  *   20,000-subscription memory rounds take minutes and do not depend on where channels live.
  */
 const ON_CLUSTER = [
   // red packets, and the wallets they are paid from
-  'redPackets.storm',
   'redPackets.recovery',
   'redPackets.money',
   'redPackets.subscriptions',
   // group-buy teams and their payments
   'teams.contention',
   'teams.expiry',
-  'payments.storm',
   // lotteries, free and paid, and the sweeps that settle paid draws
   'lottery.recovery',
   'lottery.paidStorm',
@@ -36,8 +40,6 @@ const ON_CLUSTER = [
   // the points shop
   'points.recovery',
   'points.redemptionUpdated',
-  // subscriptions ending
-  'subscriptions.completion',
 ].map((name) => `test/${name}.test.ts`);
 
 export default defineConfig({
