@@ -3,12 +3,12 @@
 // every start compiled each module again and took 2-3 times as long (issue 17's notes in
 // bench/RESULTS.md).
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
+import { projectFile } from '../src/projectFiles.ts';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-export const SERVER_BUNDLE = join(root, 'dist/server/main.mjs');
+export const SERVER_BUNDLE = projectFile('dist', 'server', 'main.mjs');
 
 /**
  * Builds the bundle and its source map. Each file is written beside itself and renamed into
@@ -16,7 +16,7 @@ export const SERVER_BUNDLE = join(root, 'dist/server/main.mjs');
  */
 export async function buildServer(): Promise<void> {
   const { outputFiles } = await build({
-    entryPoints: [join(root, 'src/main.ts')],
+    entryPoints: [projectFile('src', 'main.ts')],
     outfile: SERVER_BUNDLE,
     bundle: true,
     platform: 'node',
@@ -27,7 +27,7 @@ export async function buildServer(): Promise<void> {
     write: false,
     logLevel: 'warning',
   });
-  mkdirSync(join(root, 'dist/server'), { recursive: true });
+  mkdirSync(dirname(SERVER_BUNDLE), { recursive: true });
   for (const file of outputFiles) {
     const partial = `${file.path}.${process.pid}.partial`;
     writeFileSync(partial, file.contents);

@@ -1,11 +1,12 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { type AddressInfo, createServer as createNetServer } from 'node:net';
-import { fileURLToPath } from 'node:url';
+import { SERVER_BUNDLE } from '../../scripts/build-server.ts';
+import { projectFile } from '../../src/projectFiles.ts';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const ROOT = projectFile();
 /** What `npm start` runs (package.json), flags included: the bundle test/support/buildServer.ts built. */
-const NPM_START_ARGS = ['--max-semi-space-size=64', '--enable-source-maps', 'dist/server/main.mjs'];
+const NPM_START_ARGS = ['--max-semi-space-size=64', '--enable-source-maps', SERVER_BUNDLE];
 
 /**
  * Extra node flags for started servers, from SERVER_NODE_FLAGS (space-separated): for a
