@@ -10,7 +10,7 @@ import { expectPointsInvariants } from './support/pointsInvariants.ts';
 import { sleep, waitFor } from './support/poll.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
 import { redPacketsAt } from './support/redPackets.ts';
-import { type ServerProcess, startServerProcess } from './support/server.ts';
+import { type ServerProcess, startServerProcess, startServerProcesses } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
 import { expectTeamInvariants } from './support/teamInvariants.ts';
 import { teamsAt } from './support/teams.ts';
@@ -37,7 +37,10 @@ let stores: Stores;
 const open: { close(): void }[] = [];
 
 beforeAll(async () => {
-  servers = await Promise.all(Array.from({ length: INSTANCES }, () => startServerProcess(env.vars, START_TIMEOUT_MS)));
+  servers = await startServerProcesses(
+    Array.from({ length: INSTANCES }, () => env.vars),
+    START_TIMEOUT_MS,
+  );
   started.push(...servers);
   stores = openStores(env);
 }, 2 * START_TIMEOUT_MS);

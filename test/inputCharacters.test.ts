@@ -23,7 +23,7 @@ import { lotteryAt, runningWindow } from './support/lottery.ts';
 import { pointsAt } from './support/points.ts';
 import { sleep } from './support/poll.ts';
 import { redPacketsAt } from './support/redPackets.ts';
-import { type ServerProcess, startServerProcess } from './support/server.ts';
+import { type ServerProcess, startServerProcesses } from './support/server.ts';
 import { type Stores, openStores, snapshotStores } from './support/stores.ts';
 import { teamsAt } from './support/teams.ts';
 import { tokenOf } from './support/tokens.ts';
@@ -45,7 +45,7 @@ const live = { packetId: '', teamId: '', activityId: '', prizeId: '', goodsId: '
 
 beforeAll(async () => {
   stores = openStores(env);
-  [fastLane, yogaOnly] = await Promise.all([startServerProcess(env.vars), startServerProcess({ ...env.vars, GRAPHQL_FAST_LANE: '0' })]);
+  [fastLane, yogaOnly] = (await startServerProcesses([env.vars, { ...env.vars, GRAPHQL_FAST_LANE: '0' }])) as [ServerProcess, ServerProcess];
   const url = fastLane.url;
   live.packetId = (await redPacketsAt(url).create(userOf('sender'), { totalAmount: 1000, count: 10 })).id;
   const teams = teamsAt(url);

@@ -8,7 +8,7 @@ import { errorCodes, gql, openWs } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { waitFor } from './support/poll.ts';
 import { redPacketsAt } from './support/redPackets.ts';
-import { type ServerProcess, startServerProcess } from './support/server.ts';
+import { type ServerProcess, startServerProcesses } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
 import { tokenOf } from './support/tokens.ts';
 
@@ -21,7 +21,7 @@ let stores: Stores;
 
 beforeAll(async () => {
   stores = openStores(env);
-  [server, production] = await Promise.all([startServerProcess(env.vars), startServerProcess({ ...env.vars, NODE_ENV: 'production', LOG_LEVEL: 'info', METRICS_TOKEN })]);
+  [server, production] = (await startServerProcesses([env.vars, { ...env.vars, NODE_ENV: 'production', LOG_LEVEL: 'info', METRICS_TOKEN }])) as [ServerProcess, ServerProcess];
 }, 90_000);
 
 afterAll(async () => {

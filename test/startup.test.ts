@@ -2,6 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config.ts';
+import { openDatabase } from '../src/infra/db/database.ts';
+import { applyMigrations } from '../src/infra/db/migrations.ts';
+import { createLogger } from '../src/infra/logger.ts';
 import { CreateRedPacketDocument, GrabRedPacketDocument } from './gql/generated.ts';
 import { errorCodes, gql } from './support/client.ts';
 import { testEnv } from './support/env.ts';
@@ -72,6 +76,27 @@ describe('refusing to start', () => {
       expect(line).toContain('noeviction');
     } finally {
       await stopChild(redis);
+    }
+  });
+});
+
+describe('instances of a new deployment starting at once', () => {
+  it('all open the database and migrate it once, though their CREATE SCHEMA calls race', async () => {
+    // Eight at once make PostgreSQL's catalog race (a unique violation for the losers) in
+    // nearly every round; an instance that lost it once hung in its start for good.
+    const env = testEnv('startup_together');
+    const config = loadConfig({ ...env.vars, LOG_LEVEL: 'silent' });
+    const log = createLogger('silent');
+    const opened = await withTimeout(Promise.all(Array.from({ length: 8 }, () => openDatabase(config))), 30_000, 'eight instances opening the database');
+    const stores = openStores(env);
+    try {
+      const created = await Promise.all(opened.map((db) => applyMigrations(db, log)));
+      expect(created.filter(({ createdNow }) => createdNow)).toHaveLength(1);
+      const { rows } = await stores.sql.query('SELECT migration_name FROM _prisma_migrations');
+      expect(rows.length).toBe(new Set(rows.map((row) => row.migration_name)).size);
+    } finally {
+      await Promise.all(opened.map((db) => db.close()));
+      await stores.cleanup();
     }
   });
 });

@@ -6,7 +6,7 @@ import { testEnv } from './support/env.ts';
 import { stopAll } from './support/lifecycle.ts';
 import { sendNotify } from './support/payments.ts';
 import { sleep, waitFor } from './support/poll.ts';
-import { type ServerProcess, startServerProcess } from './support/server.ts';
+import { type ServerProcess, startServerProcesses } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
 import { expectTeamInvariants, postgresViolations, readRedisTeams, redisViolations } from './support/teamInvariants.ts';
 import { OPERATOR, teamsAt } from './support/teams.ts';
@@ -18,7 +18,7 @@ let stores: Stores;
 
 beforeAll(async () => {
   // Two instances of one deployment; every user's requests alternate between them.
-  servers = await Promise.all([startServerProcess(env.vars), startServerProcess(env.vars)]);
+  servers = await startServerProcesses([env.vars, env.vars]);
   stores = openStores(env);
 });
 

@@ -2,7 +2,7 @@ import { afterAll, beforeAll } from 'vitest';
 import type { Subscription } from './client.ts';
 import type { TestEnv } from './env.ts';
 import { type RedisCluster, startRedisCluster } from './redisCluster.ts';
-import { type ServerProcess, startServerProcess } from './server.ts';
+import { type ServerProcess, startServerProcess, startServerProcesses } from './server.ts';
 import { type Stores, openStores } from './stores.ts';
 
 /** Rejects with `what` if `promise` has not settled within `ms`. */
@@ -86,7 +86,7 @@ export function twoInstances(env: TestEnv, options: { together?: boolean; before
   } as { server: ServerProcess; other: ServerProcess; stores: Stores } & Pick<TwoInstances, 'track'>;
   beforeAll(async () => {
     if (options.together) {
-      [context.server, context.other] = await Promise.all([startServerProcess(env.vars), startServerProcess(env.vars)]);
+      [context.server, context.other] = (await startServerProcesses([env.vars, env.vars])) as [ServerProcess, ServerProcess];
     } else {
       context.server = await startServerProcess(env.vars);
       context.other = await startServerProcess(env.vars);

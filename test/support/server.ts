@@ -74,6 +74,18 @@ export async function startServerProcess(vars: Record<string, string>, timeoutMs
   };
 }
 
+/**
+ * Starts servers side by side. If one fails to start, the others that did are killed before
+ * its error is thrown: the file's teardown never learns of them, and they would outlive it.
+ */
+export async function startServerProcesses(varsEach: Record<string, string>[], timeoutMs?: number): Promise<ServerProcess[]> {
+  const results = await Promise.allSettled(varsEach.map((vars) => startServerProcess(vars, timeoutMs)));
+  const failed = results.find((result): result is PromiseRejectedResult => result.status === 'rejected');
+  if (!failed) return results.map((result) => (result as PromiseFulfilledResult<ServerProcess>).value);
+  await Promise.all(results.map((result) => (result.status === 'fulfilled' ? result.value.kill() : undefined)));
+  throw failed.reason;
+}
+
 /** Runs the server expecting it to refuse to start; resolves with its exit code and output. */
 export async function runUntilExit(vars: Record<string, string>, timeoutMs = 30_000): Promise<{ code: number | null; output: string; stdout: string; stderr: string }> {
   const child = spawn(process.execPath, serverArgs(), {

@@ -33,6 +33,8 @@ export interface Database {
 
 // Any constant works; it only has to be the same for every instance of the app.
 const MIGRATION_LOCK_ID = 7_281_546_021;
+/** PostgreSQL's SQLSTATE for a duplicate key. */
+const UNIQUE_VIOLATION = '23505';
 
 export async function openDatabase(config: Config): Promise<Database> {
   return config.DATABASE_URL ? openPostgres(config, config.DATABASE_URL) : openPglite(config.PGLITE_DIR);
@@ -52,8 +54,12 @@ async function openPostgres(config: Config, databaseUrl: string): Promise<Databa
   pool.on('error', () => storeErrors.inc({ source: 'postgres' }));
   try {
     const client = await pool.connect();
-    if (schema) await client.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
-    client.release();
+    try {
+      if (schema) await createSchema(client, schema);
+    } finally {
+      // Unreleased, it would hold pool.end() below forever.
+      client.release();
+    }
   } catch (error) {
     await pool.end().catch(() => undefined);
     throw new StartupError(
@@ -90,6 +96,19 @@ async function openPostgres(config: Config, databaseUrl: string): Promise<Databa
       await pool.end();
     },
   };
+}
+
+/**
+ * Instances of a new deployment start together: PostgreSQL lets two concurrent
+ * `CREATE SCHEMA IF NOT EXISTS` race on its catalog, and the loser fails with a unique
+ * violation although the schema exists by then.
+ */
+async function createSchema(client: pg.PoolClient, schema: string): Promise<void> {
+  try {
+    await client.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
+  } catch (error) {
+    if ((error as { code?: string }).code !== UNIQUE_VIOLATION) throw error;
+  }
 }
 
 async function openPglite(dir: string): Promise<Database> {
