@@ -149,22 +149,31 @@ export class StockTransfers {
    * bucket is dry and nothing is in flight: the item is sold out.
    */
   refill(goodsId: string, bucket: number): Promise<boolean> {
-    return underRebuildLock(this.deps, transferLockKey(goodsId), async () => {
-      await this.giveInFlight(goodsId);
-      for (;;) {
-        const remaining = await Promise.all(allBuckets(this.store.buckets).map((b) => this.goods.read({ goodsId, bucket: b }, () => this.store.remainingStock({ goodsId, bucket: b }))));
-        if (remaining[bucket] === null) return false;
-        if (remaining[bucket]! > 0) return true;
-        const donor = remaining.reduce<number>((best, left, b) => ((left ?? 0) > (remaining[best] ?? 0) ? b : best), bucket);
-        if (donor === bucket) return false;
-        // null: the donor ran dry between the read and the take; look again.
-        const transfer = await this.take(goodsId, donor, bucket);
-        if (!transfer) continue;
-        await this.afterTake();
-        await this.give(transfer);
-        return true;
-      }
-    });
+    const remainingIn = (b: number) => this.goods.read({ goodsId, bucket: b }, () => this.store.remainingStock({ goodsId, bucket: b }));
+    // Everyone whose bucket ran dry asks at once in a storm: those a transfer already
+    // refilled go without queueing for the lock, or the last would wait out its limit.
+    const refilledMeanwhile = async () => (((await remainingIn(bucket)) ?? 0) > 0 ? true : undefined);
+    return underRebuildLock(
+      this.deps,
+      transferLockKey(goodsId),
+      async () => {
+        await this.giveInFlight(goodsId);
+        for (;;) {
+          const remaining = await Promise.all(allBuckets(this.store.buckets).map(remainingIn));
+          if (remaining[bucket] === null) return false;
+          if (remaining[bucket]! > 0) return true;
+          const donor = remaining.reduce<number>((best, left, b) => ((left ?? 0) > (remaining[best] ?? 0) ? b : best), bucket);
+          if (donor === bucket) return false;
+          // null: the donor ran dry between the read and the take; look again.
+          const transfer = await this.take(goodsId, donor, bucket);
+          if (!transfer) continue;
+          await this.afterTake();
+          await this.give(transfer);
+          return true;
+        }
+      },
+      refilledMeanwhile,
+    );
   }
 
   /** The sweeper: gives what dead processes left in flight. Returns how many transfers it gave. */

@@ -60,9 +60,11 @@ export function rebuildOnce(deps: LockDeps, keys: RebuildKeys, rebuild: () => Pr
  * change made in PostgreSQL first and in Redis second, with both writes inside `task`:
  * a rebuild that read PostgreSQL just before the change could otherwise write its older
  * copy over it, and one that read just after could have the change applied twice.
+ * `answered`, asked before each try for the lock, lets a waiter go once another holder's
+ * task did what it needed.
  */
-export function underRebuildLock<T>(deps: LockDeps, lockKey: string, task: () => Promise<T>): Promise<T> {
-  return underLock(deps, lockKey, task, async () => undefined);
+export function underRebuildLock<T>(deps: LockDeps, lockKey: string, task: () => Promise<T>, answered: () => Promise<T | undefined> = async () => undefined): Promise<T> {
+  return underLock(deps, lockKey, task, answered);
 }
 
 /** Waits for the lock and runs `task` under it, unless `answered` has an answer first. */
