@@ -21,6 +21,8 @@ const require = createRequire(import.meta.url);
  *   on the cluster in teams.contention (3 s locks, payments throughout);
  * - subscriptions.completion: teamStatus streams on the cluster run in teams.expiry, and
  *   lottery winner streams across instances in test/cluster.test.ts;
+ * - points.recovery: redemptions across a Redis loss run on the cluster in lottery.paidStorm,
+ *   and a SIGKILL mid-storm with the sweeper after it in lottery.paidCrash;
  * - subscriptions.release: on a cluster its SSE test saw the shard let its channel go in
  *   1.1-1.5 s, over the file's 1 s bound, in 3 runs of 4 (not explained yet), and its
  *   20,000-subscription memory rounds take minutes and do not depend on where channels live.
@@ -38,7 +40,6 @@ const ON_CLUSTER = [
   'lottery.paidStorm',
   'lottery.paidCrash',
   // the points shop
-  'points.recovery',
   'points.redemptionUpdated',
 ].map((name) => `test/${name}.test.ts`);
 

@@ -16,7 +16,7 @@ import { signAhead, tokenOf } from './support/tokens.ts';
 // Both instances run on a six-node Redis Cluster (REDIS_CLUSTER_NODES), set once it is up.
 const env = testEnv('cluster', { SWEEP_INTERVAL_MS: '200' });
 clusterOfTheFile(env);
-const instances = twoInstances(env, { together: true });
+const instances = twoInstances(env);
 
 describe('on a Redis Cluster', () => {
   it('runs scripts on keys of many nodes in one tick (auto-pipelining routes each by its first key)', async () => {

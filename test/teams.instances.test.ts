@@ -19,7 +19,7 @@ import { tokenOf } from './support/tokens.ts';
 const env = testEnv('tm_instances');
 // Two processes of one deployment on different ports: same Redis, same database. Subscribers
 // watch instances.server; the changes are made through instances.other.
-const instances = twoInstances(env, { together: true, beforeStop: async () => (await inProcess)?.close() });
+const instances = twoInstances(env, { beforeStop: async () => (await inProcess)?.close() });
 const { track } = instances;
 
 let inProcess: Promise<App> | undefined;

@@ -71,12 +71,12 @@ export interface TwoInstances {
 }
 
 /**
- * Starts two instances of one deployment on the file's env (one after the other, or both
- * at once with `together`) and opens the stores before the file's tests. After them: closes
+ * Starts two instances of one deployment on the file's env, both at once, and opens the
+ * stores before the file's tests. After them: closes
  * every tracked subscription, runs `beforeStop`, stops both servers (bounded) and drops the
  * stores even when a server failed to stop.
  */
-export function twoInstances(env: TestEnv, options: { together?: boolean; beforeStop?: () => Promise<unknown> } = {}): TwoInstances {
+export function twoInstances(env: TestEnv, options: { beforeStop?: () => Promise<unknown> } = {}): TwoInstances {
   const open: Subscription<unknown>[] = [];
   const context = {
     track<T>(subscription: Subscription<T>): Subscription<T> {
@@ -85,12 +85,7 @@ export function twoInstances(env: TestEnv, options: { together?: boolean; before
     },
   } as { server: ServerProcess; other: ServerProcess; stores: Stores } & Pick<TwoInstances, 'track'>;
   beforeAll(async () => {
-    if (options.together) {
-      [context.server, context.other] = (await startServerProcesses([env.vars, env.vars])) as [ServerProcess, ServerProcess];
-    } else {
-      context.server = await startServerProcess(env.vars);
-      context.other = await startServerProcess(env.vars);
-    }
+    [context.server, context.other] = (await startServerProcesses([env.vars, env.vars])) as [ServerProcess, ServerProcess];
     context.stores = openStores(env);
   });
   afterAll(async () => {
