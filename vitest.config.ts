@@ -16,7 +16,9 @@ const require = createRequire(import.meta.url);
  *   on a cluster of its own, and team and lottery streams in the files below;
  * - refunds.delivery: refunds are owed and paid in PostgreSQL alone;
  * - redPackets.storm: grab storms run on the cluster in redPackets.recovery (with a Redis
- *   loss), redPackets.money and redPackets.subscriptions;
+ *   loss) and redPackets.subscriptions;
+ * - redPackets.money: wallets on the cluster are debited and credited in lottery.paidStorm
+ *   (paid draws, with a Redis loss) and lottery.paidCrash;
  * - payments.storm: payments racing lock expiry, and the refunds owed for late ones, run
  *   on the cluster in teams.contention (3 s locks, payments throughout);
  * - subscriptions.completion: teamStatus streams on the cluster run in teams.expiry, and
@@ -30,7 +32,6 @@ const require = createRequire(import.meta.url);
 const ON_CLUSTER = [
   // red packets, and the wallets they are paid from
   'redPackets.recovery',
-  'redPackets.money',
   'redPackets.subscriptions',
   // group-buy teams and their payments
   'teams.contention',
