@@ -4,25 +4,30 @@ import { defineConfig } from 'vitest/config';
 const require = createRequire(import.meta.url);
 
 /**
- * The files run a second time on a Redis Cluster: every flow's storms, crashes and Redis
- * losses, and its live events (sharded pub/sub). Input validation and single-request
+ * The files run a second time on a Redis Cluster: for each flow a storm, a crash or a Redis
+ * loss, and a live stream (sharded pub/sub); test/cluster*.test.ts run on clusters of their
+ * own in the other project. Input validation and single-request
  * behaviour do not depend on where keys live, and CI has 15 minutes. Left on the single
  * Redis, as their cluster runs would add minutes and little else:
  * - lottery.storm, points.storm: draws and redemptions storm the cluster in
- *   lottery.paidStorm (paid draws racing redemptions, with and without a Redis loss) and in
- *   lottery.recovery;
+ *   lottery.paidStorm (paid draws racing redemptions, with and without a Redis loss);
  * - redPackets.crash: a SIGKILL mid-storm and the sweeper after it run in lottery.paidCrash;
  * - teams.instances, lottery.winners: events across two instances run in test/cluster.test.ts
  *   on a cluster of its own, and team and lottery streams in the files below;
  * - refunds.delivery: refunds are owed and paid in PostgreSQL alone;
  * - redPackets.storm: grab storms run on the cluster in redPackets.recovery (with a Redis
- *   loss) and redPackets.subscriptions;
+ *   loss), test/cluster.test.ts and test/cluster.instances.test.ts;
+ * - redPackets.subscriptions, teams.expiry: test/cluster.test.ts tells a subscriber on one
+ *   instance of grabs made through the other (sharded pub/sub), and expires a seat lock
+ *   through the sweepers, announcing it on the other instance;
+ * - lottery.recovery: draws across a Redis loss run on the cluster in lottery.paidStorm,
+ *   and across a primary's SIGKILL in test/cluster.failover.test.ts;
  * - redPackets.money: wallets on the cluster are debited and credited in lottery.paidStorm
  *   (paid draws, with a Redis loss) and lottery.paidCrash;
  * - payments.storm: payments racing lock expiry, and the refunds owed for late ones, run
  *   on the cluster in teams.contention (3 s locks, payments throughout);
- * - subscriptions.completion: teamStatus streams on the cluster run in teams.expiry, and
- *   lottery winner streams across instances in test/cluster.test.ts;
+ * - subscriptions.completion: teamStatus streams on the cluster run in test/cluster.test.ts
+ *   and test/cluster.instances.test.ts, and redemption streams in points.redemptionUpdated;
  * - points.recovery: redemptions across a Redis loss run on the cluster in lottery.paidStorm,
  *   and a SIGKILL mid-storm with the sweeper after it in lottery.paidCrash;
  * - subscriptions.release: on a cluster its SSE test saw the shard let its channel go in
@@ -30,14 +35,11 @@ const require = createRequire(import.meta.url);
  *   20,000-subscription memory rounds take minutes and do not depend on where channels live.
  */
 const ON_CLUSTER = [
-  // red packets, and the wallets they are paid from
+  // red packets
   'redPackets.recovery',
-  'redPackets.subscriptions',
   // group-buy teams and their payments
   'teams.contention',
-  'teams.expiry',
   // lotteries, free and paid, and the sweeps that settle paid draws
-  'lottery.recovery',
   'lottery.paidStorm',
   'lottery.paidCrash',
   // the points shop
