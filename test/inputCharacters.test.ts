@@ -45,7 +45,7 @@ const live = { packetId: '', teamId: '', activityId: '', prizeId: '', goodsId: '
 
 beforeAll(async () => {
   stores = openStores(env);
-  [fastLane, yogaOnly] = (await startServerProcesses([env.vars, { ...env.vars, GRAPHQL_FAST_LANE: '0' }])) as [ServerProcess, ServerProcess];
+  [fastLane, yogaOnly] = await startServerProcesses([env.vars, { ...env.vars, GRAPHQL_FAST_LANE: '0' }]);
   const url = fastLane.url;
   live.packetId = (await redPacketsAt(url).create(userOf('sender'), { totalAmount: 1000, count: 10 })).id;
   const teams = teamsAt(url);

@@ -21,7 +21,7 @@ let stores: Stores;
 
 beforeAll(async () => {
   stores = openStores(env);
-  [server, production] = (await startServerProcesses([env.vars, { ...env.vars, NODE_ENV: 'production', LOG_LEVEL: 'info', METRICS_TOKEN }])) as [ServerProcess, ServerProcess];
+  [server, production] = await startServerProcesses([env.vars, { ...env.vars, NODE_ENV: 'production', LOG_LEVEL: 'info', METRICS_TOKEN }]);
 }, 90_000);
 
 afterAll(async () => {

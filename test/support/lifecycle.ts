@@ -72,9 +72,9 @@ export interface TwoInstances {
 
 /**
  * Starts two instances of one deployment on the file's env, both at once, and opens the
- * stores before the file's tests. After them: closes
- * every tracked subscription, runs `beforeStop`, stops both servers (bounded) and drops the
- * stores even when a server failed to stop.
+ * stores before the file's tests. After them: closes every tracked subscription, runs
+ * `beforeStop`, stops both servers (bounded) and drops the stores even when a server
+ * failed to stop.
  */
 export function twoInstances(env: TestEnv, options: { beforeStop?: () => Promise<unknown> } = {}): TwoInstances {
   const open: Subscription<unknown>[] = [];
@@ -85,7 +85,7 @@ export function twoInstances(env: TestEnv, options: { beforeStop?: () => Promise
     },
   } as { server: ServerProcess; other: ServerProcess; stores: Stores } & Pick<TwoInstances, 'track'>;
   beforeAll(async () => {
-    [context.server, context.other] = (await startServerProcesses([env.vars, env.vars])) as [ServerProcess, ServerProcess];
+    [context.server, context.other] = await startServerProcesses([env.vars, env.vars]);
     context.stores = openStores(env);
   });
   afterAll(async () => {

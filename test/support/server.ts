@@ -74,14 +74,17 @@ export async function startServerProcess(vars: Record<string, string>, timeoutMs
   };
 }
 
+/** One server for each set of vars, in their order. */
+type ServersFor<Each> = { -readonly [K in keyof Each]: ServerProcess };
+
 /**
  * Starts servers side by side. If one fails to start, the others that did are killed before
  * its error is thrown: the file's teardown never learns of them, and they would outlive it.
  */
-export async function startServerProcesses(varsEach: Record<string, string>[], timeoutMs?: number): Promise<ServerProcess[]> {
+export async function startServerProcesses<const Each extends readonly Record<string, string>[]>(varsEach: Each, timeoutMs?: number): Promise<ServersFor<Each>> {
   const results = await Promise.allSettled(varsEach.map((vars) => startServerProcess(vars, timeoutMs)));
   const failed = results.find((result): result is PromiseRejectedResult => result.status === 'rejected');
-  if (!failed) return results.map((result) => (result as PromiseFulfilledResult<ServerProcess>).value);
+  if (!failed) return results.map((result) => (result as PromiseFulfilledResult<ServerProcess>).value) as ServersFor<Each>;
   await Promise.all(results.map((result) => (result.status === 'fulfilled' ? result.value.kill() : undefined)));
   throw failed.reason;
 }
