@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { type Server, type ServerResponse, createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import maxAliases from '@escape.tech/graphql-armor-max-aliases';
 import maxDepth from '@escape.tech/graphql-armor-max-depth';
 import maxTokens from '@escape.tech/graphql-armor-max-tokens';
@@ -145,6 +145,14 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
       else if (!fastLane?.(req, res) && !webApp(req, res)) void yoga(req, res);
     });
   });
+  // Node counts a connection that has sent nothing yet as busy (its headers timer runs), so
+  // `close()` would wait the whole grace period on a browser's preconnect or a client's
+  // spare pooled socket. The stop ends those itself: no byte of a request has come on them.
+  const connections = new Set<Socket>();
+  httpServer.on('connection', (socket: Socket) => {
+    connections.add(socket);
+    socket.once('close', () => connections.delete(socket));
+  });
   const wsServer = new WebSocketServer({ server: httpServer, path: GRAPHQL_PATH, verifyClient: wsConnectionLimit(app) });
   wsServer.on('connection', (socket) => {
     wsConnections.inc();
@@ -234,6 +242,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
         }
         const closed = new Promise<void>((resolve) => httpServer.close(() => resolve()));
         httpServer.closeIdleConnections();
+        for (const socket of connections) if (socket.bytesRead === 0) socket.destroy();
         for (const socket of wsServer.clients) socket.close(1001, 'server shutting down');
         const deadline = setTimeout(() => httpServer.closeAllConnections(), graceMs);
         await closed;

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
+import { connect } from 'node:net';
 import { fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.ts';
@@ -278,6 +279,22 @@ describe('SIGTERM', () => {
 
   afterAll(async () => {
     await stores?.cleanup();
+  });
+
+  it('does not wait out the grace period for a connection that never sent a request, as a browser preconnect is', async () => {
+    const server = await startServerProcess({ ...env.vars, SHUTDOWN_TIMEOUT_MS: '30000' });
+    try {
+      const preconnect = connect(server.port, '127.0.0.1');
+      await once(preconnect, 'connect');
+      const closedByServer = once(preconnect, 'close');
+      expect((await gql(server.url, '{ __typename }')).body.data).toEqual({ __typename: 'Query' });
+      const stopping = Date.now();
+      expect(await stopWithin(server, 20_000)).toBe(0);
+      expect(Date.now() - stopping).toBeLessThan(5_000);
+      await closedByServer;
+    } finally {
+      await server.kill();
+    }
   });
 
   it('exits 0, and every grab acknowledged before it is in PostgreSQL', async () => {
