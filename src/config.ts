@@ -76,6 +76,8 @@ const envSchema = z.object({
   /** Tests only: lets the lottery scripts see Redis TIME plus the offset kept in Redis at testclock:offsetMs. */
   TEST_CLOCK: z.enum(['0', '1']).default('0'),
   WEB_CONCURRENCY: intFromEnv(1, 1),
+  /** Descriptors accepting on the listening socket, each one connection per event-loop turn (src/acceptors.ts). */
+  HTTP_ACCEPTORS: intFromEnv(64, 1),
 
   /** Unset: vouchers are marked DELIVERED, logged and announced on the event bus. Set: POSTed here. */
   POINTS_DELIVERY_WEBHOOK_URL: z.string().url().optional(),

@@ -1,3 +1,4 @@
+import cluster from 'node:cluster';
 import { randomUUID } from 'node:crypto';
 import { type Server, type ServerResponse, createServer } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -8,6 +9,7 @@ import type { DocumentNode, ExecutionArgs, GraphQLError } from 'graphql';
 import { useServer } from 'graphql-ws/use/ws';
 import { type Plugin, createYoga } from 'graphql-yoga';
 import { WebSocketServer } from 'ws';
+import { prepareAcceptors } from './acceptors.ts';
 import { type App, createApp } from './app.ts';
 import type { Config } from './config.ts';
 import { type Context, authorizationOf, buildContext, localeOfCaller } from './context.ts';
@@ -114,6 +116,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     throw new StartupError('GRAPHQL_TRUSTED_DOCUMENTS=only needs the persisted documents of the web app: run npm run build:web (npm start does)');
   }
   if (!manifest && config.GRAPHQL_TRUSTED_DOCUMENTS === 'allow') log.warn('the web app is not built: no persisted documents, every documentId is refused');
+  const extraAcceptors = prepareAcceptors(cluster.isPrimary ? config.HTTP_ACCEPTORS - 1 : 0, log);
   const app = await createApp(config, log);
   const trusted = createTrustedDocuments(app, config.GRAPHQL_TRUSTED_DOCUMENTS, manifest);
   const maskError = createErrorMasking(config.GRAPHQL_EXPOSE_ERRORS === '1');
@@ -222,6 +225,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     await app.close();
     throw new StartupError(`cannot listen on ${config.HOST}:${config.PORT} (${describeCause(error)}); set PORT or HOST`);
   }
+  const acceptors = await extraAcceptors.attach(httpServer);
   const { port } = httpServer.address() as AddressInfo;
   const host = config.HOST === '0.0.0.0' || config.HOST === '::' ? 'localhost' : config.HOST;
 
@@ -240,7 +244,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
           // instead of holding the stop for the whole grace period.
           else if (String(res.getHeader('content-type')).startsWith('text/event-stream')) res.destroy();
         }
-        const closed = new Promise<void>((resolve) => httpServer.close(() => resolve()));
+        const closed = Promise.all([httpServer, ...acceptors].map((server) => new Promise<void>((resolve) => server.close(() => resolve()))));
         httpServer.closeIdleConnections();
         for (const socket of connections) if (socket.bytesRead === 0) socket.destroy();
         for (const socket of wsServer.clients) socket.close(1001, 'server shutting down');

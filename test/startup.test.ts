@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
+import { readFile, readdir, readlink } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -174,6 +175,37 @@ describe('a running server', () => {
     } finally {
       await stores?.cleanup();
     }
+  });
+
+  it('accepts on its listening socket through HTTP_ACCEPTORS descriptors, and answers a burst of 300 new connections', async () => {
+    // The listening socket's inode, from the kernel's table (state 0A is LISTEN).
+    const portHex = server.port.toString(16).toUpperCase().padStart(4, '0');
+    const listening = (await readFile('/proc/net/tcp', 'utf8')).split('\n').find((line) => line.includes(`:${portHex} 00000000:0000 0A`));
+    const inode = listening!.trim().split(/\s+/)[9];
+    const pid = server.child.pid!;
+    const links = await Promise.all((await readdir(`/proc/${pid}/fd`)).map((fd) => readlink(`/proc/${pid}/fd/${fd}`).catch(() => '')));
+    expect(links.filter((link) => link === `socket:[${inode}]`)).toHaveLength(loadConfig(env.vars).HTTP_ACCEPTORS);
+    // The process that sent the descriptors back is gone.
+    await waitFor('no child process left', async () => (await readFile(`/proc/${pid}/task/${pid}/children`, 'utf8')).trim() === '', { timeoutMs: 5000 });
+
+    const body = JSON.stringify({ query: '{ __typename }' });
+    const answers = await Promise.all(
+      Array.from(
+        { length: 300 },
+        () =>
+          new Promise<string>((resolve, reject) => {
+            const socket = connect(server.port, '127.0.0.1');
+            let text = '';
+            socket.once('connect', () =>
+              socket.end(`POST /graphql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`),
+            );
+            socket.on('data', (chunk) => (text += String(chunk)));
+            socket.once('close', () => resolve(text));
+            socket.once('error', reject);
+          }),
+      ),
+    );
+    expect(answers.filter((answer) => answer.startsWith('HTTP/1.1 200') && answer.endsWith('{"data":{"__typename":"Query"}}'))).toHaveLength(300);
   });
 
   it('answers /health and /ready', async () => {
