@@ -43,8 +43,16 @@ const ECHO_TIMEOUT_MS = 5000;
  * the server's own. Not for cluster workers: their server's handle is the primary's.
  */
 export function prepareAcceptors(count: number, log: Logger): Acceptors {
-  if (count <= 0) return { attach: async () => [] };
-  const echo: ChildProcess = spawn(process.execPath, ['-e', ECHO], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  const none: Acceptors = { attach: async () => [] };
+  if (count <= 0) return none;
+  let echo: ChildProcess;
+  try {
+    echo = spawn(process.execPath, ['-e', ECHO], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  } catch (error) {
+    // Node's permission model, say, forbids child processes: one descriptor still serves.
+    log.warn({ err: error }, 'cannot start the process that adds acceptors; accepting on one descriptor');
+    return none;
+  }
   let failure: Error | undefined;
   echo.on('error', (error) => (failure = error));
   // It dies with this process whatever happens; it must not keep it alive.
