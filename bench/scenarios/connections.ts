@@ -16,7 +16,7 @@ import { testEnv } from '../../test/support/env.ts';
 import { startServerProcess } from '../../test/support/server.ts';
 import { openStores } from '../../test/support/stores.ts';
 import { tokenFor } from '../../test/support/tokens.ts';
-import { machine, option, percentile } from '../support.ts';
+import { benchServerEnv, machine, option, percentile } from '../support.ts';
 
 const USERS = 2_000;
 const BUSY_BEFORE_BURST_MS = 3_000;
@@ -41,7 +41,7 @@ export async function run(args: string[]): Promise<void> {
   try {
     for (let round = 1; round <= rounds; round++) {
       for (const acceptors of ['1', 'default']) {
-        const server = await startServerProcess({ ...env.vars, ...(acceptors === '1' ? { HTTP_ACCEPTORS: '1' } : {}) });
+        const server = await startServerProcess({ ...env.vars, ...benchServerEnv(), ...(acceptors === '1' ? { HTTP_ACCEPTORS: '1' } : {}) });
         try {
           // Every token verified once, as a page load would: the bursts time connections, not signatures.
           const warm = new Agent({ connections: 50 });
