@@ -103,6 +103,9 @@ function createGraphqlServer(app: App, maskError: MaskErrorFunction, corsHeaders
   });
 }
 
+/** The largest graphql-ws frame: a subscribe of the longest document the token limit lets through, with room for its variables. */
+export const WS_MAX_FRAME_BYTES = 64 * 1024;
+
 type EnvelopedRoot = { execute: (args: ExecutionArgs) => unknown; subscribe: (args: ExecutionArgs) => unknown };
 
 const operationId = (args: ExecutionArgs) => (args.contextValue as Context).requestId;
@@ -156,7 +159,9 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     connections.add(socket);
     socket.once('close', () => connections.delete(socket));
   });
-  const wsServer = new WebSocketServer({ server: httpServer, path: GRAPHQL_PATH, verifyClient: wsConnectionLimit(app) });
+  // ws takes frames of up to 100 MiB by default, and graphql-ws keeps connection_init's
+  // payload for the life of the socket: a few anonymous frames would fill the heap.
+  const wsServer = new WebSocketServer({ server: httpServer, path: GRAPHQL_PATH, verifyClient: wsConnectionLimit(app), maxPayload: WS_MAX_FRAME_BYTES });
   wsServer.on('connection', (socket) => {
     wsConnections.inc();
     socket.once('close', () => wsConnections.dec());

@@ -224,6 +224,30 @@ describe('per client address', () => {
   });
 });
 
+describe('graphql-ws frames', () => {
+  /** The close code the server answers `frame` with, or 0 when it acknowledges the connection. */
+  function closeCodeFor(from: string, frame: string): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const socket = new WebSocket(server.url.replace(/^http/, 'ws'), 'graphql-transport-ws', { localAddress: from });
+      socket.once('open', () => socket.send(frame));
+      socket.on('message', (data) => {
+        if (JSON.parse(String(data)).type === 'connection_ack') {
+          socket.close();
+          resolve(0);
+        }
+      });
+      socket.once('close', (code) => resolve(code));
+      socket.once('error', reject);
+    });
+  }
+
+  it('closes a socket whose frame is larger than 64 KiB (1009) before graphql-ws keeps any of it', async () => {
+    const init = (bytes: number) => JSON.stringify({ type: 'connection_init', payload: { padding: 'x'.repeat(bytes) } });
+    expect(await closeCodeFor('127.0.0.7', init(1024 * 1024))).toBe(1009);
+    expect(await closeCodeFor('127.0.0.7', init(60 * 1024))).toBe(0);
+  });
+});
+
 describe('live subscriptions', () => {
   it('at most SUBSCRIPTIONS_PER_SOCKET on one graphql-ws connection; a completed one frees its slot', async () => {
     const client = wsClientFrom('127.0.0.4', await tokenOf('limits-socket-user'));
