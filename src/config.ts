@@ -48,6 +48,8 @@ const envSchema = z.object({
   RATE_LIMIT_WS_CONNECTIONS: intFromEnv(20),
   SUBSCRIPTIONS_PER_USER: intFromEnv(200),
   SUBSCRIPTIONS_PER_SOCKET: intFromEnv(100),
+  /** graphql-sse single connection mode: a stream reserved (PUT) but not connected within this is dropped. */
+  SSE_RESERVATION_TIMEOUT_MS: intFromEnv(30_000, 1),
   /** How many proxies in front of the server append to X-Forwarded-For; 0: the socket's peer is the client. */
   TRUST_PROXY: intFromEnv(0),
 

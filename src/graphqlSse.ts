@@ -1,14 +1,65 @@
+import { randomUUID } from 'node:crypto';
 import { type DocumentNode, type ExecutionResult, GraphQLError, getOperationAST } from 'graphql';
-import type { Response as SseResponse } from 'graphql-sse';
+import { type Response as SseResponse, TOKEN_HEADER_KEY, TOKEN_QUERY_KEY } from 'graphql-sse';
 import { createHandler } from 'graphql-sse/lib/use/fetch';
 import type { Plugin } from 'graphql-yoga';
+import type { App } from './app.ts';
+import { buildContext, unauthenticated } from './context.ts';
+import { rateLimited } from './guards/rateLimits.ts';
+import { AuthFailure } from './infra/auth/tokens.ts';
 import type { TrustedDocuments } from './trustedDocuments.ts';
 
 /** Where the graphql-sse protocol is served. */
 export const GRAPHQL_SSE_PATH = '/graphql/stream';
 
-function badRequest(errors: readonly GraphQLError[]): SseResponse {
-  return [JSON.stringify({ errors }), { status: 400, statusText: 'Bad Request', headers: { 'content-type': 'application/json; charset=utf-8' } }];
+/** Streams a user may have reserved and not yet connected: a client needs one, a reconnect race two. */
+export const RESERVATIONS_PER_USER = 4;
+
+const STATUS_TEXT = { 400: 'Bad Request', 401: 'Unauthorized', 429: 'Too Many Requests' };
+
+function errorAnswer(status: keyof typeof STATUS_TEXT, errors: readonly GraphQLError[], headers: Record<string, string> = {}): SseResponse {
+  return [JSON.stringify({ errors }), { status, statusText: STATUS_TEXT[status], headers: { 'content-type': 'application/json; charset=utf-8', ...headers } }];
+}
+
+const badRequest = (errors: readonly GraphQLError[]) => errorAnswer(400, errors);
+
+/**
+ * The streams reserved for single connection mode and not yet connected. graphql-sse keeps
+ * a reserved stream until it is connected and closed, so one never connected would stay
+ * for good: each is held here for a signed-in user, a few per user, and dropped when it
+ * is not connected in time.
+ */
+class StreamReservations {
+  private readonly waiting = new Map<string, { userId: string; timer: NodeJS.Timeout }>();
+  private readonly perUser = new Map<string, number>();
+
+  constructor(
+    private readonly timeoutMs: number,
+    private readonly drop: (token: string) => void,
+  ) {}
+
+  /** A new stream token for the user, or null when they already wait on as many as allowed. */
+  reserve(userId: string): string | null {
+    const held = this.perUser.get(userId) ?? 0;
+    if (held >= RESERVATIONS_PER_USER) return null;
+    const token = randomUUID();
+    const timer = setTimeout(() => this.settle(token) && this.drop(token), this.timeoutMs).unref();
+    this.waiting.set(token, { userId, timer });
+    this.perUser.set(userId, held + 1);
+    return token;
+  }
+
+  /** The stream is connected (or dropped): graphql-sse lets it go when it closes. True if it was waiting. */
+  settle(token: string): boolean {
+    const reservation = this.waiting.get(token);
+    if (!reservation) return false;
+    clearTimeout(reservation.timer);
+    this.waiting.delete(token);
+    const held = this.perUser.get(reservation.userId)! - 1;
+    if (held === 0) this.perUser.delete(reservation.userId);
+    else this.perUser.set(reservation.userId, held);
+    return true;
+  }
 }
 
 /**
@@ -21,13 +72,38 @@ function badRequest(errors: readonly GraphQLError[]): SseResponse {
  * there, as graphql-sse takes a result only with a `data` key; an event with `data: null` here).
  * graphql-sse passes on no `documentId`: this transport takes query text, where `trusted` lets it.
  */
-export function useGraphqlSse(trusted: TrustedDocuments): Plugin {
+export function useGraphqlSse(app: App, trusted: TrustedDocuments): Plugin {
   const serverContexts = new WeakMap<Request, object>();
   let handler: (request: Request) => Promise<Response>;
   return {
     onYogaInit({ yoga }) {
+      // graphql-sse drops a stream whose event stream ends: one connected by a request
+      // already aborted ends at once.
+      const reservations = new StreamReservations(app.config.SSE_RESERVATION_TIMEOUT_MS, (token) => {
+        const url = `http://localhost${GRAPHQL_SSE_PATH}`;
+        void handler(new yoga.fetchAPI.Request(url, { headers: { accept: 'text/event-stream', [TOKEN_HEADER_KEY]: token }, signal: AbortSignal.abort() }));
+      });
       handler = createHandler(
         {
+          // A reservation (PUT) needs a signed-in caller and gets a token minted here, never
+          // one the caller chose; other requests name their stream as graphql-sse reads it.
+          async authenticate(req) {
+            const named = req.headers.get(TOKEN_HEADER_KEY) ?? new URL(req.url).searchParams.get(TOKEN_QUERY_KEY);
+            if (req.method !== 'PUT') {
+              if (named && req.headers.get('accept') === 'text/event-stream') reservations.settle(named);
+              return named || randomUUID();
+            }
+            const { viewer, credentialError } = await buildContext(app, req.headers.get('authorization') ?? undefined);
+            if (!viewer) return errorAnswer(401, [credentialError ?? unauthenticated(AuthFailure.missing, 'reserving a stream needs a signed-in caller')]);
+            const token = reservations.reserve(viewer.userId);
+            const retryAfterMs = app.config.SSE_RESERVATION_TIMEOUT_MS;
+            return (
+              token ??
+              errorAnswer(429, [rateLimited(`at most ${RESERVATIONS_PER_USER} reserved streams waiting to connect per user`, retryAfterMs)], {
+                'retry-after': String(Math.ceil(retryAfterMs / 1000)),
+              })
+            );
+          },
           async onSubscribe(req, params) {
             const enveloped = yoga.getEnveloped({ ...serverContexts.get(req.raw), request: req.raw, params });
             let document: DocumentNode;

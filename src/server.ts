@@ -98,7 +98,7 @@ function createGraphqlServer(app: App, maskError: MaskErrorFunction, corsHeaders
       useCredentialRefusal(),
       useSubscriptionLimits(config.SUBSCRIPTIONS_PER_USER, config.SUBSCRIPTIONS_PER_SOCKET),
       useReadiness(app),
-      useGraphqlSse(trusted),
+      useGraphqlSse(app, trusted),
     ],
   });
 }

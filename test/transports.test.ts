@@ -14,7 +14,8 @@ import { tokenOf } from './support/tokens.ts';
 
 // What real clients send: GraphiQL's per-operation headers, Apollo's connectionParams.headers,
 // several operations on one socket, and graphql-sse's single connection mode.
-const env = testEnv('transports');
+// A reserved graphql-sse stream not connected within 2 s is dropped.
+const env = testEnv('transports', { SSE_RESERVATION_TIMEOUT_MS: '2000' });
 let server: ServerProcess;
 let stores: Stores;
 const cleanups: (() => void)[] = [];
@@ -173,7 +174,7 @@ describe('graphql-sse single connection mode', () => {
       const [refusal] = await client.subscribe(query).until((events) => events.length > 0);
       expect(refusal?.errors?.[0]?.message).toMatch(/responded with 400/);
       // What the client was told, read raw: a reservation, then the operation on it.
-      const token = await (await fetch(`${server.url}/stream`, { method: 'PUT' })).text();
+      const token = await (await fetch(`${server.url}/stream`, { method: 'PUT', headers: { authorization: `Bearer ${await tokenOf('sse-typist')}` } })).text();
       const response = await fetch(`${server.url}/stream`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'x-graphql-event-stream-token': token },
@@ -186,11 +187,51 @@ describe('graphql-sse single connection mode', () => {
     await live.until((events) => remaining(events).includes(2));
   });
 
-  it('says why it refuses: MISSING without a token, MALFORMED with a bad one', async () => {
+  it('reserves no stream without a valid token, and says why: MISSING without one, MALFORMED with a bad one', async () => {
     const packet = await createPacket();
-    const anonymous = sse({}).subscribe(SUBSCRIPTION, { packetId: packet.id });
-    expect(failures(await anonymous.until((events) => events.length > 0))).toEqual([['UNAUTHENTICATED', 'MISSING']]);
-    const stale = sse({ authorization: 'Bearer not-a-jwt' }).subscribe(SUBSCRIPTION, { packetId: packet.id });
-    expect(failures(await stale.until((events) => events.length > 0))).toEqual([['UNAUTHENTICATED', 'MALFORMED']]);
+    for (const [headers, reason] of [
+      [{}, 'MISSING'],
+      [{ authorization: 'Bearer not-a-jwt' }, 'MALFORMED'],
+    ] as const) {
+      const [refusal] = await sse(headers)
+        .subscribe(SUBSCRIPTION, { packetId: packet.id })
+        .until((events) => events.length > 0);
+      expect(refusal?.errors?.[0]?.message).toMatch(/responded with 401/);
+      const reservation = await fetch(`${server.url}/stream`, { method: 'PUT', headers });
+      expect(reservation.status).toBe(401);
+      expect(failures([(await reservation.json()) as ExecutionResult])).toEqual([['UNAUTHENTICATED', reason]]);
+    }
+  });
+
+  it('mints the stream token itself, keeps at most 4 waiting per user, and drops one not connected in time', async () => {
+    const headers = { authorization: `Bearer ${await tokenOf('sse-reserver')}` };
+    const reserve = () => fetch(`${server.url}/stream`, { method: 'PUT', headers: { ...headers, 'x-graphql-event-stream-token': 'chosen-by-the-caller' } });
+    const tokens: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const reservation = await reserve();
+      expect(reservation.status).toBe(201);
+      tokens.push(await reservation.text());
+    }
+    expect(new Set(tokens).size).toBe(4);
+    for (const token of tokens) expect(token).toMatch(/^[0-9a-f-]{36}$/);
+    const refused = await reserve();
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(((await refused.json()) as ExecutionResult).errors?.[0]?.extensions?.code).toBe('RATE_LIMITED');
+
+    // Connecting a reserved stream frees its place.
+    const connecting = new AbortController();
+    const stream = await fetch(`${server.url}/stream`, { headers: { ...headers, accept: 'text/event-stream', 'x-graphql-event-stream-token': tokens[0]! }, signal: connecting.signal });
+    expect(stream.status).toBe(200);
+    const fifth = await reserve();
+    expect(fifth.status).toBe(201);
+    connecting.abort();
+
+    // The rest were never connected: after the timeout they are gone, and so are their places.
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    const late = await fetch(`${server.url}/stream`, { headers: { ...headers, accept: 'text/event-stream', 'x-graphql-event-stream-token': tokens[1]! } });
+    expect(late.status).toBe(400);
+    await late.body?.cancel();
+    for (let i = 0; i < 4; i++) expect((await reserve()).status).toBe(201);
   });
 });
