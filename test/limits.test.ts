@@ -317,6 +317,19 @@ describe('the cost limit', () => {
     expect((await gql(server.url, wide.replace(/t1[01]: teams\(activityId: "limits"\) \{[\s\S]*?locks \{[^}]*\} \}/g, ''), {}, token)).body.errors).toBeUndefined();
   });
 
+  it('counts a connection page by first or last alike, and by the default page size when neither is given', async () => {
+    const token = await tokenOf('limits-pager');
+    const nested = (bounds: string) => `{ me { redPacketsSent${bounds} { nodes { sharesConnection${bounds} { nodes { userId amount grabbedAt packetId } } } } } }`;
+    // 1 + (1 + 100 × (1 + (1 + 100 × (1 + 4)))): me, the outer page, its nodes, the inner page.
+    for (const bound of ['first', 'last']) {
+      const refused = await gql(server.url, nested(`(${bound}: 100)`), {}, token);
+      expect(errorCodes(refused), bound).toEqual(['BAD_USER_INPUT']);
+      expect(refused.body.errors![0]!.extensions).toMatchObject({ cost: 50_202, maxCost: 10_000 });
+    }
+    // Pages of the default 20: 1 + (1 + 20 × (1 + (1 + 20 × 5))) = 2,042, let through.
+    expect((await gql(server.url, nested(''), {}, token)).body).toEqual({ data: { me: { redPacketsSent: { nodes: [] } } } });
+  });
+
   it('lets the largest legitimate page through', async () => {
     const admin = await tokenOf('limits-operator', { admin: true });
     const page = await gql(

@@ -13,17 +13,21 @@ import {
 } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import { ErrorCode, graphqlError } from '../errors.ts';
+import { PAGE_SIZE } from '../schema/connections.ts';
 import { fragmentsOf, operationOf } from './operation.ts';
 
 /** Arguments that say how many items a list field returns (`count`: RedPacket.latestShares). */
-const LIST_SIZE_ARGUMENTS = new Set(['limit', 'first', 'count']);
+const LIST_SIZE_ARGUMENTS = new Set(['limit', 'count']);
+/** A connection's page bounds: the page holds `first` or `last` items, or the default size when neither is given. */
+const PAGE_BOUNDS = new Set(['first', 'last']);
 
 type Variables = Record<string, unknown> | null | undefined;
 
 /**
  * The cost of an operation: every field costs 1, and the fields beneath a field with a
- * `limit`, `first` or `count` argument count once per item it may return (the value given, or
- * the argument's default). `teams(limit: 200) { id members { userId } }` costs
+ * `limit` or `count` argument count once per item it may return (the value given, or the
+ * argument's default), beneath a connection once per item of its page (`first` or `last`,
+ * or the default page size). `teams(limit: 200) { id members { userId } }` costs
  * 1 + 200 × 4. Fragments count where they are spread; a union's branches all count.
  * `dependsOnVariables` says whether a list size came from a variable, so the cost of
  * the rest can be remembered per document.
@@ -72,11 +76,18 @@ export function operationCost(schema: GraphQLSchema, document: DocumentNode, ope
         const field = parent && (isObjectType(parent) || isInterfaceType(parent)) ? parent.getFields()[selection.name.value] : undefined;
         const type = field ? getNamedType(field.type) : undefined;
         let items = 1;
+        let isPage = false;
+        let pageItems: number | undefined;
         for (const argument of field?.args ?? []) {
-          if (!LIST_SIZE_ARGUMENTS.has(argument.name)) continue;
           const given = selection.arguments?.find((node) => node.name.value === argument.name);
-          items = Math.max(items, listSize(given?.value, argument.defaultValue));
+          if (PAGE_BOUNDS.has(argument.name)) {
+            isPage = true;
+            if (given) pageItems = Math.max(pageItems ?? 1, listSize(given.value, PAGE_SIZE.defaultSize));
+          } else if (LIST_SIZE_ARGUMENTS.has(argument.name)) {
+            items = Math.max(items, listSize(given?.value, argument.defaultValue));
+          }
         }
+        if (isPage) items = Math.max(items, pageItems ?? PAGE_SIZE.defaultSize);
         cost += items * costOf(selection.selectionSet, type && isCompositeType(type) ? type : undefined);
       } else if (selection.kind === Kind.INLINE_FRAGMENT) {
         const type = selection.typeCondition ? schema.getType(selection.typeCondition.name.value) : parent;

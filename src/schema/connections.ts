@@ -2,8 +2,8 @@ import { type DefaultConnectionArguments, resolveCursorConnection } from '@potho
 import { BadInputError } from '../domain/errors.ts';
 import type { KeysetPage } from '../infra/db/pages.ts';
 
-/** Rows a page holds when `first`/`last` is not given, and at most. */
-const PAGE_SIZE = { defaultSize: 20, maxSize: 100 };
+/** Rows a page holds when `first`/`last` is not given, and at most (the cost limit counts pages by it too). */
+export const PAGE_SIZE = { defaultSize: 20, maxSize: 100 };
 const CURSOR_PREFIX = 'c1:';
 
 /** Opaque to clients, so what a cursor holds can change without a new contract. */
