@@ -41,6 +41,12 @@ const envSchema = z.object({
   JWT_AUDIENCE: z.string().optional(),
   /** Set: RS256/ES256 tokens of the identity provider publishing these keys, instead of HS256 with JWT_SECRET. */
   JWT_JWKS_URL: z.string().url().optional(),
+  /**
+   * 1: the web app's development sign-in (POST /app/dev-token) mints a token, operators' too,
+   * for any name. Unset: only with the generated development secret, which no other server
+   * trusts; a set JWT_SECRET may be shared with production. Never in production.
+   */
+  DEV_TOKENS: z.enum(['0', '1']).optional(),
 
   RATE_LIMIT_MUTATIONS: intFromEnv(30),
   RATE_LIMIT_WINDOW_MS: intFromEnv(1000, 1),
@@ -135,6 +141,8 @@ export interface Config extends Omit<Env, 'JWT_SECRET' | 'PAYMENT_WEBHOOK_SECRET
   jwtSecret: string;
   /** True when JWT_SECRET was unset and the development secret in .data/ is used. */
   jwtSecretGenerated: boolean;
+  /** Whether POST /app/dev-token mints tokens (DEV_TOKENS). */
+  devTokens: boolean;
   databaseSchema: string | undefined;
 }
 
@@ -161,6 +169,9 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
   if (env.TEST_CLOCK === '1' && env.NODE_ENV !== 'test') {
     throw new ConfigError('TEST_CLOCK=1 shifts the time scripts see and is only allowed when NODE_ENV=test');
   }
+  if (env.DEV_TOKENS === '1' && env.NODE_ENV === 'production') {
+    throw new ConfigError('DEV_TOKENS=1 lets anyone mint operator tokens and is refused when NODE_ENV=production');
+  }
   if (env.REFUND_WEBHOOK_URL && !env.REFUND_WEBHOOK_SECRET) {
     throw new ConfigError('REFUND_WEBHOOK_URL needs REFUND_WEBHOOK_SECRET (at least 32 characters) to sign the refunds it is sent');
   }
@@ -179,6 +190,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     // With JWT_JWKS_URL the secret is not used, so none is generated.
     jwtSecret: JWT_SECRET ?? (env.JWT_JWKS_URL ? '' : readOrCreateDevSecret()),
     jwtSecretGenerated: !JWT_SECRET && !env.JWT_JWKS_URL,
+    devTokens: env.NODE_ENV !== 'production' && (env.DEV_TOKENS ?? (!JWT_SECRET && !env.JWT_JWKS_URL ? '1' : '0')) === '1',
     databaseSchema: env.DATABASE_URL ? (new URL(env.DATABASE_URL).searchParams.get('schema') ?? undefined) : undefined,
   };
 }

@@ -47,7 +47,7 @@ async function readBody(req: IncomingMessage): Promise<string | null> {
 }
 
 async function mintDevToken(config: Config, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  if (config.NODE_ENV === 'production') return answer(res, 404, { error: 'not found' });
+  if (!config.devTokens) return answer(res, 404, { error: 'this server mints no development tokens (DEV_TOKENS)' });
   const body = await readBody(req);
   let parsed: z.ZodSafeParseResult<z.infer<typeof devTokenRequest>> | null = null;
   try {

@@ -50,6 +50,10 @@ describe('refusing to start', () => {
     expectOneLineRefusal(await runUntilExit(env.vars, 20_000), 'JWT_SECRET');
   });
 
+  it('refuses DEV_TOKENS=1 with NODE_ENV=production', () => {
+    expect(() => loadConfig({ ...testEnv('startup_devtokens').vars, NODE_ENV: 'production', DEV_TOKENS: '1' })).toThrow(/DEV_TOKENS/);
+  });
+
   it('refuses a key prefix whose Redis state belongs to another database, until those keys are deleted', async () => {
     const first = testEnv('startup_owner_a');
     const second = testEnv('startup_owner_b', { REDIS_KEY_PREFIX: first.keyPrefix });
@@ -259,6 +263,14 @@ describe('a running server', () => {
     expect(bobCreate.remainingCount).toBe(1);
     const after = await expectRedPacketInvariants(stores, target);
     expect(after).toHaveLength(1);
+  });
+
+  it('mints no development token when JWT_SECRET is set, which production may share, unless DEV_TOKENS=1', async () => {
+    const mint = await fetch(new URL('/app/dev-token', base), { method: 'POST', body: JSON.stringify({ name: 'mallory', operator: true }) });
+    expect(mint.status).toBe(404);
+    expect(await mint.json()).toEqual({ error: expect.stringContaining('DEV_TOKENS') });
+    expect(loadConfig(env.vars).devTokens).toBe(false);
+    expect(loadConfig({ ...env.vars, DEV_TOKENS: '1' }).devTokens).toBe(true);
   });
 
   it('serves GraphiQL to a browser without loading anything from a CDN', async () => {

@@ -137,10 +137,10 @@ export function webAppPhones(browser: Browser, appUrl: string) {
   };
 }
 
-/** A browser test file's web app: a started server of `env` (with `vars` on top), chromium, and phones on /app/. */
+/** A browser test file's web app: a started server of `env` (with `vars` on top), chromium, and phones on /app/ that sign in through its development sign-in. */
 export async function startWebApp(env: TestEnv, vars: Record<string, string> = {}) {
   if (!existsSync('dist/web/index.html')) throw new Error('dist/web is missing: npm run build:web (npm test and npm start run it)');
-  const [server, browser] = await Promise.all([startServerProcess({ ...env.vars, ...vars }), launchChromium()]);
+  const [server, browser] = await Promise.all([startServerProcess({ ...env.vars, DEV_TOKENS: '1', ...vars }), launchChromium()]);
   const stores = openStores(env);
   const appUrl = new URL('/app/', server.url).toString();
   const app = webAppPhones(browser, appUrl);
