@@ -151,6 +151,34 @@ function useNoSuggestions(): Plugin {
   };
 }
 
+function withoutOriginal(error: GraphQLError): GraphQLError {
+  if (error.extensions?.originalError === undefined) return error;
+  const { originalError: _dropped, ...extensions } = error.extensions;
+  return rebuiltError(error, { extensions });
+}
+
+/**
+ * Yoga answers a body that is not JSON with the parser's own error in
+ * `extensions.originalError`, which the masking never sees: it names the parser and echoes
+ * the body. Kept only with GRAPHQL_EXPOSE_ERRORS=1, as every original error is. Yoga also
+ * reads that field to answer 400 rather than 200, so the status goes on the result.
+ */
+function useNoRequestParserDetails(exposeErrors: boolean): Plugin {
+  const cleaned = (result: ExecutionResult): ExecutionResult => {
+    const detailed = result.errors?.filter((error) => error.extensions?.originalError !== undefined) ?? [];
+    if (detailed.length === 0) return result;
+    const status = Math.max(0, ...detailed.map((error) => Number((error.extensions.http as { status?: number } | undefined)?.status ?? 0)));
+    const http = { ...(result.extensions?.http as object | undefined), ...(status > 0 ? { status } : {}) };
+    return { ...result, errors: result.errors!.map(withoutOriginal), extensions: { ...result.extensions, http } };
+  };
+  return {
+    onResultProcess({ result, setResult }) {
+      if (exposeErrors || Symbol.asyncIterator in (result as object)) return;
+      setResult(Array.isArray(result) ? result.map((single) => cleaned(single as ExecutionResult)) : cleaned(result as ExecutionResult));
+    },
+  };
+}
+
 const introspective = new WeakMap<DocumentNode, boolean>();
 
 /** Whether the document selects __schema or __type anywhere (fragments included); __typename is fine. */
@@ -206,7 +234,15 @@ function useRetryAfterHeader(): Plugin {
   };
 }
 
-/** Request and error hygiene (CORS, CSRF, form bodies, suggestions, introspection, Retry-After), for Yoga's plugin list; the fast lane shares `corsHeaders`. */
+/** Request and error hygiene (CORS, CSRF, form bodies, suggestions, parser details, introspection, Retry-After), for Yoga's plugin list; the fast lane shares `corsHeaders`. */
 export function hygienePlugins(config: Config, corsHeaders: CorsPolicy): Plugin[] {
-  return [useCorsAllowList(corsHeaders), useRefuseFormBodies(), useCsrfPrevention(), useNoSuggestions(), useOperatorIntrospection(config) as Plugin, useRetryAfterHeader()];
+  return [
+    useCorsAllowList(corsHeaders),
+    useRefuseFormBodies(),
+    useCsrfPrevention(),
+    useNoSuggestions(),
+    useNoRequestParserDetails(config.GRAPHQL_EXPOSE_ERRORS === '1'),
+    useOperatorIntrospection(config) as Plugin,
+    useRetryAfterHeader(),
+  ];
 }

@@ -50,6 +50,17 @@ async function post(server: ServerProcess, body: unknown, headers: Record<string
   return { status: response.status, headers: response.headers as unknown as Headers, body: (await response.json()) as Answer['body'] };
 }
 
+describe('a body that is not JSON', () => {
+  it('is BAD_REQUEST without the message of the JSON parser, which echoes the body, unless GRAPHQL_EXPOSE_ERRORS=1', async () => {
+    const send = (server: ServerProcess) => fetch(server.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"query": "{ secret-body' });
+    const masked = await send(servers.development);
+    expect(masked.status).toBe(400);
+    expect(await masked.json()).toEqual({ errors: [{ message: 'POST body sent invalid JSON.', extensions: { code: 'BAD_REQUEST' } }] });
+    const exposed = (await (await send(servers.exposed)).json()) as Answer['body'];
+    expect(exposed.errors![0]!.extensions).toMatchObject({ originalError: { message: expect.stringContaining('secret-body') } });
+  });
+});
+
 describe('unexpected errors', () => {
   const query = { query: '{ goods(id: "hygiene-no-such-goods") { id } }' };
 
