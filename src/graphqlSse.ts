@@ -5,6 +5,7 @@ import { createHandler } from 'graphql-sse/lib/use/fetch';
 import type { Plugin } from 'graphql-yoga';
 import type { App } from './app.ts';
 import { buildContext, unauthenticated } from './context.ts';
+import { ErrorCode } from './errors.ts';
 import { rateLimited } from './guards/rateLimits.ts';
 import { AuthFailure } from './infra/auth/tokens.ts';
 import type { TrustedDocuments } from './trustedDocuments.ts';
@@ -15,7 +16,7 @@ export const GRAPHQL_SSE_PATH = '/graphql/stream';
 /** Streams a user may have reserved and not yet connected: a client needs one, a reconnect race two. */
 export const RESERVATIONS_PER_USER = 4;
 
-const STATUS_TEXT = { 400: 'Bad Request', 401: 'Unauthorized', 429: 'Too Many Requests' };
+const STATUS_TEXT = { 400: 'Bad Request', 401: 'Unauthorized', 429: 'Too Many Requests', 503: 'Service Unavailable' };
 
 function errorAnswer(status: keyof typeof STATUS_TEXT, errors: readonly GraphQLError[], headers: Record<string, string> = {}): SseResponse {
   return [JSON.stringify({ errors }), { status, statusText: STATUS_TEXT[status], headers: { 'content-type': 'application/json; charset=utf-8', ...headers } }];
@@ -94,7 +95,11 @@ export function useGraphqlSse(app: App, trusted: TrustedDocuments): Plugin {
               return named || randomUUID();
             }
             const { viewer, credentialError } = await buildContext(app, req.headers.get('authorization') ?? undefined);
-            if (!viewer) return errorAnswer(401, [credentialError ?? unauthenticated(AuthFailure.missing, 'reserving a stream needs a signed-in caller')]);
+            if (!viewer) {
+              // Tokens that cannot be checked right now (the identity provider's keys unreachable) are an outage, not a refusal.
+              const outage = credentialError?.extensions.code === ErrorCode.unavailable;
+              return errorAnswer(outage ? 503 : 401, [credentialError ?? unauthenticated(AuthFailure.missing, 'reserving a stream needs a signed-in caller')]);
+            }
             const token = reservations.reserve(viewer.userId);
             const retryAfterMs = app.config.SSE_RESERVATION_TIMEOUT_MS;
             return (

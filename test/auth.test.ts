@@ -173,6 +173,10 @@ describe('tokens of an identity provider (JWT_JWKS_URL, JWT_ISSUER, JWT_AUDIENCE
       const response = await gql(cut.url, PUBLIC_QUERY, undefined, await idpToken());
       expect(response.body.data ?? null).toBeNull();
       expect(reasonsOf(response.body)).toEqual([['SERVICE_UNAVAILABLE', undefined]]);
+      // A graphql-sse reservation too: 503, not 401.
+      const reservation = await fetch(new URL('/graphql/stream', cut.url), { method: 'PUT', headers: { authorization: `Bearer ${await idpToken()}` } });
+      expect(reservation.status).toBe(503);
+      expect(reasonsOf((await reservation.json()) as Parameters<typeof reasonsOf>[0])).toEqual([['SERVICE_UNAVAILABLE', undefined]]);
     } finally {
       await stopAll(cut);
     }
