@@ -13,6 +13,7 @@
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.ts';
 import type { Logger } from '../../infra/logger.ts';
 import { type DeliveryOutcome, Outbox, type OutboxOptions, RECORDED } from '../../infra/outbox/outbox.ts';
+import { postToWebhook } from '../../infra/webhooks/post.ts';
 import { signatureHeader } from '../../infra/webhooks/signature.ts';
 import { walletPostingCtes } from './wallets.ts';
 
@@ -44,7 +45,7 @@ export interface RefundProvider {
 /**
  * POSTs the refund as JSON to REFUND_WEBHOOK_URL with `Idempotency-Key: <refund id>` and
  * `Refund-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">` keyed by
- * REFUND_WEBHOOK_SECRET. Anything but a 2xx within the timeout is retried.
+ * REFUND_WEBHOOK_SECRET. Anything but a 2xx within the timeout, a redirect included, is retried.
  */
 export class WebhookRefundProvider implements RefundProvider {
   constructor(
@@ -55,14 +56,7 @@ export class WebhookRefundProvider implements RefundProvider {
 
   async refund(refund: ProviderRefund): Promise<void> {
     const body = JSON.stringify(refund);
-    const response = await fetch(this.url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'idempotency-key': refund.refundId, 'refund-signature': signatureHeader(this.secret, body) },
-      body,
-      signal: AbortSignal.timeout(this.timeoutMs),
-    });
-    await response.body?.cancel();
-    if (!response.ok) throw new Error(`the refund webhook answered ${response.status}`);
+    await postToWebhook('refund', this.url, body, { 'idempotency-key': refund.refundId, 'refund-signature': signatureHeader(this.secret, body) }, this.timeoutMs);
   }
 }
 

@@ -11,6 +11,7 @@ import type { PrismaClient } from '../../generated/prisma/client.ts';
 import type { Logger } from '../../infra/logger.ts';
 import { type DeliveryOutcome, RECORDED } from '../../infra/outbox/outbox.ts';
 import type { LiveEvents } from '../../infra/redis/pubsub.ts';
+import { postToWebhook } from '../../infra/webhooks/post.ts';
 import { markDelivered } from './deliveryWorker.ts';
 
 export interface VoucherDelivery {
@@ -74,7 +75,7 @@ export class LogVoucherNotifier implements VoucherNotifier {
   }
 }
 
-/** POSTs each delivery as JSON to a fulfilment service, which must dedupe by the `Idempotency-Key` header. A non-2xx answer is retried. */
+/** POSTs each delivery as JSON to a fulfilment service, which must dedupe by the `Idempotency-Key` header. A non-2xx answer, a redirect included, is retried. */
 export class WebhookVoucherNotifier implements VoucherNotifier {
   constructor(
     private readonly url: string,
@@ -86,13 +87,6 @@ export class WebhookVoucherNotifier implements VoucherNotifier {
   }
 
   private async post(delivery: VoucherDelivery): Promise<void> {
-    const response = await fetch(this.url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'idempotency-key': delivery.idempotencyKey },
-      body: JSON.stringify(delivery),
-      signal: AbortSignal.timeout(this.timeoutMs),
-    });
-    await response.body?.cancel();
-    if (!response.ok) throw new Error(`the delivery webhook answered ${response.status}`);
+    await postToWebhook('delivery', this.url, JSON.stringify(delivery), { 'idempotency-key': delivery.idempotencyKey }, this.timeoutMs);
   }
 }
