@@ -7,10 +7,18 @@ import { ErrorCode, graphqlError } from '../errors.ts';
 import { problemMessage } from '../i18n/messages.ts';
 import { redisTimeMs } from '../infra/redis/time.ts';
 
+// PostgreSQL stores later years than the driver reads back: a row dated after 9999 could
+// no longer be read, and every list holding it would fail.
+const FIRST_DATE_MS = Date.UTC(1970, 0, 1);
+const LAST_DATE_MS = Date.UTC(10_000, 0, 1) - 1;
+
 function parseDateTime(value: unknown): Date {
   const date = typeof value === 'string' ? new Date(value) : new Date(Number.NaN);
   if (Number.isNaN(date.getTime())) {
     throw new GraphQLError('DateTime must be an ISO-8601 string', { extensions: { code: ErrorCode.badUserInput } });
+  }
+  if (date.getTime() < FIRST_DATE_MS || date.getTime() > LAST_DATE_MS) {
+    throw new GraphQLError('DateTime must lie between 1970-01-01 and 9999-12-31', { extensions: { code: ErrorCode.badUserInput } });
   }
   return date;
 }
