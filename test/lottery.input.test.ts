@@ -160,6 +160,8 @@ describe('updateLotteryActivity refuses changes that do not fit, with BAD_USER_I
     ['a negative weight', weighted.id, { prizes: [{ prizeId: weighted.prizeIds[0]!, weight: -1 }] }],
     ['endsAt before startsAt', weighted.id, { endsAt: new Date(now - 120_000).toISOString() }],
     ['endsAt equal to startsAt', weighted.id, { endsAt: window.startsAt }],
+    // Refused at once, before anything is worked out for the whole window.
+    ['an end in the year 9999', weighted.id, { endsAt: '9999-12-31T00:00:00Z' }],
     ['a prize of another activity', weighted.id, { prizes: [{ prizeId: timed.prizeIds[0]!, weight: 3 }] }],
     [
       'the same prize twice',

@@ -72,7 +72,7 @@ export function changeSettings(current: LotterySettings, input: UpdateLotteryInp
   });
 
   const endsAtMs = input.endsAt?.getTime() ?? current.endsAtMs;
-  const settings: LotterySettings = {
+  const changed = {
     ...current,
     version: current.version + 1,
     endsAtMs,
@@ -81,9 +81,12 @@ export function changeSettings(current: LotterySettings, input: UpdateLotteryInp
     noPrizeWeight: input.noPrizeWeight ?? current.noPrizeWeight,
     dailyDrawLimit: input.dailyDrawLimit ?? current.dailyDrawLimit,
     dailyWinLimit: input.dailyWinLimit ?? current.dailyWinLimit,
-    utcOffsets: endsAtMs === current.endsAtMs ? current.utcOffsets : utcOffsetTable(current.timezone, current.startsAtMs, endsAtMs),
     prizes,
   };
-  issues.push(...settingsIssues(settings));
-  return issues.length > 0 ? { kind: 'invalid', issues } : { kind: 'changed', settings, topUps };
+  // Checked before the offset table is built: it samples the timezone every few hours up
+  // to endsAt, which for an end millennia away would hold the event loop for minutes.
+  issues.push(...settingsIssues(changed));
+  if (issues.length > 0) return { kind: 'invalid', issues };
+  const utcOffsets = endsAtMs === current.endsAtMs ? current.utcOffsets : utcOffsetTable(current.timezone, current.startsAtMs, endsAtMs);
+  return { kind: 'changed', settings: { ...changed, utcOffsets }, topUps };
 }
