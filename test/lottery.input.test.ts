@@ -98,6 +98,8 @@ describe('createLotteryActivity refuses malformed input with BAD_USER_INPUT and 
     ['TIMED with two CONSOLATION prizes', { ...validTimed, prizes: [...validTimed.prizes, validTimed.prizes[1]!] }],
     ['TIMED with a prize without hourlyQuota', { ...validTimed, prizes: [{ title: 'x', totalStock: 1 }, validTimed.prizes[1]!] }],
     ['TIMED with a noPrizeWeight', { ...validTimed, noPrizeWeight: 5 }],
+    // Its past hours would all be released at once.
+    ['TIMED starting two hours ago', { ...validTimed, startsAt: new Date(now - 7_200_000).toISOString() }],
     ['TIMED with a weight', { ...validTimed, prizes: [{ ...validTimed.prizes[0]!, weight: 3 }, validTimed.prizes[1]!] }],
     ['TIMED with a dailyStock', { ...validTimed, prizes: [{ ...validTimed.prizes[0]!, dailyStock: 3 }, validTimed.prizes[1]!] }],
     ['an unknown strategy', { ...valid, strategy: 'LUCKY' }],

@@ -110,6 +110,10 @@ export const ruleMessages = {
   GROUP_PRICE_ABOVE_PRICE: { en: () => 'groupPriceCents must not exceed priceCents', 'zh-CN': () => '拼团价不能高于原价' },
   ENDS_BEFORE_STARTS: { en: () => 'endsAt must be after startsAt', 'zh-CN': () => '结束时间必须晚于开始时间' },
   ACTIVITY_TOO_LONG: { en: (v: RuleValues) => `an activity lasts at most ${v.days} days`, 'zh-CN': (v: RuleValues) => `活动最长 ${v.days} 天` },
+  TIMED_STARTS_IN_THE_PAST: {
+    en: () => 'a TIMED lottery starts at most an hour ago: the prizes of every hour before would all be released at once',
+    'zh-CN': () => '按时段发放的抽奖最多从一小时前开始：之前每小时的奖品会一次全部放出',
+  },
   POINTS_PRIZE_NEEDS_POINTS: { en: () => 'a POINTS prize needs points', 'zh-CN': () => '积分奖品（POINTS）需要设置积分' },
   POINTS_ONLY_ON_POINTS_PRIZE: { en: () => 'only a POINTS prize has points', 'zh-CN': () => '只有积分奖品（POINTS）可以设置积分' },
   HOURLY_QUOTA_ONLY_TIMED: { en: () => 'hourlyQuota is for TIMED activities', 'zh-CN': () => 'hourlyQuota 仅用于定时（TIMED）活动' },

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
+import { ruleInputIssue } from '../../i18n/issues.ts';
 import { Campaign } from '../../infra/campaign/campaign.ts';
 import type { KeysetPage } from '../../infra/db/pages.ts';
 import type { JournalEntry } from '../../infra/journal/journal.ts';
@@ -33,6 +34,9 @@ export interface LotteryDeps extends CampaignDeps {
 }
 
 /** Every lottery entry names its activity: the campaign whose keys a refused entry drops (none if it names none). */
+/** How far back a new TIMED activity may start: a start typed a little late is not refused. */
+const TIMED_START_GRACE_MS = 60 * 60 * 1000;
+
 const activityField = z.object({ activity: z.string() });
 const activityOf = (entry: JournalEntry) => {
   const parsed = activityField.safeParse(entry.fields);
@@ -65,8 +69,14 @@ export class LotteryService {
 
   async create(createdBy: string, input: CreateLotteryInput): Promise<LotteryActivityView> {
     const id = randomUUID();
-    const settings = firstSettings(input);
     const nowMs = await this.deps.clock.nowMs();
+    // The scheduler releases every hour since startsAt that is not released yet, which
+    // after downtime is what it should do; for a new activity dated back months it would
+    // release months of prizes at once (and write them all, in this request).
+    if (input.strategy === 'TIMED' && input.startsAt.getTime() < nowMs - TIMED_START_GRACE_MS) {
+      throw BadInputError.of([ruleInputIssue(['startsAt'], 'TIMED_STARTS_IN_THE_PAST')]);
+    }
+    const settings = firstSettings(input);
     await this.activities.create(id, async () => {
       await insertActivity(this.deps.prisma, { id, createdBy, settings });
       return emptySnapshot(id, settings, localDay(settings.utcOffsets, nowMs));
