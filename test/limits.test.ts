@@ -221,6 +221,10 @@ describe('per client address', () => {
     expect(clientAddress(req('10.0.0.5', '1.1.1.1, 2.2.2.2'), 2)).toBe('1.1.1.1');
     expect(clientAddress(req('10.0.0.5', '1.1.1.1'), 5)).toBe('1.1.1.1');
     expect(clientAddress(req('10.0.0.5'), 1)).toBe('10.0.0.5');
+    // An entry that is no address is no proxy's: the peer it came from counts.
+    expect(clientAddress(req('10.0.0.5', 'x'.repeat(8000)), 1)).toBe('10.0.0.5');
+    expect(clientAddress(req('10.0.0.5', '1.1.1.1, not-an-address'), 1)).toBe('10.0.0.5');
+    expect(clientAddress(req('::ffff:10.0.0.5', '2001:db8::1'), 1)).toBe('2001:db8::1');
   });
 });
 

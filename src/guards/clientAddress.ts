@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import { isIP } from 'node:net';
 
 /**
  * The address a request came from: the socket's peer, or, behind `trustedProxies`
@@ -15,7 +16,10 @@ export function clientAddress(req: IncomingMessage | undefined, trustedProxies: 
     .map((entry) => entry.trim())
     .filter(Boolean);
   const chain = [...forwarded.map(normalized), peer];
-  return chain[Math.max(0, chain.length - 1 - trustedProxies)]!;
+  const chosen = chain[Math.max(0, chain.length - 1 - trustedProxies)]!;
+  // No proxy writes anything but an address: anything else came from a client that
+  // reached the server around its proxies, and would be a rate-limit key of its choosing.
+  return isIP(chosen) ? chosen : peer;
 }
 
 /** IPv4 clients of a dual-stack socket show up as ::ffff:1.2.3.4. */
