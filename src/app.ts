@@ -111,7 +111,7 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     events,
     log,
     notifier: config.POINTS_DELIVERY_WEBHOOK_URL
-      ? new WebhookVoucherNotifier(config.POINTS_DELIVERY_WEBHOOK_URL, config.POINTS_DELIVERY_TIMEOUT_MS)
+      ? new WebhookVoucherNotifier(config.POINTS_DELIVERY_WEBHOOK_URL, config.POINTS_DELIVERY_WEBHOOK_SECRET!, config.POINTS_DELIVERY_TIMEOUT_MS)
       : new LogVoucherNotifier(database.prisma, events, log),
     // The lease outlasts a notifier call (its timeout) with room to record the outcome.
     delivery: { leaseMs: 3 * config.POINTS_DELIVERY_TIMEOUT_MS, retryBaseMs: config.POINTS_DELIVERY_RETRY_MS },

@@ -89,6 +89,8 @@ const envSchema = z.object({
 
   /** Unset: vouchers are marked DELIVERED, logged and announced on the event bus. Set: POSTed here. */
   POINTS_DELIVERY_WEBHOOK_URL: z.string().url().optional(),
+  /** Signs each delivery (`Delivery-Signature`), which carries a voucher code in clear; required with the URL. */
+  POINTS_DELIVERY_WEBHOOK_SECRET: z.string().min(32, 'POINTS_DELIVERY_WEBHOOK_SECRET must be at least 32 characters').optional(),
   POINTS_DELIVERY_TIMEOUT_MS: intFromEnv(10_000, 100),
   POINTS_DELIVERY_RETRY_MS: intFromEnv(1000, 10),
   /**
@@ -171,6 +173,9 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
   }
   if (env.DEV_TOKENS === '1' && env.NODE_ENV === 'production') {
     throw new ConfigError('DEV_TOKENS=1 lets anyone mint operator tokens and is refused when NODE_ENV=production');
+  }
+  if (env.POINTS_DELIVERY_WEBHOOK_URL && !env.POINTS_DELIVERY_WEBHOOK_SECRET) {
+    throw new ConfigError('POINTS_DELIVERY_WEBHOOK_URL needs POINTS_DELIVERY_WEBHOOK_SECRET (at least 32 characters) to sign the vouchers it is sent');
   }
   if (env.REFUND_WEBHOOK_URL && !env.REFUND_WEBHOOK_SECRET) {
     throw new ConfigError('REFUND_WEBHOOK_URL needs REFUND_WEBHOOK_SECRET (at least 32 characters) to sign the refunds it is sent');

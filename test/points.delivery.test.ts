@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type App, createApp } from '../src/app.ts';
@@ -16,6 +17,7 @@ import { type Stores, openStores } from './support/stores.ts';
 import { WebhookReceiver } from './support/webhookReceiver.ts';
 
 const RETRY_MS = 200;
+const DELIVERY_SECRET = 'delivery-webhook-secret-of-at-least-32-chars';
 const receiver = new WebhookReceiver<VoucherDelivery>();
 // A short webhook timeout gives a short lease (3 × timeout): a dead worker's claim runs out in 3 s.
 const webhookEnv = testEnv('points_webhook', { SWEEP_INTERVAL_MS: '100', POINTS_DELIVERY_TIMEOUT_MS: '1000', POINTS_DELIVERY_RETRY_MS: String(RETRY_MS) });
@@ -39,6 +41,8 @@ const apps: App[] = [];
 beforeAll(async () => {
   webhookEnv.vars.POINTS_DELIVERY_WEBHOOK_URL = await receiver.start('/vouchers');
   handBackEnv.vars.POINTS_DELIVERY_WEBHOOK_URL = webhookEnv.vars.POINTS_DELIVERY_WEBHOOK_URL;
+  webhookEnv.vars.POINTS_DELIVERY_WEBHOOK_SECRET = DELIVERY_SECRET;
+  handBackEnv.vars.POINTS_DELIVERY_WEBHOOK_SECRET = DELIVERY_SECRET;
   handBackStores = openStores(handBackEnv);
   webhookStores = openStores(webhookEnv);
   noticeStores = openStores(noticeEnv);
@@ -98,8 +102,11 @@ describe('a delivery webhook that fails', () => {
     for (const redemption of redemptions) {
       const attempts = receiver.of(redemption.id);
       expect(attempts.map((attempt) => attempt.body.attempt)).toEqual([1, 2, 3, 4]);
-      for (const { body } of attempts) {
+      for (const { body, raw, headers } of attempts) {
         expect(body).toMatchObject({ idempotencyKey: redemption.id, userId: redemption.userId, voucherCode: redemption.voucherCode, pointsSpent: 10 });
+        // Signed as a refund is: the fulfilment service can tell a delivery of ours from a forged one.
+        const [, t, v1] = /^t=(\d+),v1=([0-9a-f]{64})$/.exec(String(headers['delivery-signature']))!;
+        expect(v1).toBe(createHmac('sha256', DELIVERY_SECRET).update(`${t}.${raw}`).digest('hex'));
       }
       // Backoff: RETRY_MS, then twice, then four times as long (with slack for a busy machine's timers).
       const gaps = attempts.slice(1).map((attempt, i) => attempt.atMs - attempts[i]!.atMs);

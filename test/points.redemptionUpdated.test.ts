@@ -18,6 +18,7 @@ const receiver = new WebhookReceiver<VoucherDelivery>();
 const env = testEnv('points_live', { SWEEP_INTERVAL_MS: '100', POINTS_DELIVERY_TIMEOUT_MS: '3000', POINTS_DELIVERY_RETRY_MS: '200' });
 beforeAll(async () => {
   env.vars.POINTS_DELIVERY_WEBHOOK_URL = await receiver.start('/vouchers');
+  env.vars.POINTS_DELIVERY_WEBHOOK_SECRET = 'delivery-webhook-secret-of-at-least-32-chars';
 });
 // Registered after the receiver's start: the instances are given its address.
 const instances = twoInstances(env);

@@ -35,7 +35,7 @@ describe('outgoing webhooks', () => {
     for (const status of [302, 307]) {
       const refunds = new WebhookRefundProvider(`${base}/hook?status=${status}`, 'refund-webhook-secret-of-at-least-32-chars', 1_000);
       await expect(refunds.refund({ refundId: 'r1', paymentRef: 'pay_1', userId: 'u1', amountCents: 990, reason: 'TEAM_FAILED' })).rejects.toThrow(`answered ${status}`);
-      const vouchers = new WebhookVoucherNotifier(`${base}/hook?status=${status}`, 1_000);
+      const vouchers = new WebhookVoucherNotifier(`${base}/hook?status=${status}`, 'delivery-webhook-secret-of-at-least-32-chars', 1_000);
       const [outcome] = await vouchers.deliver([{ idempotencyKey: 'd1', userId: 'u1', goodsId: 'g1', voucherCode: 'CODE-1', pointsSpent: 10, attempt: 1 }]);
       expect(outcome?.status).toBe('rejected');
     }

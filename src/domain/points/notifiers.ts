@@ -12,6 +12,7 @@ import type { Logger } from '../../infra/logger.ts';
 import { type DeliveryOutcome, RECORDED } from '../../infra/outbox/outbox.ts';
 import type { LiveEvents } from '../../infra/redis/pubsub.ts';
 import { postToWebhook } from '../../infra/webhooks/post.ts';
+import { signatureHeader } from '../../infra/webhooks/signature.ts';
 import { markDelivered } from './deliveryWorker.ts';
 
 export interface VoucherDelivery {
@@ -75,10 +76,16 @@ export class LogVoucherNotifier implements VoucherNotifier {
   }
 }
 
-/** POSTs each delivery as JSON to a fulfilment service, which must dedupe by the `Idempotency-Key` header. A non-2xx answer, a redirect included, is retried. */
+/**
+ * POSTs each delivery as JSON to a fulfilment service, which must dedupe by the
+ * `Idempotency-Key` header, and signed in `Delivery-Signature` (as a refund is, see
+ * src/infra/webhooks/signature.ts): the body carries the voucher code in clear. A non-2xx
+ * answer, a redirect included, is retried.
+ */
 export class WebhookVoucherNotifier implements VoucherNotifier {
   constructor(
     private readonly url: string,
+    private readonly secret: string,
     private readonly timeoutMs: number,
   ) {}
 
@@ -87,6 +94,7 @@ export class WebhookVoucherNotifier implements VoucherNotifier {
   }
 
   private async post(delivery: VoucherDelivery): Promise<void> {
-    await postToWebhook('delivery', this.url, JSON.stringify(delivery), { 'idempotency-key': delivery.idempotencyKey }, this.timeoutMs);
+    const body = JSON.stringify(delivery);
+    await postToWebhook('delivery', this.url, body, { 'idempotency-key': delivery.idempotencyKey, 'delivery-signature': signatureHeader(this.secret, body) }, this.timeoutMs);
   }
 }
