@@ -28,7 +28,9 @@ const devTokenRequest = z.object({
 
 // Everything the page loads comes from this server; its live updates from its WebSocket.
 const SECURITY_HEADERS = {
-  'content-security-policy': "default-src 'self'; connect-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'",
+  // base-uri and form-action do not fall back to default-src: without them an injected
+  // <base> or <form> could point the page's relative URLs or a submit elsewhere.
+  'content-security-policy': "default-src 'self'; connect-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'same-origin',
 };

@@ -95,6 +95,19 @@ describe('the lottery', () => {
   });
 });
 
+describe('the pages', () => {
+  it('carry a policy that allows scripts, styles and requests from the app itself only, and no <base> or form target elsewhere', async () => {
+    const response = await fetch(appUrl);
+    expect(response.status).toBe(200);
+    const policy = response.headers
+      .get('content-security-policy')!
+      .split(';')
+      .map((directive) => directive.trim());
+    expect(policy).toEqual(expect.arrayContaining(["default-src 'self'", "frame-ancestors 'none'", "base-uri 'none'", "form-action 'self'"]));
+    expect(response.headers.get('x-content-type-options')).toBe('nosniff');
+  });
+});
+
 describe('the development sign-in', () => {
   it('refuses a malformed name with 400 and mints nothing', async () => {
     for (const body of ['{}', '{"name":""}', '{"name":"a b"}', 'not json', JSON.stringify({ name: 'x'.repeat(65) })]) {
