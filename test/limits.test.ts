@@ -4,7 +4,7 @@ import { print } from 'graphql';
 import { type Client, createClient } from 'graphql-ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { clientAddress } from '../src/guards/clientAddress.ts';
+import { budgetOf, clientAddress } from '../src/guards/clientAddress.ts';
 import { RedPacketUpdatedDocument } from './gql/generated.ts';
 import { type GraphqlResponse, errorCodes, gql, subscribeSse } from './support/client.ts';
 import { testEnv } from './support/env.ts';
@@ -225,6 +225,14 @@ describe('per client address', () => {
     expect(clientAddress(req('10.0.0.5', 'x'.repeat(8000)), 1)).toBe('10.0.0.5');
     expect(clientAddress(req('10.0.0.5', '1.1.1.1, not-an-address'), 1)).toBe('10.0.0.5');
     expect(clientAddress(req('::ffff:10.0.0.5', '2001:db8::1'), 1)).toBe('2001:db8::1');
+  });
+
+  it('is counted alone for IPv4, and by the /64 it lies in for IPv6, from which a client may send from any address', () => {
+    expect(budgetOf('10.0.0.5')).toBe('10.0.0.5');
+    expect(budgetOf('2001:db8:1:2:3:4:5:6')).toBe('2001:db8:1:2::/64');
+    expect(budgetOf('2001:db8:1:2::9')).toBe('2001:db8:1:2::/64');
+    expect(budgetOf('2001:0db8:0001:0003::1')).toBe('2001:db8:1:3::/64');
+    expect(budgetOf('::1')).toBe('0:0:0:0::/64');
   });
 });
 

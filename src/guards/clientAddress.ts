@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { isIP } from 'node:net';
+import ipaddr from 'ipaddr.js';
 
 /**
  * The address a request came from: the socket's peer, or, behind `trustedProxies`
@@ -20,6 +21,17 @@ export function clientAddress(req: IncomingMessage | undefined, trustedProxies: 
   // No proxy writes anything but an address: anything else came from a client that
   // reached the server around its proxies, and would be a rate-limit key of its choosing.
   return isIP(chosen) ? chosen : peer;
+}
+
+/**
+ * Whose budget a request from `address` draws on: the address itself for IPv4, the /64 it
+ * lies in for IPv6. A phone or a home gets a whole /64 and may send from any address in
+ * it, so counting each address alone would give one client billions of budgets.
+ */
+export function budgetOf(address: string): string {
+  if (!ipaddr.IPv6.isValid(address)) return address;
+  const network = ipaddr.IPv6.parse(address).parts.slice(0, 4);
+  return `${network.map((part) => part.toString(16)).join(':')}::/64`;
 }
 
 /** IPv4 clients of a dual-stack socket show up as ::ffff:1.2.3.4. */

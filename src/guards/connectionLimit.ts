@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { App } from '../app.ts';
 import { rateLimited as rateLimitedRequests } from '../infra/metrics.ts';
-import { clientAddress } from './clientAddress.ts';
+import { budgetOf, clientAddress } from './clientAddress.ts';
 import { rateLimited } from './rateLimits.ts';
 
 type Verdict = (allowed: boolean, code?: number, message?: string, headers?: Record<string, string>) => void;
@@ -16,7 +16,7 @@ export function wsConnectionLimit(app: App): ((info: { req: IncomingMessage }, v
   const limiter = app.rateLimits.wsConnections;
   if (!limiter.enabled) return undefined;
   return ({ req }, verdict) => {
-    limiter.consume('ws-connection', clientAddress(req, app.config.TRUST_PROXY)).then(
+    limiter.consume('ws-connection', budgetOf(clientAddress(req, app.config.TRUST_PROXY))).then(
       ({ allowed, retryAfterMs }) => {
         if (allowed) return verdict(true);
         rateLimitedRequests.inc({ limit: 'ws-connection' });

@@ -5,7 +5,7 @@ import type { Context } from '../context.ts';
 import { ErrorCode, graphqlError, unavailableError } from '../errors.ts';
 import { rateLimited as rateLimitedRequests } from '../infra/metrics.ts';
 import type { RateLimiter } from '../infra/rateLimit.ts';
-import { clientAddress, requestOf } from './clientAddress.ts';
+import { budgetOf, clientAddress, requestOf } from './clientAddress.ts';
 import { operationOf, rootFieldCount } from './operation.ts';
 
 /** The per-window limits of one instance's callers, counted in Redis across every instance. */
@@ -61,7 +61,7 @@ export function useRateLimits(app: App): Plugin<Context> {
       return refuseOver(payload, 'mutation', mutations.consume('mutation', context.viewer.userId, count), message);
     }
     if (!anonymous.enabled) return undefined;
-    const address = clientAddress(requestOf(context), trustedProxies);
+    const address = budgetOf(clientAddress(requestOf(context), trustedProxies));
     return refuseOver(payload, 'anonymous', anonymous.consume('anonymous', address), 'too many requests without a token from this address; slow down or sign in');
   };
   return { onExecute: limit, onSubscribe: limit };
