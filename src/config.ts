@@ -189,13 +189,14 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
   if (!PAYMENT_WEBHOOK_SECRET && env.NODE_ENV === 'production') {
     throw new ConfigError('PAYMENT_WEBHOOK_SECRET (at least 32 characters) is required when NODE_ENV=production');
   }
+  const jwtSecretGenerated = !JWT_SECRET && !env.JWT_JWKS_URL;
   return {
     ...env,
     paymentWebhookSecret: PAYMENT_WEBHOOK_SECRET ?? readOrCreateDevSecret(DEV_PAYMENT_SECRET_FILE),
     // With JWT_JWKS_URL the secret is not used, so none is generated.
     jwtSecret: JWT_SECRET ?? (env.JWT_JWKS_URL ? '' : readOrCreateDevSecret()),
-    jwtSecretGenerated: !JWT_SECRET && !env.JWT_JWKS_URL,
-    devTokens: env.NODE_ENV !== 'production' && (env.DEV_TOKENS ?? (!JWT_SECRET && !env.JWT_JWKS_URL ? '1' : '0')) === '1',
+    jwtSecretGenerated,
+    devTokens: env.NODE_ENV !== 'production' && (env.DEV_TOKENS === undefined ? jwtSecretGenerated : env.DEV_TOKENS === '1'),
     databaseSchema: env.DATABASE_URL ? (new URL(env.DATABASE_URL).searchParams.get('schema') ?? undefined) : undefined,
   };
 }

@@ -33,10 +33,10 @@ export interface LotteryDeps extends CampaignDeps {
   afterReservation?: () => Promise<void>;
 }
 
-/** Every lottery entry names its activity: the campaign whose keys a refused entry drops (none if it names none). */
 /** How far back a new TIMED activity may start: a start typed a little late is not refused. */
 const TIMED_START_GRACE_MS = 60 * 60 * 1000;
 
+/** Every lottery entry names its activity: the campaign whose keys a refused entry drops (none if it names none). */
 const activityField = z.object({ activity: z.string() });
 const activityOf = (entry: JournalEntry) => {
   const parsed = activityField.safeParse(entry.fields);
