@@ -172,6 +172,13 @@ describe('createGoods', () => {
     expect(errorCodes(response), JSON.stringify(response.body.errors)).toEqual(['BAD_USER_INPUT']);
   });
 
+  it('takes the largest pool, 10,000 codes, in hand-out order', async () => {
+    const codes = voucherCodes('FULL', 10_000);
+    const goods = await points.createGoods('operator', { title: 'big pool', pointsCost: 1, stock: codes.length, voucherCodes: codes });
+    const { rows } = await stores.sql.query<{ code: string }>('SELECT code FROM voucher_code WHERE goods_id = $1 ORDER BY position', [goods.id]);
+    expect(rows.map((row) => row.code)).toEqual(codes);
+  });
+
   it('UNAUTHENTICATED without a token, FORBIDDEN for a user who is not an operator', async () => {
     for (const [token, code] of [
       [undefined, 'UNAUTHENTICATED'],
