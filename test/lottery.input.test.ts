@@ -124,6 +124,23 @@ describe('createLotteryActivity refuses malformed input with BAD_USER_INPUT and 
   });
 });
 
+describe('a timezone', () => {
+  it('is stored under its canonical name, however it was spelled', async () => {
+    for (const [typed, canonical] of [
+      ['asia/shanghai', 'Asia/Shanghai'],
+      ['PRC', 'Asia/Shanghai'],
+      ['etc/utc', 'UTC'],
+    ]) {
+      expect((await lottery.create(OPERATOR, { ...valid, timezone: typed })).timezone, typed).toBe(canonical);
+    }
+  });
+
+  it('that is unknown is reported on its field', async () => {
+    const response = await lottery.raw(CreateLotteryDocument, { input: { ...valid, timezone: 'Mars/Olympus_Mons' } }, OPERATOR, { admin: true });
+    expect(response.body.errors?.[0]?.extensions?.issues).toEqual([{ path: ['input', 'timezone'], message: expect.any(String), code: 'UNKNOWN_TIMEZONE' }]);
+  });
+});
+
 describe('drawLottery', () => {
   it('refuses a malformed requestId or activityId', async () => {
     for (const variables of [{ activityId: weighted.id, requestId: '' }, { activityId: weighted.id, requestId: 'r'.repeat(65) }, {}, { activityId: null }, { activityId: [weighted.id] }]) {

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { ruleIssue } from '../../i18n/issues.ts';
 import { LOTTERY_LIMITS as L, settingsIssues } from './settings.ts';
-import { isTimezone } from './timezone.ts';
+import { canonicalTimezone } from './timezone.ts';
 
 const title = z.string().trim().min(1).max(L.maxTitleLength);
 const weight = z.number().int().min(0, 'weights must not be negative').max(L.maxWeight);
@@ -30,7 +30,14 @@ export const createLotteryInput = z
     dailyDrawLimit: dailyLimit,
     dailyWinLimit: dailyLimit,
     drawCostPoints: z.number().int().min(0, 'drawCostPoints must not be negative').max(L.maxDrawCostPoints).default(0),
-    timezone: z.string().max(64).refine(isTimezone, ruleIssue('UNKNOWN_TIMEZONE')),
+    timezone: z
+      .string()
+      .max(64)
+      .transform((name, ctx) => {
+        const canonical = canonicalTimezone(name);
+        if (canonical === undefined) ctx.addIssue(ruleIssue('UNKNOWN_TIMEZONE'));
+        return canonical ?? z.NEVER;
+      }),
     prizes: z.array(prizeInput).min(1, 'an activity needs at least one prize').max(L.maxPrizes),
   })
   .superRefine((input, ctx) => {

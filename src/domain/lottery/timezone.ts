@@ -36,13 +36,16 @@ function formatter(timezone: string): Intl.DateTimeFormat {
   return format;
 }
 
-/** True for an IANA timezone name Intl knows ("Asia/Shanghai", "UTC"). */
-export function isTimezone(name: string): boolean {
+/**
+ * The canonical name of a timezone Intl knows ("asia/shanghai" and "PRC" give
+ * "Asia/Shanghai"), or undefined. Activities store this name, so the formatter cache
+ * holds one entry per zone, however a caller spells it.
+ */
+export function canonicalTimezone(name: string): string | undefined {
   try {
-    formatter(name);
-    return true;
+    return new Intl.DateTimeFormat('en-US', { timeZone: name }).resolvedOptions().timeZone;
   } catch {
-    return false;
+    return undefined;
   }
 }
 
