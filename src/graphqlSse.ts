@@ -1,11 +1,11 @@
-import { randomUUID } from 'node:crypto';
+import { createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { type DocumentNode, type ExecutionResult, GraphQLError, getOperationAST } from 'graphql';
 import { type Response as SseResponse, TOKEN_HEADER_KEY, TOKEN_QUERY_KEY } from 'graphql-sse';
 import { createHandler } from 'graphql-sse/lib/use/fetch';
 import type { Plugin } from 'graphql-yoga';
 import type { App } from './app.ts';
 import { buildContext, unauthenticated } from './context.ts';
-import { ErrorCode } from './errors.ts';
+import { ErrorCode, graphqlError } from './errors.ts';
 import { rateLimited } from './guards/rateLimits.ts';
 import { AuthFailure } from './infra/auth/tokens.ts';
 import type { TrustedDocuments } from './trustedDocuments.ts';
@@ -16,7 +16,7 @@ export const GRAPHQL_SSE_PATH = '/graphql/stream';
 /** Streams a user may have reserved and not yet connected: a client needs one, a reconnect race two. */
 export const RESERVATIONS_PER_USER = 4;
 
-const STATUS_TEXT = { 400: 'Bad Request', 401: 'Unauthorized', 429: 'Too Many Requests', 503: 'Service Unavailable' };
+const STATUS_TEXT = { 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 429: 'Too Many Requests', 503: 'Service Unavailable' };
 
 function errorAnswer(status: keyof typeof STATUS_TEXT, errors: readonly GraphQLError[], headers: Record<string, string> = {}): SseResponse {
   return [JSON.stringify({ errors }), { status, statusText: STATUS_TEXT[status], headers: { 'content-type': 'application/json; charset=utf-8', ...headers } }];
@@ -29,10 +29,15 @@ const badRequest = (errors: readonly GraphQLError[]) => errorAnswer(400, errors)
  * a reserved stream until it is connected and closed, so one never connected would stay
  * for good: each is held here for a signed-in user, a few per user, and dropped when it
  * is not connected in time.
+ *
+ * A token carries a MAC of its owner, so every later request on the stream (connecting it,
+ * operations, stops) must come from that user, checked without state: a token seen in a
+ * log or a URL is of no use to anyone else. Streams live in one process, and so does the key.
  */
 class StreamReservations {
   private readonly waiting = new Map<string, { userId: string; timer: NodeJS.Timeout }>();
   private readonly perUser = new Map<string, number>();
+  private readonly ownerKey = randomBytes(32);
 
   constructor(
     private readonly timeoutMs: number,
@@ -43,11 +48,24 @@ class StreamReservations {
   reserve(userId: string): string | null {
     const held = this.perUser.get(userId) ?? 0;
     if (held >= RESERVATIONS_PER_USER) return null;
-    const token = randomUUID();
+    const id = randomUUID();
+    const token = `${id}.${this.ownerMac(id, userId)}`;
     const timer = setTimeout(() => this.settle(token) && this.drop(token), this.timeoutMs).unref();
     this.waiting.set(token, { userId, timer });
     this.perUser.set(userId, held + 1);
     return token;
+  }
+
+  /** True when the token was reserved for this user. */
+  isOwner(token: string, userId: string): boolean {
+    const [id = '', mac = ''] = token.split('.');
+    const expected = Buffer.from(this.ownerMac(id, userId));
+    const given = Buffer.from(mac);
+    return given.length === expected.length && timingSafeEqual(given, expected);
+  }
+
+  private ownerMac(id: string, userId: string): string {
+    return createHmac('sha256', this.ownerKey).update(`${id}\n${userId}`).digest('base64url');
   }
 
   /** The stream is connected (or dropped): graphql-sse lets it go when it closes. True if it was waiting. */
@@ -79,35 +97,45 @@ export function useGraphqlSse(app: App, trusted: TrustedDocuments): Plugin {
   return {
     onYogaInit({ yoga }) {
       // graphql-sse drops a stream whose event stream ends: one connected by a request
-      // already aborted ends at once.
+      // already aborted ends at once. Such a request is the server's own, and needs no owner.
+      const drops = new WeakSet<Request>();
       const reservations = new StreamReservations(app.config.SSE_RESERVATION_TIMEOUT_MS, (token) => {
         const url = `http://localhost${GRAPHQL_SSE_PATH}`;
-        void handler(new yoga.fetchAPI.Request(url, { headers: { accept: 'text/event-stream', [TOKEN_HEADER_KEY]: token }, signal: AbortSignal.abort() }));
+        const drop = new yoga.fetchAPI.Request(url, { headers: { accept: 'text/event-stream', [TOKEN_HEADER_KEY]: token }, signal: AbortSignal.abort() });
+        drops.add(drop);
+        void handler(drop);
       });
+      /** The caller's user id, or the answer refusing them: 401, or 503 when tokens cannot be checked right now. */
+      async function signedIn(request: Request, why: string): Promise<string | SseResponse> {
+        const { viewer, credentialError } = await buildContext(app, request.headers.get('authorization') ?? undefined);
+        if (viewer) return viewer.userId;
+        const outage = credentialError?.extensions.code === ErrorCode.unavailable;
+        return errorAnswer(outage ? 503 : 401, [credentialError ?? unauthenticated(AuthFailure.missing, why)]);
+      }
       handler = createHandler(
         {
           // A reservation (PUT) needs a signed-in caller and gets a token minted here, never
-          // one the caller chose; other requests name their stream as graphql-sse reads it.
+          // one the caller chose. Every other request naming a token must come from the user
+          // who reserved it; one naming none is a stream of its own (distinct connection mode).
           async authenticate(req) {
+            if (req.method === 'PUT') {
+              const userId = await signedIn(req.raw, 'reserving a stream needs a signed-in caller');
+              if (typeof userId !== 'string') return userId;
+              const retryAfterMs = app.config.SSE_RESERVATION_TIMEOUT_MS;
+              return (
+                reservations.reserve(userId) ??
+                errorAnswer(429, [rateLimited(`at most ${RESERVATIONS_PER_USER} reserved streams waiting to connect per user`, retryAfterMs)], {
+                  'retry-after': String(Math.ceil(retryAfterMs / 1000)),
+                })
+              );
+            }
             const named = req.headers.get(TOKEN_HEADER_KEY) ?? new URL(req.url).searchParams.get(TOKEN_QUERY_KEY);
-            if (req.method !== 'PUT') {
-              if (named && req.headers.get('accept') === 'text/event-stream') reservations.settle(named);
-              return named || randomUUID();
-            }
-            const { viewer, credentialError } = await buildContext(app, req.headers.get('authorization') ?? undefined);
-            if (!viewer) {
-              // Tokens that cannot be checked right now (the identity provider's keys unreachable) are an outage, not a refusal.
-              const outage = credentialError?.extensions.code === ErrorCode.unavailable;
-              return errorAnswer(outage ? 503 : 401, [credentialError ?? unauthenticated(AuthFailure.missing, 'reserving a stream needs a signed-in caller')]);
-            }
-            const token = reservations.reserve(viewer.userId);
-            const retryAfterMs = app.config.SSE_RESERVATION_TIMEOUT_MS;
-            return (
-              token ??
-              errorAnswer(429, [rateLimited(`at most ${RESERVATIONS_PER_USER} reserved streams waiting to connect per user`, retryAfterMs)], {
-                'retry-after': String(Math.ceil(retryAfterMs / 1000)),
-              })
-            );
+            if (!named || drops.has(req.raw)) return named || randomUUID();
+            const userId = await signedIn(req.raw, 'a reserved stream answers only the user who reserved it');
+            if (typeof userId !== 'string') return userId;
+            if (!reservations.isOwner(named, userId)) return errorAnswer(403, [graphqlError(ErrorCode.forbidden, 'this stream was reserved by another user')]);
+            if (req.headers.get('accept') === 'text/event-stream') reservations.settle(named);
+            return named;
           },
           async onSubscribe(req, params) {
             const enveloped = yoga.getEnveloped({ ...serverContexts.get(req.raw), request: req.raw, params });

@@ -177,7 +177,7 @@ describe('graphql-sse single connection mode', () => {
       const token = await (await fetch(`${server.url}/stream`, { method: 'PUT', headers: { authorization: `Bearer ${await tokenOf('sse-typist')}` } })).text();
       const response = await fetch(`${server.url}/stream`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-graphql-event-stream-token': token },
+        headers: { 'content-type': 'application/json', 'x-graphql-event-stream-token': token, authorization: `Bearer ${await tokenOf('sse-typist')}` },
         body: JSON.stringify({ query, extensions: { operationId: 'bad' } }),
       });
       expect(response.status).toBe(400);
@@ -203,6 +203,39 @@ describe('graphql-sse single connection mode', () => {
     }
   });
 
+  it("answers a reserved stream's requests only from the user who reserved it", async () => {
+    const packet = await createPacket();
+    const owner = { authorization: `Bearer ${await tokenOf('sse-owner')}` };
+    const token = await (await fetch(`${server.url}/stream`, { method: 'PUT', headers: owner })).text();
+    const [id] = token.split('.');
+    const connect = (headers: Record<string, string>, streamToken = token) =>
+      fetch(`${server.url}/stream`, { headers: { ...headers, accept: 'text/event-stream', 'x-graphql-event-stream-token': streamToken } });
+    const operate = (headers: Record<string, string>) =>
+      fetch(`${server.url}/stream`, {
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json', 'x-graphql-event-stream-token': token },
+        body: JSON.stringify({ query: SUBSCRIPTION, variables: { packetId: packet.id }, extensions: { operationId: 'theirs' } }),
+      });
+    const other = { authorization: `Bearer ${await tokenOf('sse-other')}` };
+    for (const [response, status, code] of [
+      [await connect({}), 401, 'UNAUTHENTICATED'],
+      [await connect(other), 403, 'FORBIDDEN'],
+      [await connect(owner, `${id}.${'A'.repeat(43)}`), 403, 'FORBIDDEN'],
+      [await connect(owner, id!), 403, 'FORBIDDEN'],
+      [await operate(other), 403, 'FORBIDDEN'],
+      [await fetch(`${server.url}/stream?${new URLSearchParams({ token, operationId: 'x' })}`, { method: 'DELETE', headers: other }), 403, 'FORBIDDEN'],
+    ] as const) {
+      expect(response.status).toBe(status);
+      expect(((await response.json()) as ExecutionResult).errors?.[0]?.extensions?.code).toBe(code);
+    }
+    // Refused requests took nothing: the owner connects, and runs an operation on the stream.
+    const connecting = new AbortController();
+    const stream = await fetch(`${server.url}/stream`, { headers: { ...owner, accept: 'text/event-stream', 'x-graphql-event-stream-token': token }, signal: connecting.signal });
+    expect(stream.status).toBe(200);
+    expect((await operate(owner)).status).toBe(202);
+    connecting.abort();
+  });
+
   it('mints the stream token itself, keeps at most 4 waiting per user, and drops one not connected in time', async () => {
     const headers = { authorization: `Bearer ${await tokenOf('sse-reserver')}` };
     const reserve = () => fetch(`${server.url}/stream`, { method: 'PUT', headers: { ...headers, 'x-graphql-event-stream-token': 'chosen-by-the-caller' } });
@@ -213,7 +246,7 @@ describe('graphql-sse single connection mode', () => {
       tokens.push(await reservation.text());
     }
     expect(new Set(tokens).size).toBe(4);
-    for (const token of tokens) expect(token).toMatch(/^[0-9a-f-]{36}$/);
+    for (const token of tokens) expect(token).toMatch(/^[0-9a-f-]{36}\.[\w-]{43}$/);
     const refused = await reserve();
     expect(refused.status).toBe(429);
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
