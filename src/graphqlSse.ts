@@ -133,7 +133,7 @@ export function useGraphqlSse(app: App, trusted: TrustedDocuments): Plugin {
             if (!named || drops.has(req.raw)) return named || randomUUID();
             const userId = await signedIn(req.raw, 'a reserved stream answers only the user who reserved it');
             if (typeof userId !== 'string') return userId;
-            if (!reservations.isOwner(named, userId)) return errorAnswer(403, [graphqlError(ErrorCode.forbidden, 'this stream was reserved by another user')]);
+            if (!reservations.isOwner(named, userId)) return errorAnswer(403, [graphqlError(ErrorCode.forbidden, 'this stream was reserved by another user, or in another server process')]);
             if (req.headers.get('accept') === 'text/event-stream') reservations.settle(named);
             return named;
           },
