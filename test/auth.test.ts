@@ -104,6 +104,9 @@ describe('UNAUTHENTICATED says why, over HTTP', () => {
     ['a token without sub', async () => `Bearer ${await rawToken({ iat: now(), exp: now() + 60 })}`, 'MALFORMED'],
     // A user id reaches Redis keys and journal entries: the characters refused in inputs are refused here too.
     ['a token whose sub holds a NUL', async () => `Bearer ${await rawToken({ sub: 'mallory\u0000', iat: now(), exp: now() + 60 })}`, 'MALFORMED'],
+    // A line feed would let `victim\nx` meet `victim`'s lottery requestIds in one Redis field.
+    ['a token whose sub holds a line feed', async () => `Bearer ${await rawToken({ sub: 'victim\nx', iat: now(), exp: now() + 60 })}`, 'MALFORMED'],
+    ['a token whose sub holds a tab', async () => `Bearer ${await rawToken({ sub: 'victim\tx', iat: now(), exp: now() + 60 })}`, 'MALFORMED'],
     ['an expired token', async () => `Bearer ${await rawToken({ sub: 'late', iat: now() - 120, exp: now() - 60 })}`, 'EXPIRED'],
     ['a token valid only later', async () => `Bearer ${await rawToken({ sub: 'early', nbf: now() + 600, exp: now() + 1200 })}`, 'EXPIRED'],
     ['a token of another secret', async () => `Bearer ${await signToken('another-secret-that-is-also-32-characters-long', { userId: 'mallory', roles: ['admin'] })}`, 'BAD_SIGNATURE'],

@@ -7,12 +7,18 @@
 const LONE_SURROGATE = String.raw`[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]`;
 const UNACCEPTABLE = new RegExp(String.raw`[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F]|` + LONE_SURROGATE);
 
+/**
+ * In an identifier (a token's `sub`), tab, line feed and carriage return too: ids are
+ * joined with a line feed in some Redis fields, and no real id spans lines.
+ */
+const UNACCEPTABLE_IN_ID = new RegExp(String.raw`[\u0000-\u001F\u007F-\u009F]|` + LONE_SURROGATE);
+
 /** Every UTF-16 half without its partner (for `replace`: global). */
 export const LONE_SURROGATES = new RegExp(LONE_SURROGATE, 'g');
 
-/** What is wrong with `text`, or undefined when every character is acceptable. */
-export function unacceptableCharacter(text: string): string | undefined {
-  const match = UNACCEPTABLE.exec(text);
+/** What is wrong with `text`, or undefined when every character is acceptable (in an identifier, with `inIdentifier`). */
+export function unacceptableCharacter(text: string, inIdentifier = false): string | undefined {
+  const match = (inIdentifier ? UNACCEPTABLE_IN_ID : UNACCEPTABLE).exec(text);
   if (!match) return undefined;
   const code = match[0].charCodeAt(0);
   const name = `U+${code.toString(16).toUpperCase().padStart(4, '0')}`;

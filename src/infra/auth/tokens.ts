@@ -126,7 +126,7 @@ export class TokenVerifier {
       throw refusal(error);
     }
     const exp = payload.exp!;
-    if (typeof payload.sub !== 'string' || payload.sub.length === 0 || payload.sub.length > 128 || unacceptableCharacter(payload.sub)) {
+    if (typeof payload.sub !== 'string' || payload.sub.length === 0 || payload.sub.length > 128 || unacceptableCharacter(payload.sub, true)) {
       throw new TokenRefusedError(AuthFailure.malformed, 'the token has no usable sub (1 to 128 characters, no control characters)');
     }
     // Counted from now at the latest: a token dated in the future must not stretch its lifetime.
