@@ -4,8 +4,9 @@
   next stock unit), and journals the redemption with the user's sequence number for
   the item. PostgreSQL keeps codes, stock units and sequence numbers unique, so a
   redemption Redis grants twice (after losing data) cannot be persisted twice. The
-  answer, a refusal included, is remembered per (user, requestId): a retry gets the
-  first answer and never deducts twice. A refusal is journaled too, so PostgreSQL can
+  answer, a refusal included, is remembered per (user, requestId) with the goods item it
+  was for: a retry gets the first answer and never deducts twice, and the service
+  refuses a requestId reused for another item. A refusal is journaled too, so PostgreSQL can
   give a retry the same problem after Redis has forgotten it.
 
   Every key shares the hash tag of the user's shop bucket, {shop} or {shop:<b>}
@@ -17,7 +18,7 @@
                                          bucket is stock - remaining
   KEYS[3] {shop}:goods:<goods>:codes     list of the pool's codes not handed out yet
   KEYS[4] {shop}:goods:<goods>:users     hash: user -> the user's last sequence number (kept when perUserLimit > 0)
-  KEYS[5] {shop}:answer:<user>:<request> the remembered answer
+  KEYS[5] {shop}:answer:<user>:<request> the remembered answer, '<goods id>|<answer>'
   KEYS[6] {shop}:journal                 stream of redemptions and refusals waiting for PostgreSQL
   ARGV[1] user id
   ARGV[2] goods id
@@ -31,7 +32,7 @@
     {'missing'}                          the balance or the goods item is missing: rebuild from PostgreSQL, then retry
     {'dry'}                              (ARGV[7] = '1') the bucket has no stock: nothing changed, nothing remembered
     {'redeemed', entryId, entryFields}
-    {'answered', answer}                 a retry: the first answer, 'redeemed:<journal entry id>' or a refusal
+    {'answered', remembered}             a retry: '<goods id>|' and the first answer, 'redeemed:<journal entry id>' or a refusal
     {'refused', answer, entryId, entryFields}
                                          'outOfStock', 'perUserLimit:<limit>' or 'insufficient:<balance>:<cost>'
 ]]
@@ -46,7 +47,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('EXISTS', KEYS[2]) == 0 then
 end
 
 local function refuse(answer)
-  redis.call('SET', KEYS[5], answer, 'PX', ARGV[5])
+  redis.call('SET', KEYS[5], ARGV[2] .. '|' .. answer, 'PX', ARGV[5])
   local fields = {
     'kind', 'points.refuse', 'user', ARGV[1], 'goods', ARGV[2], 'request', ARGV[3], 'answer', answer, 'at', tostring(now_ms()),
   }
@@ -94,5 +95,5 @@ local fields = {
   'cost', goods[1], 'code', code, 'unit', unit, 'seq', seq > 0 and tostring(seq) or '', 'bucket', ARGV[6], 'at', tostring(now_ms()),
 }
 local entryId = redis.call('XADD', KEYS[6], '*', unpack(fields))
-redis.call('SET', KEYS[5], 'redeemed:' .. entryId, 'PX', ARGV[5])
+redis.call('SET', KEYS[5], ARGV[2] .. '|redeemed:' .. entryId, 'PX', ARGV[5])
 return {'redeemed', entryId, fields}

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { answerKey } from '../src/domain/points/store.ts';
 import { signToken } from '../src/infra/auth/tokens.ts';
 import {
   AwardPointsDocument,
@@ -203,6 +204,31 @@ describe('redeemPoints and the reads', () => {
     for (const variables of [{}, { goodsId }, { requestId: 'r' }, { goodsId, requestId: '' }, { goodsId, requestId: 'r'.repeat(129) }, { goodsId: 'g'.repeat(129), requestId: 'r' }]) {
       const response = await unchanged(() => points.raw(RedeemPointsDocument, variables as { goodsId: string; requestId: string }, 'holder'));
       expect(new Set(errorCodes(response)), JSON.stringify(variables)).toEqual(new Set(['BAD_USER_INPUT']));
+    }
+  });
+
+  it('BAD_USER_INPUT for a requestId reused for another goods item, from Redis and, once Redis forgot it, from PostgreSQL', async () => {
+    const other = (await points.createGoods('operator', { title: 'pen', pointsCost: 1_000, stock: 5 })).id;
+    // 'setup' redeemed goodsId; 'too-poor' was refused for the other item.
+    expect((await points.tryRedeem('holder', other, 'too-poor')).result?.__typename).toBe('InsufficientPoints');
+    for (const [requestId, item] of [
+      ['setup', other],
+      ['too-poor', goodsId],
+    ] as const) {
+      const reuse = () => points.raw(RedeemPointsDocument, { goodsId: item, requestId }, 'holder');
+      const refused = (response: GraphqlResponse<unknown>) => {
+        expect(errorCodes(response), requestId).toEqual(['BAD_USER_INPUT']);
+        expect(response.body.errors?.[0]?.message).toContain('already used to redeem another goods item');
+      };
+      refused(await unchanged(reuse));
+      // Forgotten by Redis, the script tries the item; PostgreSQL's first answer refuses the
+      // entry, and the keys it touched are dropped to be rebuilt: nothing durable changes.
+      await stores.redis.del(answerKey('holder', requestId));
+      const { values: _cached, ...durable } = await state();
+      refused(await reuse());
+      const { values: _rebuilt, ...after } = await state();
+      expect(after).toEqual(durable);
+      expect((await points.me('holder')).pointsBalance).toBe(70);
     }
   });
 

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { answerKey, balanceKeys, goodsKeys } from '../src/domain/points/store.ts';
+import { RedeemPointsDocument } from './gql/generated.ts';
+import { errorCodes } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { stopAll } from './support/lifecycle.ts';
 import { type PointsClient, type RedeemResult, pointsAt, voucherCodes } from './support/points.ts';
@@ -162,7 +164,7 @@ describe('a requestId', () => {
     await expectPointsInvariants(stores);
   });
 
-  it('keeps its refusal even after the balance grows, and names the first goods item whatever a retry names', async () => {
+  it('keeps its refusal even after the balance grows, and is refused when reused for another goods item', async () => {
     const cheap = await points.createGoods('operator', { title: 'sticker', pointsCost: 10, stock: 100 });
     const dear = await points.createGoods('operator', { title: 'headphones', pointsCost: 500, stock: 100 });
     await points.award('operator', { userId: 'refused', amount: 100 });
@@ -173,7 +175,8 @@ describe('a requestId', () => {
     expect(redeemed((await points.tryRedeem('refused', dear.id, 'try-2')).result)).toMatchObject({ goodsId: dear.id, pointsSpent: 500 });
 
     const sticker = redeemed((await points.tryRedeem('refused', cheap.id, 'try-3')).result)!;
-    expect((await points.tryRedeem('refused', dear.id, 'try-3')).result).toMatchObject({ __typename: 'Redemption', id: sticker.id, goodsId: cheap.id });
+    expect(errorCodes(await points.raw(RedeemPointsDocument, { goodsId: dear.id, requestId: 'try-3' }, 'refused'))).toEqual(['BAD_USER_INPUT']);
+    expect((await points.tryRedeem('refused', cheap.id, 'try-3')).result).toMatchObject({ __typename: 'Redemption', id: sticker.id, goodsId: cheap.id });
     expect(await durableBalance('refused')).toBe(590);
     await expectPointsInvariants(stores);
   });

@@ -64,15 +64,15 @@ export async function loadBalance(prisma: PrismaClient, userId: string, nowMs: n
                     'atMs', (extract(epoch FROM reserved_at) * 1000)::bigint))
                   FROM draw_payment WHERE user_id = ${userId} AND cost > 0 AND request_id IS NOT NULL AND status <> 'RELEASED' AND reserved_at > ${since}),
                  '[]'::jsonb) AS holds`,
-    prisma.redemption.findMany({ where: { userId, createdAt: { gt: since } }, select: { requestId: true, createdAt: true } }),
-    prisma.redemptionRefusal.findMany({ where: { userId, refusedAt: { gt: since } }, select: { requestId: true, answer: true, refusedAt: true } }),
+    prisma.redemption.findMany({ where: { userId, createdAt: { gt: since } }, select: { requestId: true, goodsId: true, createdAt: true } }),
+    prisma.redemptionRefusal.findMany({ where: { userId, refusedAt: { gt: since } }, select: { requestId: true, goodsId: true, answer: true, refusedAt: true } }),
   ]);
   return {
     userId,
     balance: account?.balance ?? 0,
     recent: [
-      ...redemptions.map((row) => ({ requestId: row.requestId, answer: 'redeemed:', forgetAtMs: row.createdAt.getTime() + ANSWER_TTL_MS })),
-      ...refusals.map((row) => ({ requestId: row.requestId, answer: row.answer, forgetAtMs: row.refusedAt.getTime() + ANSWER_TTL_MS })),
+      ...redemptions.map((row) => ({ requestId: row.requestId, goodsId: row.goodsId, answer: 'redeemed:', forgetAtMs: row.createdAt.getTime() + ANSWER_TTL_MS })),
+      ...refusals.map((row) => ({ requestId: row.requestId, goodsId: row.goodsId, answer: row.answer, forgetAtMs: row.refusedAt.getTime() + ANSWER_TTL_MS })),
     ],
     settledDraws: account?.settled ?? [],
     drawHolds: (account?.holds ?? []).map(({ atMs, ...hold }) => ({ ...hold, forgetAtMs: Number(atMs) + ANSWER_TTL_MS })),

@@ -3,7 +3,7 @@ import type { Goods, Prisma, Redemption, RedemptionStatus } from '../../generate
 import { Campaign } from '../../infra/campaign/campaign.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
 import type { CampaignDeps } from '../deps.ts';
-import { ServiceUnavailableError } from '../errors.ts';
+import { BadInputError, ServiceUnavailableError } from '../errors.ts';
 import { NotFound } from '../problems.ts';
 import { allBuckets } from './buckets.ts';
 import { type DeliveryOptions, VoucherDeliveryWorker } from './deliveryWorker.ts';
@@ -22,6 +22,9 @@ export type RedemptionState = Redemption & { version: number };
 function redemptionTopic(redemptionId: string): string {
   return `redemption:${redemptionId}`;
 }
+
+/** A requestId names one redemption: reused for another goods item, it is the client's mistake, not a retry. */
+const requestIdOfAnotherItem = (requestId: string) => new BadInputError(`requestId ${requestId} was already used to redeem another goods item`);
 
 export class RedemptionNotConfirmedError extends ServiceUnavailableError {}
 
@@ -167,7 +170,7 @@ export class PointsService {
       // PostgreSQL holds another answer for this requestId (given before Redis forgot it),
       // or refused what Redis allowed: the first answer stands, if there is one.
       onConflict: async () => {
-        const first = await this.durableAnswer(userId, requestId);
+        const first = await this.durableAnswer(userId, goodsId, requestId);
         return first ? { kind: 'durable' as const, redemption: first } : undefined;
       },
       unavailable: () => new RedemptionNotConfirmedError('the points shop is being rebuilt; try again'),
@@ -181,8 +184,10 @@ export class PointsService {
       case 'redeemed':
         return { kind: 'answer', redemption: pendingRedemption(this.redemptions.decode(reply.entry)) };
       case 'answered':
+        if (reply.goodsId !== undefined && reply.goodsId !== goodsId) throw requestIdOfAnotherItem(requestId);
+        return { kind: 'answer', redemption: await this.answered(userId, goodsId, requestId, reply.answer) };
       case 'refused':
-        return { kind: 'answer', redemption: await this.answered(userId, requestId, reply.answer) };
+        return { kind: 'answer', redemption: await this.answered(userId, goodsId, requestId, reply.answer) };
     }
   }
 
@@ -263,7 +268,7 @@ export class PointsService {
     return this.delivery.stop();
   }
 
-  private async answered(userId: string, requestId: string, answer: RedeemAnswer): Promise<Redemption> {
+  private async answered(userId: string, goodsId: string, requestId: string, answer: RedeemAnswer): Promise<Redemption> {
     switch (answer.kind) {
       case 'outOfStock':
         throw new OutOfStock();
@@ -272,7 +277,7 @@ export class PointsService {
       case 'insufficient':
         throw new InsufficientPoints(answer.balance, answer.cost);
       case 'redeemed':
-        return this.durableRedemption(userId, requestId, answer.entryId);
+        return this.durableRedemption(userId, goodsId, requestId, answer.entryId);
     }
   }
 
@@ -281,22 +286,25 @@ export class PointsService {
    * committing it, so commit its journal entry too: a retry is answered only with what
    * PostgreSQL holds, as the first call is.
    */
-  private async durableRedemption(userId: string, requestId: string, entryId: string): Promise<Redemption> {
+  private async durableRedemption(userId: string, goodsId: string, requestId: string, entryId: string): Promise<Redemption> {
     // An entry still in the journal is committed here too; one that is gone was committed (or refused) already.
     const entry = entryId ? await this.store.journalEntry(userId, entryId) : null;
     if (entry) await this.deps.journal.commit(entry);
-    const durable = await this.durableAnswer(userId, requestId);
+    const durable = await this.durableAnswer(userId, goodsId, requestId);
     if (durable) return durable;
     // Refused by PostgreSQL: the first call is rebuilding and trying again.
     throw new RedemptionNotConfirmedError('the first call with this requestId is still being confirmed; try again');
   }
 
-  /** What PostgreSQL holds for a requestId: its redemption, or its refusal thrown as the problem; null for neither. */
-  private async durableAnswer(userId: string, requestId: string): Promise<Redemption | null> {
+  /**
+   * What PostgreSQL holds for a requestId: its redemption, or its refusal thrown as the
+   * problem; null for neither. BadInputError when it answered another goods item.
+   */
+  private async durableAnswer(userId: string, goodsId: string, requestId: string): Promise<Redemption | null> {
     const where = { userId_requestId: { userId, requestId } };
-    const redemption = await this.deps.prisma.redemption.findUnique({ where });
-    if (redemption) return redemption;
-    const refusal = await this.deps.prisma.redemptionRefusal.findUnique({ where });
-    return refusal ? this.answered(userId, requestId, parseAnswer(refusal.answer)) : null;
+    const first = (await this.deps.prisma.redemption.findUnique({ where })) ?? (await this.deps.prisma.redemptionRefusal.findUnique({ where }));
+    if (!first) return null;
+    if (first.goodsId !== goodsId) throw requestIdOfAnotherItem(requestId);
+    return 'answer' in first ? this.answered(userId, goodsId, requestId, parseAnswer(first.answer)) : first;
   }
 }

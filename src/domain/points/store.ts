@@ -75,11 +75,23 @@ export function parseAnswer(answer: string): RedeemAnswer {
   }
 }
 
+/**
+ * A remembered answer: '<goods id>|<answer>'. One without the goods id (remembered before
+ * it was kept) is taken for any item.
+ */
+function parseRemembered(remembered: string): { goodsId: string | undefined; answer: RedeemAnswer } {
+  const bar = remembered.indexOf('|');
+  return { goodsId: bar < 0 ? undefined : remembered.slice(0, bar), answer: parseAnswer(remembered.slice(bar + 1)) };
+}
+
+/** The value a rebuild remembers for an answer (see parseRemembered). */
+const remembered = (goodsId: string, answer: string) => `${goodsId}|${answer}`;
+
 const redeemPoints = defineScript('redeemPoints', ['balance', 'goods', 'codes', 'users', 'answer', 'journal'], {
   missing: () => ({}),
   dry: () => ({}),
   redeemed: (values, keys) => ({ entry: values.entry(0, keys.journal)! }),
-  answered: (values) => ({ answer: parseAnswer(values.str(0)) }),
+  answered: (values) => parseRemembered(values.str(0)),
   refused: (values, keys) => ({ answer: parseAnswer(values.str(0)), entry: values.entry(1, keys.journal)! }),
 });
 
@@ -142,7 +154,7 @@ export interface BalanceSnapshot {
   userId: string;
   balance: number;
   /** Answers to remember: 'redeemed:' for a redemption (retries look it up), or the refusal. */
-  recent: { requestId: string; answer: string; forgetAtMs: number }[];
+  recent: { requestId: string; goodsId: string; answer: string; forgetAtMs: number }[];
   /** Draw payments the balance already counts but Redis may not have applied: marked settled, never applied again. */
   settledDraws: string[];
   /** Live reservations of paid draw requests, so a retry reserves nothing. */
@@ -269,8 +281,8 @@ export class PointsStore {
     const { userId } = snapshot;
     const bucket = this.bucketOf(userId);
     const tx = this.redis.multi();
-    for (const { requestId, answer, forgetAtMs } of snapshot.recent) {
-      if (forgetAtMs > nowMs) tx.set(answerKey(userId, requestId, bucket), answer, 'PX', forgetAtMs - nowMs);
+    for (const { requestId, goodsId, answer, forgetAtMs } of snapshot.recent) {
+      if (forgetAtMs > nowMs) tx.set(answerKey(userId, requestId, bucket), remembered(goodsId, answer), 'PX', forgetAtMs - nowMs);
     }
     for (const drawId of snapshot.settledDraws) tx.set(drawSettledKey(drawId, bucket), '1', 'PX', ANSWER_TTL_MS);
     for (const { activityId, requestId, drawId, forgetAtMs } of snapshot.drawHolds) {
