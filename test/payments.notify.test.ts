@@ -131,6 +131,42 @@ describe('a notify of a seat payment', () => {
   });
 });
 
+describe("an operator's seat and the provider's payment", () => {
+  /** A team of its own that fails 3 s after it opens, so its refunds can be read. */
+  const failingTeam = async (leader: string) => (await teams.open(leader, { activityId: 'notify-failing', capacity: 5, formationSeconds: 3 })).id;
+  const refundsOf = async (paymentRef: string) => (await started.stores.sql.query('SELECT source_key, reason FROM refund WHERE payment_ref = $1 ORDER BY source_key', [paymentRef])).rows;
+
+  it("cannot seat a buyer with a payment owed back as too late, nor with another user's payment", async () => {
+    const quitter = await teams.lock('op-late', teamId);
+    if (quitter.__typename !== 'SeatLocked') throw new Error(`got ${quitter.__typename}`);
+    await teams.release('op-late', teamId);
+    expect(await sendNotify(started.server.url, succeeded(quitter.payment))).toEqual({ status: 200, body: { outcome: 'REFUND_OWED' } });
+    const owner = await teams.lock('op-owner', teamId);
+    if (owner.__typename !== 'SeatLocked') throw new Error(`got ${owner.__typename}`);
+    for (const [user, paymentRef] of [
+      ['op-late', quitter.payment.paymentRef],
+      ['op-someone-else', owner.payment.paymentRef],
+    ]) {
+      const response = await unchanged(() => teams.raw(ConfirmTeamSeatDocument, { teamId, userId: user, paymentRef }, 'ops', { admin: true }));
+      expect(errorCodes(response), user).toEqual(['BAD_USER_INPUT']);
+    }
+  });
+
+  it("a seat an operator confirmed with the buyer's own payment is paid by its notify, and refunded once when the team fails", async () => {
+    const team = await failingTeam('op-leader');
+    const locked = await teams.lock('op-buyer', team);
+    if (locked.__typename !== 'SeatLocked') throw new Error(`got ${locked.__typename}`);
+    await teams.confirm('op-buyer', team, locked.payment.paymentRef);
+    expect(await sendNotify(started.server.url, succeeded(locked.payment))).toEqual({ status: 200, body: { outcome: 'SEATED' } });
+    const { rows } = await started.stores.sql.query('SELECT status FROM payment WHERE payment_ref = $1', [locked.payment.paymentRef]);
+    expect(rows).toEqual([{ status: 'SUCCEEDED' }]);
+    expect(await refundsOf(locked.payment.paymentRef)).toEqual([]);
+    await waitFor('the team to fail and its refunds to be owed', async () => (await refundsOf(locked.payment.paymentRef)).length > 0, { timeoutMs: 15_000 });
+    expect(await refundsOf(locked.payment.paymentRef)).toEqual([{ source_key: `team:${team}:op-buyer`, reason: 'TEAM_FAILED' }]);
+    expect(await paymentViolations(started.stores, [team])).toEqual([]);
+  });
+});
+
 describe('a wallet top-up', () => {
   it('is credited once its notify says SUCCEEDED, once however often it is notified', async () => {
     const { body } = await gql(started.server.url, TopUpWalletDocument, { amountCents: 5000 }, await tokenOf('topper'));

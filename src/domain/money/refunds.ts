@@ -21,6 +21,9 @@ export interface RefundOwed {
   paymentRef: string | null;
 }
 
+/** The source key of a seat payment that came too late to seat anyone, and is owed back. */
+export const lateSeatPaymentKey = (paymentRef: string) => `payment:${paymentRef}`;
+
 /**
  * An INSERT of the rows of the relation `source` (columns source_key, user_id,
  * amount_cents, reason, payment_ref) into the outbox, each source key once; it returns

@@ -1,7 +1,7 @@
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.ts';
 import type { Database } from '../../infra/db/database.ts';
 import type { Logger } from '../../infra/logger.ts';
-import { oweRefunds } from '../money/refunds.ts';
+import { lateSeatPaymentKey, oweRefunds } from '../money/refunds.ts';
 import { postToWallets } from '../money/wallets.ts';
 import type { TeamService } from '../teams/service.ts';
 import { mintPaymentRef } from '../teams/service.ts';
@@ -84,6 +84,10 @@ export class PaymentService {
       // This notify seated the buyer, and the statement that did recorded its transaction
       // on the payment: it cannot be a duplicate, so the check below is not needed.
       if (seated === 'joined') return { status: 200, body: { outcome: 'SEATED' } };
+      // Seated before: by an earlier notify (the payment succeeded then, and this is a
+      // retry or a second charge), or by an operator with this reference, whose seat this
+      // first success pays for and a failed team refunds.
+      if (seated === 'seated') await this.succeed(this.deps.prisma, notice);
       outcome = seated === 'seated' ? 'SEATED' : await this.refundLate(payment.userId, notice);
     }
     return { status: 200, body: { outcome: (await this.refundDuplicate(payment.userId, notice)) ?? outcome } };
@@ -99,7 +103,7 @@ export class PaymentService {
   }
 
   /** The payment succeeded, if it had not, in the transaction that does what it pays for. */
-  private succeed(tx: Prisma.TransactionClient, notice: PaymentNotice) {
+  private succeed(tx: PrismaClient | Prisma.TransactionClient, notice: PaymentNotice) {
     return tx.payment.updateMany({
       where: { paymentRef: notice.paymentRef, status: { not: 'SUCCEEDED' } },
       data: { status: 'SUCCEEDED', providerTxnId: notice.providerTxnId, settledAt: new Date() },
@@ -118,7 +122,7 @@ export class PaymentService {
   private async refundLate(userId: string, notice: PaymentNotice): Promise<NotifyOutcome> {
     await this.deps.prisma.$transaction(async (tx) => {
       await this.succeed(tx, notice);
-      await oweRefunds(tx, [{ sourceKey: `payment:${notice.paymentRef}`, userId, amountCents: notice.amountCents, reason: 'LATE_PAYMENT', paymentRef: notice.paymentRef }]);
+      await oweRefunds(tx, [{ sourceKey: lateSeatPaymentKey(notice.paymentRef), userId, amountCents: notice.amountCents, reason: 'LATE_PAYMENT', paymentRef: notice.paymentRef }]);
     });
     this.deps.log.info({ paymentRef: notice.paymentRef, userId }, 'a seat payment came too late; a refund is owed');
     return 'REFUND_OWED';

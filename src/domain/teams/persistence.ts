@@ -4,7 +4,7 @@ import { type KeysetPage, keysetArgs } from '../../infra/db/pages.ts';
 import { unnest } from '../../infra/db/unnest.ts';
 import { conflictingEntries, entryKind } from '../../infra/journal/entryKind.ts';
 import type { JournalEntry } from '../../infra/journal/journal.ts';
-import { refundsOwedFrom } from '../money/refunds.ts';
+import { lateSeatPaymentKey, refundsOwedFrom } from '../money/refunds.ts';
 import { type GroupBuyActivity, MAX_LOCK_SECONDS } from './activities.ts';
 import { OpenTeamLimitReached } from './problems.ts';
 import { type TeamRef, type TeamSnapshot, type TeamStatus, activityOfJournal } from './store.ts';
@@ -222,13 +222,28 @@ export const seatsJournalKind = entryKind({
 /**
  * The refunds a failed team owes, from the relation `members` (team_id, user_id,
  * payment_ref): one per member whose seat a payment bound to them and the team paid for
- * (the leader, and members an operator seated without one, paid nothing here).
+ * (the leader, and members an operator seated without one, paid nothing here), unless
+ * that payment was owed back already as too late (an operator seated the buyer with it).
  */
 function teamRefundsOwed(members: string): Prisma.Sql {
   return Prisma.sql`
     SELECT 'team:' || m.team_id || ':' || m.user_id AS source_key, m.user_id, p.amount_cents, 'TEAM_FAILED' AS reason, p.payment_ref
     FROM ${Prisma.raw(members)} m
-    JOIN payment p ON p.payment_ref = m.payment_ref AND p.user_id = m.user_id AND p.team_id = m.team_id AND p.status = 'SUCCEEDED'`;
+    JOIN payment p ON p.payment_ref = m.payment_ref AND p.user_id = m.user_id AND p.team_id = m.team_id AND p.status = 'SUCCEEDED'
+    WHERE NOT EXISTS (SELECT 1 FROM refund r WHERE r.source_key = ${lateSeatPaymentKey('')} || p.payment_ref)`;
+}
+
+/**
+ * Why an operator may not seat `userId` in the team with `paymentRef`, or null. A reference
+ * the provider knows must be that user's payment for that team, and not one owed back as
+ * too late: the buyer would keep the seat and the refund, or be refunded twice.
+ */
+export async function operatorSeatPaymentProblem(prisma: PrismaClient, teamId: string, userId: string, paymentRef: string): Promise<string | null> {
+  const payment = await prisma.payment.findUnique({ where: { paymentRef }, select: { userId: true, teamId: true } });
+  if (!payment) return null;
+  if (payment.userId !== userId || payment.teamId !== teamId) return "this paymentRef is another user's or another team's payment";
+  const refunded = await prisma.refund.findUnique({ where: { sourceKey: lateSeatPaymentKey(paymentRef) }, select: { id: true } });
+  return refunded ? 'this payment came after its seat lock ended and is being refunded; seat the buyer without it, or with a new payment' : null;
 }
 
 /** Just the teams an entry names, read apart from its full schema: an entry that schema refuses changed them too. */

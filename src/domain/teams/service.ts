@@ -8,7 +8,7 @@ import type { GroupBuyActivity, GroupBuyActivityInput } from './activities.ts';
 import { TeamCampaign, type TeamDeps } from './campaign.ts';
 import { DeadlineSweeper } from './deadlines.ts';
 import { LockExpirySweeper } from './lockExpiry.ts';
-import { insertTeam, listTeams, recentlyLockedTeams, teamsOfUser } from './persistence.ts';
+import { insertTeam, listTeams, operatorSeatPaymentProblem, recentlyLockedTeams, teamsOfUser } from './persistence.ts';
 import { AlreadyMember, GroupBuyNotActive, NoSeatLock, TeamClosed, TeamFull, TeamLimitReached } from './problems.ts';
 import { type ConfirmReply, type ConfirmedBy, type SeatLockView, type TeamRef, type TeamState, type TeamStatus, activityKeys, teamStateOf } from './store.ts';
 
@@ -157,6 +157,8 @@ export class TeamService {
   async confirm(userId: string, teamId: string, paymentRef: string): Promise<TeamState> {
     const ref = await this.teams.refOf(teamId);
     if (!ref) throw new NotFound('team', teamId);
+    const problem = await operatorSeatPaymentProblem(this.deps.prisma, teamId, userId, paymentRef);
+    if (problem) throw new BadInputError(problem);
     const reply = await this.teams.journaled(ref, () => this.confirmOnce(ref, userId, paymentRef, {}));
     if (!reply) throw new NotFound('team', teamId);
     switch (reply.kind) {
