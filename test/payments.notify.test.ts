@@ -146,7 +146,7 @@ describe("an operator's seat and the provider's payment", () => {
     for (const [user, paymentRef] of [
       ['op-late', quitter.payment.paymentRef],
       ['op-someone-else', owner.payment.paymentRef],
-    ]) {
+    ] as const) {
       const response = await unchanged(() => teams.raw(ConfirmTeamSeatDocument, { teamId, userId: user, paymentRef }, 'ops', { admin: true }));
       expect(errorCodes(response), user).toEqual(['BAD_USER_INPUT']);
     }

@@ -114,6 +114,10 @@ export const ruleMessages = {
     en: () => 'a TIMED lottery starts at most an hour ago: the prizes of every hour before would all be released at once',
     'zh-CN': () => '按时段发放的抽奖最多从一小时前开始：之前每小时的奖品会一次全部放出',
   },
+  ENDED_STAYS_ENDED: {
+    en: () => 'the activity has ended: its end cannot move, or its winners and their subscribers would see it start again',
+    'zh-CN': () => '活动已结束：结束时间不能再修改，否则已结束的活动会重新开始',
+  },
   POINTS_PRIZE_NEEDS_POINTS: { en: () => 'a POINTS prize needs points', 'zh-CN': () => '积分奖品（POINTS）需要设置积分' },
   POINTS_ONLY_ON_POINTS_PRIZE: { en: () => 'only a POINTS prize has points', 'zh-CN': () => '只有积分奖品（POINTS）可以设置积分' },
   HOURLY_QUOTA_ONLY_TIMED: { en: () => 'hourlyQuota is for TIMED activities', 'zh-CN': () => 'hourlyQuota 仅用于定时（TIMED）活动' },

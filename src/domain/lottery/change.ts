@@ -40,15 +40,18 @@ export type SettingsChange = { kind: 'changed'; settings: LotterySettings; topUp
 
 /**
  * The next version of an activity's settings with an operator's change applied, and the
- * stock to add per prize; or why the change does not fit this activity.
+ * stock to add per prize; or why the change does not fit this activity at `nowMs`.
  */
-export function changeSettings(current: LotterySettings, input: UpdateLotteryInput): SettingsChange {
+export function changeSettings(current: LotterySettings, input: UpdateLotteryInput, nowMs: number): SettingsChange {
   const issues: RuleInputIssue[] = [];
   const weighted = current.strategy === 'WEIGHTED';
   const onlyFor = (applies: boolean, path: (string | number)[], rule: InputRule, values?: RuleValues) => {
     if (!applies) issues.push(ruleInputIssue(path, rule, values));
   };
   onlyFor(weighted || input.noPrizeWeight == null, ['noPrizeWeight'], 'ONLY_WEIGHTED', { field: 'noPrizeWeight' });
+  // Subscribers of an ended activity were told it ended; a TIMED one would also release
+  // every hour since its end at once.
+  onlyFor(input.endsAt == null || current.endsAtMs > nowMs, ['endsAt'], 'ENDED_STAYS_ENDED');
 
   const topUps = new Map<string, number>();
   const prizes = current.prizes.map((prize) => ({ ...prize }));

@@ -152,7 +152,7 @@ export class LotteryService {
     const reply = await this.activities.journaled(activityId, {
       call: () =>
         this.store.overCurrentSettings(activityId, async (current) => {
-          const change = changeSettings(current, input);
+          const change = changeSettings(current, input, await this.deps.clock.nowMs());
           if (change.kind === 'invalid') throw BadInputError.of(change.issues);
           // The end may move: the sweeper watches the journal as long as the keys are kept.
           await this.deps.journal.trackStream(lotteryKeys(activityId).journal, change.settings.retainUntilMs);
