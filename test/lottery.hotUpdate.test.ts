@@ -134,6 +134,10 @@ describe('operators change a running activity', () => {
     const ended = await update(activity.id, { endsAt: new Date(Date.now() - 1_000).toISOString() });
     expect(ended.status).toBe('ENDED');
     expect(await draw(activity.id, 'topper-1')).toMatchObject({ __typename: 'ActivityNotActive', reason: 'ENDED' });
+    // Ended stays ended: its subscribers were told so.
+    const reopened = await lottery.raw(UpdateLotteryDocument, { activityId: activity.id, input: { endsAt: new Date(Date.now() + 86_400_000).toISOString() } }, OPERATOR, { admin: true });
+    expect(reopened.body.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', issues: [{ path: ['endsAt'], code: 'ENDED_STAYS_ENDED' }] });
+    expect(await draw(activity.id, 'topper-1')).toMatchObject({ __typename: 'ActivityNotActive', reason: 'ENDED' });
 
     const lotteryActivity = await lottery.activity(OPERATOR, activity.id, { admin: true });
     expect(lotteryActivity).toMatchObject({ settingsVersion: 4, dailyDrawLimit: 4, prizes: [{ totalStock: 5, remainingStock: 0 }] });
