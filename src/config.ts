@@ -52,6 +52,10 @@ const envSchema = z.object({
   RATE_LIMIT_WINDOW_MS: intFromEnv(1000, 1),
   RATE_LIMIT_ANONYMOUS: intFromEnv(100),
   RATE_LIMIT_WS_CONNECTIONS: intFromEnv(20),
+  /** graphql-ws sockets open at once per client address (an IPv6 client: its /64) in one process; 0: no limit. */
+  WS_CONNECTIONS_PER_ADDRESS: intFromEnv(256),
+  /** A graphql-ws socket without a live operation for this long is closed; 0: never. */
+  WS_IDLE_TIMEOUT_MS: intFromEnv(300_000),
   SUBSCRIPTIONS_PER_USER: intFromEnv(200),
   SUBSCRIPTIONS_PER_SOCKET: intFromEnv(100),
   /** graphql-sse single connection mode: a stream reserved (PUT) but not connected within this is dropped. */

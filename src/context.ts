@@ -47,6 +47,20 @@ function headerOf({ request, connectionParams, params }: TransportContext, heade
   return headerIn(params?.extensions?.headers, header) ?? headerIn(connectionParams, header) ?? headerIn(connectionParams?.headers, header);
 }
 
+/**
+ * The part of graphql-ws's connectionParams that headerOf reads, in its own shape. graphql-ws
+ * keeps the payload for the life of the socket, so a socket keeps only this, not whatever
+ * else (up to a frame of it) a client put there.
+ */
+export function connectionHeaders(connectionParams: Record<string, unknown> | undefined): Record<string, string> {
+  const kept: Record<string, string> = {};
+  for (const header of ['authorization', 'accept-language']) {
+    const value = headerIn(connectionParams, header) ?? headerIn(connectionParams?.headers, header);
+    if (value !== undefined) kept[header] = value;
+  }
+  return kept;
+}
+
 /** The caller's Authorization (see headerOf for where it is read). */
 export function authorizationOf(transport: TransportContext): string | undefined {
   return headerOf(transport, 'authorization');

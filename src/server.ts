@@ -12,12 +12,12 @@ import { WebSocketServer } from 'ws';
 import { prepareAcceptors } from './acceptors.ts';
 import { type App, createApp } from './app.ts';
 import type { Config } from './config.ts';
-import { type Context, authorizationOf, buildContext, localeOfCaller } from './context.ts';
+import { type Context, authorizationOf, buildContext, connectionHeaders, localeOfCaller } from './context.ts';
 import { type MaskErrorFunction, createErrorMasking } from './errorMasking.ts';
 import { createFastLane } from './fastLane.ts';
 import { useCredentialRefusal, useInputErrorCodes, useReadiness } from './graphqlPlugins.ts';
 import { useGraphqlSse } from './graphqlSse.ts';
-import { wsConnectionLimit } from './guards/connectionLimit.ts';
+import { WebSocketLimits } from './guards/connectionLimit.ts';
 import { useInputCharacters } from './guards/inputCharacters.ts';
 import { useOperationCost } from './guards/operationCost.ts';
 import { useRateLimits } from './guards/rateLimits.ts';
@@ -161,7 +161,9 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
   });
   // ws takes frames of up to 100 MiB by default, and graphql-ws keeps connection_init's
   // payload for the life of the socket: a few anonymous frames would fill the heap.
-  const wsServer = new WebSocketServer({ server: httpServer, path: GRAPHQL_PATH, verifyClient: wsConnectionLimit(app), maxPayload: WS_MAX_FRAME_BYTES });
+  const wsLimits = new WebSocketLimits(app);
+  const wsServer = new WebSocketServer({ server: httpServer, path: GRAPHQL_PATH, verifyClient: wsLimits.verifyClient(), maxPayload: WS_MAX_FRAME_BYTES });
+  wsLimits.watch(wsServer);
   wsServer.on('connection', (socket) => {
     wsConnections.inc();
     socket.once('close', () => wsConnections.dec());
@@ -169,6 +171,11 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
 
   useServer<Record<string, unknown>>(
     {
+      onConnect: (ctx) => {
+        // Read-only in graphql-ws's types, but only its own field: the rest of the payload goes.
+        (ctx as { connectionParams?: Record<string, unknown> }).connectionParams = connectionHeaders(ctx.connectionParams);
+        wsLimits.connected(ctx);
+      },
       // Each operation is a request of its own: started, executed and pulled as its id.
       execute: (args) => servingRequest(operationId(args), () => (args.rootValue as EnvelopedRoot).execute(args)) as never,
       subscribe: async (args) => {
@@ -257,6 +264,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
         await closed;
         clearTimeout(deadline);
         wsServer.close();
+        wsLimits.stop();
         await yoga.dispose();
         await app.close();
       })()),

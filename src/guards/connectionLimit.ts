@@ -1,4 +1,6 @@
 import type { IncomingMessage } from 'node:http';
+import type { Context as WsContext } from 'graphql-ws';
+import type { WebSocket, WebSocketServer } from 'ws';
 import type { App } from '../app.ts';
 import { rateLimited as rateLimitedRequests } from '../infra/metrics.ts';
 import { budgetOf, clientAddress } from './clientAddress.ts';
@@ -6,27 +8,89 @@ import { rateLimited } from './rateLimits.ts';
 
 type Verdict = (allowed: boolean, code?: number, message?: string, headers?: Record<string, string>) => void;
 
+/** How often idle sockets are looked for, at most. */
+const IDLE_SWEEP_MAX_MS = 30_000;
+
 /**
- * The `verifyClient` of the graphql-ws server: at most RATE_LIMIT_WS_CONNECTIONS new
- * connections per client address per window. A refusal is an HTTP 429 to the upgrade
- * request, before any socket is set up, with Retry-After and the same RATE_LIMITED
- * error a GraphQL response carries. Undefined when the limit is off.
+ * What bounds the graphql-ws sockets of one process:
+ * - at most RATE_LIMIT_WS_CONNECTIONS new connections per client address per window;
+ * - at most WS_CONNECTIONS_PER_ADDRESS open at once per client address, since a rate alone
+ *   lets one address pile sockets up until the process runs out of file descriptors;
+ * - a socket without a live operation for WS_IDLE_TIMEOUT_MS is closed (1000: the
+ *   graphql-ws client opens a new one when it next subscribes).
+ * A refused upgrade is an HTTP 429 before any socket is set up, with Retry-After and the
+ * same RATE_LIMITED error a GraphQL response carries.
  */
-export function wsConnectionLimit(app: App): ((info: { req: IncomingMessage }, verdict: Verdict) => void) | undefined {
-  const limiter = app.rateLimits.wsConnections;
-  if (!limiter.enabled) return undefined;
-  return ({ req }, verdict) => {
-    limiter.consume('ws-connection', budgetOf(clientAddress(req, app.config.TRUST_PROXY))).then(
-      ({ allowed, retryAfterMs }) => {
-        if (allowed) return verdict(true);
-        rateLimitedRequests.inc({ limit: 'ws-connection' });
-        const body = JSON.stringify({ errors: [rateLimited('too many new connections from this address; retry later', retryAfterMs).toJSON()] });
-        verdict(false, 429, body, { 'Content-Type': 'application/json', 'Retry-After': String(Math.max(1, Math.ceil(retryAfterMs / 1000))) });
-      },
-      (error: unknown) => {
-        app.log.warn({ err: error }, 'cannot count a new WebSocket connection; refusing it');
-        verdict(false, 503, undefined, { 'Retry-After': '1' });
-      },
-    );
-  };
+export class WebSocketLimits {
+  private readonly openPerAddress = new Map<string, number>();
+  private readonly sockets = new Map<WebSocket, { context: WsContext | null; busyAtMs: number }>();
+  private sweeper: NodeJS.Timeout | undefined;
+
+  constructor(private readonly app: App) {}
+
+  /** Counts the server's sockets from their upgrade to their close, and closes idle ones. */
+  watch(wsServer: WebSocketServer): void {
+    const idleMs = this.app.config.WS_IDLE_TIMEOUT_MS;
+    wsServer.on('connection', (socket, req) => {
+      const address = this.addressOf(req);
+      this.openPerAddress.set(address, (this.openPerAddress.get(address) ?? 0) + 1);
+      this.sockets.set(socket, { context: null, busyAtMs: Date.now() });
+      socket.once('close', () => {
+        this.sockets.delete(socket);
+        const open = this.openPerAddress.get(address)! - 1;
+        if (open === 0) this.openPerAddress.delete(address);
+        else this.openPerAddress.set(address, open);
+      });
+    });
+    if (idleMs > 0) this.sweeper = setInterval(() => this.closeIdle(idleMs), Math.min(idleMs / 4, IDLE_SWEEP_MAX_MS)).unref();
+  }
+
+  /** graphql-ws's onConnect: the socket's operations tell whether it is idle. */
+  connected(context: WsContext): void {
+    const socket = (context.extra as { socket: WebSocket }).socket;
+    const held = this.sockets.get(socket);
+    if (held) held.context = context;
+  }
+
+  stop(): void {
+    clearInterval(this.sweeper);
+  }
+
+  /** The `verifyClient` of the graphql-ws server; undefined when neither limit is on. */
+  verifyClient(): ((info: { req: IncomingMessage }, verdict: Verdict) => void) | undefined {
+    const limiter = this.app.rateLimits.wsConnections;
+    const perAddress = this.app.config.WS_CONNECTIONS_PER_ADDRESS;
+    if (!limiter.enabled && perAddress === 0) return undefined;
+    const refuse = (verdict: Verdict, limit: string, message: string, retryAfterMs: number) => {
+      rateLimitedRequests.inc({ limit });
+      const body = JSON.stringify({ errors: [rateLimited(message, retryAfterMs).toJSON()] });
+      verdict(false, 429, body, { 'Content-Type': 'application/json', 'Retry-After': String(Math.max(1, Math.ceil(retryAfterMs / 1000))) });
+    };
+    return ({ req }, verdict) => {
+      const address = this.addressOf(req);
+      if (perAddress > 0 && (this.openPerAddress.get(address) ?? 0) >= perAddress) {
+        return refuse(verdict, 'ws-open', `at most ${perAddress} open connections from this address; close one first`, this.app.config.RATE_LIMIT_WINDOW_MS);
+      }
+      if (!limiter.enabled) return verdict(true);
+      limiter.consume('ws-connection', address).then(
+        ({ allowed, retryAfterMs }) => (allowed ? verdict(true) : refuse(verdict, 'ws-connection', 'too many new connections from this address; retry later', retryAfterMs)),
+        (error: unknown) => {
+          this.app.log.warn({ err: error }, 'cannot count a new WebSocket connection; refusing it');
+          verdict(false, 503, undefined, { 'Retry-After': '1' });
+        },
+      );
+    };
+  }
+
+  private addressOf(req: IncomingMessage): string {
+    return budgetOf(clientAddress(req, this.app.config.TRUST_PROXY));
+  }
+
+  private closeIdle(idleMs: number): void {
+    const now = Date.now();
+    for (const [socket, held] of this.sockets) {
+      if (held.context && Object.keys(held.context.subscriptions).length > 0) held.busyAtMs = now;
+      else if (now - held.busyAtMs >= idleMs) socket.close(1000, 'idle: no live operation');
+    }
+  }
 }

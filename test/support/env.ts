@@ -43,6 +43,7 @@ export function testEnv(name: string, overrides: Record<string, string> = {}): T
       RATE_LIMIT_MUTATIONS: '0',
       RATE_LIMIT_ANONYMOUS: '0',
       RATE_LIMIT_WS_CONNECTIONS: '0',
+      WS_CONNECTIONS_PER_ADDRESS: '0',
       SUBSCRIPTIONS_PER_USER: '0',
       SUBSCRIPTIONS_PER_SOCKET: '0',
       ...overrides,

@@ -1,0 +1,76 @@
+import type { IncomingMessage } from 'node:http';
+import { print } from 'graphql';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { RedPacketUpdatedDocument } from './gql/generated.ts';
+import { testEnv } from './support/env.ts';
+import { stopAll } from './support/lifecycle.ts';
+import { waitFor } from './support/poll.ts';
+import { redPacketsAt } from './support/redPackets.ts';
+import { type ServerProcess, startServerProcess } from './support/server.ts';
+import { type Stores, openStores } from './support/stores.ts';
+import { tokenOf } from './support/tokens.ts';
+
+// Each test calls from its own loopback address (127.0.0.x), so the per-address counts are its own.
+const env = testEnv('web_sockets', { WS_CONNECTIONS_PER_ADDRESS: '2', WS_IDLE_TIMEOUT_MS: '2000' });
+let server: ServerProcess;
+let stores: Stores;
+/** A red packet to subscribe to. */
+let packetId: string;
+
+beforeAll(async () => {
+  [server, stores] = await Promise.all([startServerProcess(env.vars), openStores(env)]);
+  packetId = (await redPacketsAt(server.url).create('sockets-sender', { totalAmount: 1000, count: 10 })).id;
+});
+
+afterAll(async () => {
+  await stopAll(server);
+  await stores?.cleanup();
+});
+
+describe('graphql-ws sockets', () => {
+  /** A graphql-transport-ws socket from `from`, acknowledged (signed in as `user` if given); or the refused upgrade. */
+  function open(from: string, user?: string): Promise<WebSocket | IncomingMessage> {
+    return new Promise((resolve, reject) => {
+      const socket = new WebSocket(server.url.replace(/^http/, 'ws'), 'graphql-transport-ws', { localAddress: from });
+      socket.once('open', async () => {
+        socket.send(JSON.stringify({ type: 'connection_init', payload: user ? { authorization: `Bearer ${await tokenOf(user)}` } : {} }));
+      });
+      socket.on('message', (data) => JSON.parse(String(data)).type === 'connection_ack' && resolve(socket));
+      socket.once('unexpected-response', (_request, response) => resolve(response));
+      socket.once('error', reject);
+    });
+  }
+  const closed = (socket: WebSocket) => new Promise<number>((resolve) => socket.once('close', (code) => resolve(code)));
+
+  it('keeps at most WS_CONNECTIONS_PER_ADDRESS open per address; a closed one frees its place', async () => {
+    const from = '127.0.0.8';
+    const [first, second] = (await Promise.all([open(from), open(from)])) as WebSocket[];
+    const refused = (await open(from)) as IncomingMessage;
+    expect(refused.statusCode).toBe(429);
+    let body = '';
+    for await (const chunk of refused) body += String(chunk);
+    expect(JSON.parse(body).errors[0].extensions.code).toBe('RATE_LIMITED');
+    const gone = closed(first!);
+    first!.close();
+    await gone;
+    await waitFor('the server to count the close', async () => {
+      const third = await open(from);
+      if (third instanceof WebSocket) third.close();
+      return third instanceof WebSocket;
+    });
+    second!.close();
+  });
+
+  it('closes a socket without a live operation after WS_IDLE_TIMEOUT_MS (1000), and keeps one with a subscription', async () => {
+    const idle = (await open('127.0.0.9')) as WebSocket;
+    const busy = (await open('127.0.0.9', 'limits-idle-watcher')) as WebSocket;
+    busy.send(JSON.stringify({ id: '1', type: 'subscribe', payload: { query: print(RedPacketUpdatedDocument), variables: { packetId } } }));
+    const started = Date.now();
+    expect(await closed(idle)).toBe(1000);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1_000);
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    expect(busy.readyState).toBe(WebSocket.OPEN);
+    busy.close();
+  });
+});
