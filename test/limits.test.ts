@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import { type IncomingMessage, request as httpRequest } from 'node:http';
-import { print } from 'graphql';
+import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
+import { parse, print } from 'graphql';
 import { type Client, createClient } from 'graphql-ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
@@ -340,6 +341,23 @@ describe('the cost limit', () => {
     }
     // Pages of the default 20: 1 + (1 + 20 × (1 + (1 + 20 × 5))) = 2,042, let through.
     expect((await gql(server.url, nested(''), {}, token)).body).toEqual({ data: { me: { redPacketsSent: { nodes: [] } } } });
+  });
+
+  it('counts a whole share list as 1,000 shares: one fits, in a query or a subscription, and a page of them does not', async () => {
+    const token = await tokenOf('limits-shares');
+    const shares = (alias: string) => `${alias}: redPacket(id: "${packetId}") { id shares { userId amount grabbedAt packetId } }`;
+    // 1 + 1 + (1 + 1,000 × 4) = 4,003 each.
+    expect((await gql(server.url, `{ ${shares('a')} ${shares('b')} }`, {}, token)).body.errors).toBeUndefined();
+    const three = await gql(server.url, `{ ${shares('a')} ${shares('b')} ${shares('c')} }`, {}, token);
+    expect(errorCodes(three)).toEqual(['BAD_USER_INPUT']);
+    expect(three.body.errors![0]!.extensions).toMatchObject({ cost: 12_009, maxCost: 10_000 });
+    const everyPacket = await gql(server.url, '{ me { redPacketsSent { nodes { shares { amount } } } } }', {}, token);
+    expect(errorCodes(everyPacket)).toEqual(['BAD_USER_INPUT']);
+    const document = parse(`subscription { redPacketUpdated(packetId: "${packetId}") { remainingCount shares { userId amount } } }`) as TypedDocumentNode<unknown, Record<string, never>>;
+    const live = subscribeSse(server.url, document, {}, token);
+    const [first] = await live.until((events) => events.length > 0);
+    live.close();
+    expect(first?.errors).toBeUndefined();
   });
 
   it('lets the largest legitimate page through', async () => {

@@ -13,7 +13,7 @@ import {
 } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import { ErrorCode, graphqlError } from '../errors.ts';
-import { PAGE_SIZE } from '../schema/connections.ts';
+import { LIST_SIZE_EXTENSION, PAGE_SIZE } from '../schema/connections.ts';
 import { fragmentsOf, operationOf } from './operation.ts';
 
 /** Arguments that say how many items a list field returns (`count`: RedPacket.latestShares). */
@@ -29,6 +29,7 @@ type Variables = Record<string, unknown> | null | undefined;
  * argument's default), beneath a connection once per item of its page (`first` or `last`,
  * or the default page size). `teams(limit: 200) { id members { userId } }` costs
  * 1 + 200 × 4. Fragments count where they are spread; a union's branches all count.
+ * A list field without such an argument counts its declared `listSize` per item, if any.
  * `dependsOnVariables` says whether a list size came from a variable, so the cost of
  * the rest can be remembered per document.
  */
@@ -88,6 +89,8 @@ export function operationCost(schema: GraphQLSchema, document: DocumentNode, ope
           }
         }
         if (isPage) items = Math.max(items, pageItems ?? PAGE_SIZE.defaultSize);
+        const declared = field?.extensions[LIST_SIZE_EXTENSION];
+        if (typeof declared === 'number') items = Math.max(items, declared);
         cost += items * costOf(selection.selectionSet, type && isCompositeType(type) ? type : undefined);
       } else if (selection.kind === Kind.INLINE_FRAGMENT) {
         const type = selection.typeCondition ? schema.getType(selection.typeCondition.name.value) : parent;

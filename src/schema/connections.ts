@@ -4,6 +4,11 @@ import type { KeysetPage } from '../infra/db/pages.ts';
 
 /** Rows a page holds when `first`/`last` is not given, and at most (the cost limit counts pages by it too). */
 export const PAGE_SIZE = { defaultSize: 20, maxSize: 100 };
+/**
+ * A list field without a size argument declares in `extensions.listSize` how many items
+ * the cost limit counts for it (RedPacket.shares, up to 10,000 long).
+ */
+export const LIST_SIZE_EXTENSION = 'listSize';
 const CURSOR_PREFIX = 'c1:';
 
 /** Opaque to clients, so what a cursor holds can change without a new contract. */

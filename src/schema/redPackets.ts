@@ -9,9 +9,11 @@ import { LATEST_SHARES_MAX, type RedPacketShareView, type RedPacketState, redPac
 import { ErrorCode, graphqlError } from '../errors.ts';
 import { isOperator } from '../infra/auth/tokens.ts';
 import { asProblem, serverNow, serverTimeNote, shownUserId, watchExisting } from './common.ts';
-import { keysetConnection } from './connections.ts';
+import { LIST_SIZE_EXTENSION, keysetConnection } from './connections.ts';
 
 const USER_IDS = userIdRule('this red packet');
+/** How many shares the cost limit counts `RedPacket.shares` as. */
+const SHARES_LIST_COST = 1_000;
 
 const SplitMode = builder.enumType('SplitMode', {
   description: 'RANDOM: WeChat "double average"; NORMAL: bell-shaped around the mean; EQUAL: equal shares.',
@@ -57,8 +59,9 @@ export const RedPacket = builder.objectRef<RedPacketState>('RedPacket').implemen
     serverTime: t.field({ type: 'DateTime', description: serverTimeNote, resolve: (packet, _args, { app }) => (packet.asOfMs === undefined ? serverNow(app) : new Date(packet.asOfMs)) }),
     shares: t.field({
       type: [RedPacketShare],
-      description:
-        "Every grabbed share, oldest first: up to 10,000, and in a subscription read again on every event, so it is costly. Use sharesConnection to page them, or latestShares for the newest. In a subscription, the shares of the event's snapshot.",
+      description: `Every grabbed share, oldest first: up to 10,000, and in a subscription read again on every event, so it is costly: the cost limit counts it as ${SHARES_LIST_COST} shares. Use sharesConnection to page them, or latestShares for the newest. In a subscription, the shares of the event's snapshot.`,
+      // A whole list in one operation fits the default cost limit; fifteen aliases of it do not.
+      extensions: { [LIST_SIZE_EXTENSION]: SHARES_LIST_COST },
       // A subscription's state names the shares of its snapshot, so they agree with its counts.
       resolve: (packet, _args, { app }) => app.redPackets.shares(packet.id, packet.committedShares),
     }),
