@@ -2,7 +2,16 @@ import { isObjectType } from 'graphql';
 import { describe, expect, it } from 'vitest';
 import { LOCALES, localeOf, problemMessages, ruleMessages } from '../src/i18n/messages.ts';
 import { schema } from '../src/schema/index.ts';
-import { CreateLotteryDocument, CreateRedPacketDocument, LockTeamSeatProblemDocument, ServerTimeDocument, TeamsLimitedDocument, UpdateLotteryDocument } from './gql/generated.ts';
+import {
+  CreateLotteryDocument,
+  CreateRedPacketDocument,
+  LockTeamSeatProblemDocument,
+  MyPointsLedgerDocument,
+  type MyPointsLedgerQueryVariables,
+  ServerTimeDocument,
+  TeamsLimitedDocument,
+  UpdateLotteryDocument,
+} from './gql/generated.ts';
 import { gql } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
@@ -99,6 +108,16 @@ describe('over HTTP', () => {
     ]);
     const chinese = await gql(started.server.url, UpdateLotteryDocument, { activityId, input: change }, operator, ZH);
     expect(chinese.body.errors?.[0]).toMatchObject({ message: '奖品 no-such-prize 不属于该活动', extensions: { code: 'BAD_USER_INPUT', issues: [{ code: 'UNKNOWN_PRIZE' }] } });
+  });
+
+  it("words a page's bounds and cursors by Accept-Language, which the relay plugin's arguments get from no schema of ours", async () => {
+    const token = await tokenOf('i18n-pager');
+    const refusal = async (variables: MyPointsLedgerQueryVariables, headers: Record<string, string> = ZH) =>
+      (await gql(started.server.url, MyPointsLedgerDocument, variables, token, headers)).body.errors?.[0];
+    expect(await refusal({ first: 101 })).toMatchObject({ message: '不能大于 100', extensions: { code: 'BAD_USER_INPUT', issues: [{ path: ['first'], code: 'TOO_BIG', maximum: 100 }] } });
+    expect(await refusal({ last: -1 })).toMatchObject({ message: '不能小于 0', extensions: { issues: [{ code: 'TOO_SMALL', minimum: 0 }] } });
+    expect(await refusal({ after: 'garbage' })).toMatchObject({ message: 'after 不是该列表的游标', extensions: { issues: [{ path: ['after'], code: 'INVALID_CURSOR' }] } });
+    expect(await refusal({ after: 'garbage' }, {})).toMatchObject({ message: 'after is not a cursor of this list' });
   });
 
   it('words every rule in every locale', () => {

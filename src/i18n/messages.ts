@@ -105,6 +105,7 @@ export const ruleMessages = {
     en: () => 'unknown timezone (use an IANA name such as Asia/Shanghai)',
     'zh-CN': () => '未知时区（请使用 IANA 时区名，如 Asia/Shanghai）',
   },
+  INVALID_CURSOR: { en: (v: RuleValues) => `${v.argument} is not a cursor of this list`, 'zh-CN': (v: RuleValues) => `${v.argument} 不是该列表的游标` },
   NOTHING_TO_CHANGE: { en: () => 'nothing to change', 'zh-CN': () => '没有要修改的内容' },
   DUPLICATE_PRIZE: { en: () => 'each prize at most once', 'zh-CN': () => '每个奖品最多出现一次' },
   GROUP_PRICE_ABOVE_PRICE: { en: () => 'groupPriceCents must not exceed priceCents', 'zh-CN': () => '拼团价不能高于原价' },

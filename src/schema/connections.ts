@@ -1,5 +1,7 @@
 import { type DefaultConnectionArguments, resolveCursorConnection } from '@pothos/plugin-relay';
 import { BadInputError } from '../domain/errors.ts';
+import { inLocale, inputIssue, ruleInputIssue } from '../i18n/issues.ts';
+import type { Locale } from '../i18n/messages.ts';
 import type { KeysetPage } from '../infra/db/pages.ts';
 
 /** Rows a page holds when `first`/`last` is not given, and at most (the cost limit counts pages by it too). */
@@ -16,26 +18,28 @@ function encodeCursor(id: string): string {
   return Buffer.from(`${CURSOR_PREFIX}${id}`).toString('base64url');
 }
 
-function decodeCursor(cursor: string, argument: string): string {
+function decodeCursor(cursor: string, argument: string, locale: Locale): string {
   const text = Buffer.from(cursor, 'base64url').toString();
-  if (!text.startsWith(CURSOR_PREFIX) || text.length === CURSOR_PREFIX.length)
-    throw new BadInputError(`${argument} is not a cursor of this list`, [{ path: [argument], message: 'not a cursor of this list', code: 'INVALID_CURSOR' }]);
+  if (!text.startsWith(CURSOR_PREFIX) || text.length === CURSOR_PREFIX.length) throw BadInputError.of([inLocale(ruleInputIssue([argument], 'INVALID_CURSOR', { argument }), locale)]);
   return text.slice(CURSOR_PREFIX.length);
 }
 
 /**
  * A Relay connection over a list read by keyset (`first`/`after` forwards, `last`/`before`
  * backwards): `read` gets the page to fetch, `idOf` names each row's unique id, its cursor.
+ * Refusals are worded in `locale`: these arguments are the relay plugin's, which no
+ * validation of ours sees.
  */
-export async function keysetConnection<Row>(args: DefaultConnectionArguments, read: (page: KeysetPage) => Promise<Row[]>, idOf: (row: Row) => string) {
+export async function keysetConnection<Row>(args: DefaultConnectionArguments, read: (page: KeysetPage) => Promise<Row[]>, idOf: (row: Row) => string, locale: Locale) {
   for (const bound of ['first', 'last'] as const) {
     const size = args[bound];
-    if (size != null && size < 0) throw BadInputError.of([{ path: [bound], message: `${bound} must not be negative`, code: 'TOO_SMALL', minimum: 0 }]);
+    const path = [bound];
+    if (size != null && size < 0) throw BadInputError.of([inputIssue({ path, message: `${bound} must not be negative`, code: 'too_small', minimum: 0, origin: 'number' }, locale)]);
     if (size != null && size > PAGE_SIZE.maxSize)
-      throw BadInputError.of([{ path: [bound], message: `${bound} must be at most ${PAGE_SIZE.maxSize}`, code: 'TOO_BIG', maximum: PAGE_SIZE.maxSize }]);
+      throw BadInputError.of([inputIssue({ path, message: `${bound} must be at most ${PAGE_SIZE.maxSize}`, code: 'too_big', maximum: PAGE_SIZE.maxSize, origin: 'number' }, locale)]);
   }
   const connection = await resolveCursorConnection<Promise<Row[]>>({ args, ...PAGE_SIZE, toCursor: (row) => encodeCursor(idOf(row)) }, ({ after, before, limit, inverted }) => {
-    const cursor = after !== undefined ? decodeCursor(after, 'after') : before !== undefined ? decodeCursor(before, 'before') : undefined;
+    const cursor = after !== undefined ? decodeCursor(after, 'after', locale) : before !== undefined ? decodeCursor(before, 'before', locale) : undefined;
     return read({ ...(cursor === undefined ? {} : { cursor }), take: limit, inverted });
   });
   // An empty page has no cursors (Relay's rule), rather than echoing the one it was asked after.

@@ -65,11 +65,12 @@ builder.queryField('groupBuyActivities', (t) =>
   t.withAuth({ signedIn: true }).connection({
     type: GroupBuyActivityRef,
     description: 'Newest first.',
-    resolve: (_root, args, { app }) =>
+    resolve: (_root, args, { app, locale }) =>
       keysetConnection(
         args,
         (page) => app.teams.activities(page),
         (activity) => activity.id,
+        locale,
       ),
   }),
 );

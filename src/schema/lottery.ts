@@ -220,11 +220,12 @@ builder.queryField('lotteryActivities', (t) =>
     type: LotteryActivity,
     description: 'The lottery catalog, newest first.',
     args: { status: t.arg({ type: LotteryStatus, description: 'Only the activities of this status now; unset: all.' }) },
-    resolve: (_root, { status, ...args }, { app }) =>
+    resolve: (_root, { status, ...args }, { app, locale }) =>
       keysetConnection(
         args,
         (page) => app.lottery.list(status ?? null, page),
         (activity) => activity.id,
+        locale,
       ),
   }),
 );

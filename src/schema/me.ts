@@ -20,17 +20,18 @@ builder.objectFields(Me, (t) => ({
   pointsLedger: t.connection({
     type: PointsLedgerEntry,
     description: 'Every change of my points balance, newest first.',
-    resolve: (me, args, { app }) =>
+    resolve: (me, args, { app, locale }) =>
       keysetConnection(
         args,
         (page) => app.history.pointsLedger(me.userId, page),
         (entry) => String(entry.id),
+        locale,
       ),
   }),
   redPacketsSent: t.connection({
     type: RedPacket,
     description: 'The red packets I sent, newest first, each as it is now.',
-    resolve: (me, args, { app }) =>
+    resolve: (me, args, { app, locale }) =>
       keysetConnection(
         args,
         async (page) => {
@@ -38,37 +39,41 @@ builder.objectFields(Me, (t) => ({
           return states.filter((state): state is RedPacketState => state !== null);
         },
         (packet) => packet.id,
+        locale,
       ),
   }),
   teams: t.connection({
     type: Team,
     description:
       'The teams I am in (as leader or member) or hold a live seat lock in, newest first, each as it is now; myLock is the lock I hold there. After a restart, this is where to find a lock I hold, wherever it moved.',
-    resolve: (me, args, { app }) =>
+    resolve: (me, args, { app, locale }) =>
       keysetConnection(
         args,
         (page) => app.teams.mine(me.userId, page),
         (team) => team.id,
+        locale,
       ),
   }),
   draws: t.connection({
     type: LotteryDrawRecord,
     description: 'My lottery draws, won or lost, newest first.',
-    resolve: (me, args, { app }) =>
+    resolve: (me, args, { app, locale }) =>
       keysetConnection(
         args,
         (page) => app.history.draws(me.userId, page),
         (draw) => draw.id,
+        locale,
       ),
   }),
   sharesGrabbed: t.connection({
     type: RedPacketShare,
     description: 'The red-packet shares I grabbed, newest first.',
-    resolve: (me, args, { app }) =>
+    resolve: (me, args, { app, locale }) =>
       keysetConnection(
         args,
         (page) => app.history.sharesGrabbed(me.userId, page),
         (share) => share.id,
+        locale,
       ),
   }),
 }));
@@ -77,11 +82,12 @@ builder.queryField('goodsCatalog', (t) =>
   t.withAuth({ signedIn: true }).connection({
     type: Goods,
     description: 'The goods of the points shop, newest first.',
-    resolve: (_root, args, { app }) =>
+    resolve: (_root, args, { app, locale }) =>
       keysetConnection(
         args,
         (page) => app.history.goodsCatalog(page),
         (goods) => goods.id,
+        locale,
       ),
   }),
 );

@@ -68,11 +68,12 @@ export const RedPacket = builder.objectRef<RedPacketState>('RedPacket').implemen
     sharesConnection: t.connection({
       type: RedPacketShare,
       description: 'The grabbed shares, oldest first (the order of `shares`), a page at a time. Read when resolved, also in a subscription: it may hold grabs newer than the event.',
-      resolve: (packet, args, { app }) =>
+      resolve: (packet, args, { app, locale }) =>
         keysetConnection(
           args,
           (page) => app.redPackets.sharesPage(packet.id, page),
           (share) => share.id,
+          locale,
         ),
     }),
     latestShares: t.field({

@@ -23,11 +23,12 @@ const Wallet = builder.objectRef<{ userId: string }>('Wallet').implement({
     entries: t.connection({
       type: WalletEntry,
       description: 'The ledger, newest first.',
-      resolve: (wallet, args, { app }) =>
+      resolve: (wallet, args, { app, locale }) =>
         keysetConnection(
           args,
           (page) => app.wallets.entries(wallet.userId, page),
           (entry) => entry.id.toString(),
+          locale,
         ),
     }),
   }),
@@ -61,11 +62,12 @@ builder.objectFields(Me, (t) => ({
   refunds: t.connection({
     type: Refund,
     description: 'Refunds owed to the caller, newest first.',
-    resolve: (me, args, { app }) =>
+    resolve: (me, args, { app, locale }) =>
       keysetConnection(
         args,
         (page) => app.refunds.refundsOf(me.userId, page),
         (refund) => refund.id,
+        locale,
       ),
   }),
 }));
@@ -75,11 +77,12 @@ builder.queryField('refunds', (t) =>
     type: Refund,
     description: 'Operators: every refund, or those of one status (PENDING: the outbox still to pay), newest first.',
     args: { status: t.arg({ type: RefundStatusEnum }) },
-    resolve: (_root, { status, ...args }, { app }) =>
+    resolve: (_root, { status, ...args }, { app, locale }) =>
       keysetConnection(
         args,
         (page) => app.refunds.list(status, page),
         (refund) => refund.id,
+        locale,
       ),
   }),
 );
