@@ -6,7 +6,8 @@
   locks racing cannot both pass it: a live lock counts as a join in progress, and a user
   holds one live lock per activity at most.
   A user holds at most one live lock per activity: a live lock in another team of the
-  activity is moved here in the same step. Expired locks of the teams involved are dropped
+  activity is moved here in the same step. A user takes at most ARGV[6] locks in one team
+  (KEYS[12]), so releasing and locking again cannot hold a seat until the deadline. Expired locks of the teams involved are dropped
   first, so a refusal is never caused by a stale lock.
 
   KEYS[1] {tm:<activity>}:team:<team>:meta     hash: leaderId, capacity, lockSeconds, deadlineMs, status, version, ...
@@ -20,11 +21,13 @@
   KEYS[9]  {tm:<activity>}:team:<team>:lockRefs hash: userId -> paymentRef of the user's latest lock here
   KEYS[10] {tm:<activity>}:activity             hash: groupPriceCents, maxTeamsPerUser (the activity's terms)
   KEYS[11] {tm:<activity>}:joined               hash: userId -> teams joined as a buyer, FAILED ones not counted
+  KEYS[12] {tm:<activity>}:team:<team>:lockCounts hash: userId -> locks the user took in the team
   ARGV[1] user id
   ARGV[2] team id
   ARGV[3] event id, minted by the caller
   ARGV[4] the team the caller expects KEYS[4] to name for the user, or ''
   ARGV[5] the payment reference minted for this lock
+  ARGV[6] the most locks a user may take in one team
 
   Every reply but 'missing' and 'holderIs' is {tag, entryId, entryFields, ...}: the expired
   locks it dropped are journaled whatever it answers; entryId is '' when nothing changed.
@@ -36,6 +39,7 @@
                                                team is the team after the lock (team_state)
     {'alreadyLocked', entryId, fields, expiresAtMs, paymentRef, amountCents, team}  the caller already holds a live lock here
     {'limitReached', entryId, fields, maxTeamsPerUser}  the caller joined as many teams as the activity allows
+    {'lockLimitReached', entryId, fields, maxLocks}  the caller took as many locks in this team as allowed
     {'member', entryId, fields}                the caller is a member
     {'closed', entryId, fields, status}        the team is closed (COMPLETE, FAILED, or past its deadline)
     {'full', entryId, fields, nextUnlockAtMs, nowMs}  no free seat: members + live locks = capacity;
@@ -46,8 +50,8 @@
 
 local meta, members, locks, holders, expiries, stream, previous_meta, previous_locks =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local lock_refs, activity, joined = KEYS[9], KEYS[10], KEYS[11]
-local user, team_id, event_id, expected_holder, payment_ref = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local lock_refs, activity, joined, lock_counts = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local user, team_id, event_id, expected_holder, payment_ref, max_locks = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
 
 if redis.call('EXISTS', meta) == 0 or redis.call('EXISTS', activity) == 0 then
   return {'missing'}
@@ -109,6 +113,9 @@ local max_teams = tonumber(redis.call('HGET', activity, 'maxTeamsPerUser'))
 if tonumber(redis.call('HGET', joined, user) or '0') >= max_teams then
   return reply('limitReached', max_teams)
 end
+if tonumber(redis.call('HGET', lock_counts, user) or '0') >= max_locks then
+  return reply('lockLimitReached', max_locks)
+end
 
 local expires_at = now + tonumber(redis.call('HGET', meta, 'lockSeconds')) * 1000
 if previous then
@@ -121,10 +128,13 @@ redis.call('HSET', holders, user, team_id)
 redis.call('ZADD', expiries, expires_at, team_id .. ':' .. user)
 add_event(events, 'LOCKED', team_id, user, now, expires_at)
 redis.call('HSET', lock_refs, user, payment_ref)
--- Gone with the team's keys: a rebuilt team has no locks, so no reference is needed then.
+redis.call('HINCRBY', lock_counts, user, 1)
+-- Gone with the team's keys: a rebuilt team has no locks, so no reference is needed then,
+-- and its counts start again (a rebuild is rare; the limit only has to outlast abuse).
 local meta_expires = redis.call('PTTL', meta)
 if meta_expires > 0 then
   redis.call('PEXPIRE', lock_refs, meta_expires)
+  redis.call('PEXPIRE', lock_counts, meta_expires)
 end
 local entry_id, fields = journal_changes(stream, metas, 'lock', team_id, event_id, now, events,
   {'payer', user, 'paymentRef', payment_ref, 'amountCents', amount, 'expiresAt', tostring(expires_at)})

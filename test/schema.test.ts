@@ -75,7 +75,7 @@ describe('schema.graphql', () => {
       'type TeamMember',
       'type SeatLock ',
       'type SeatLocked',
-      'union LockTeamSeatResult = AlreadyMember | NotFound | SeatLocked | TeamClosed | TeamFull | TeamLimitReached',
+      'union LockTeamSeatResult = AlreadyMember | NotFound | SeatLockLimitReached | SeatLocked | TeamClosed | TeamFull | TeamLimitReached',
       'type TeamFull implements Problem',
       'union ConfirmTeamSeatResult = NoSeatLock | NotFound | Team | TeamClosed',
       'openTeam(input: OpenTeamInput!): OpenTeamResult!',

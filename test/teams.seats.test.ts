@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { ExecutionResult } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aliasScope } from '../src/domain/privacy.ts';
+import { SEAT_LOCKS_PER_USER_PER_TEAM } from '../src/domain/teams/store.ts';
 import { ConfirmTeamSeatDocument, type TeamStateFragment, TeamStatusDocument, type TeamStatusSubscription } from './gql/generated.ts';
 import { type Subscription, errorCodes, subscribeWs } from './support/client.ts';
 import { testEnv } from './support/env.ts';
@@ -116,6 +117,26 @@ describe('seat locks on one team', () => {
   });
 });
 
+describe('seat locks of one user', () => {
+  it(`are at most ${SEAT_LOCKS_PER_USER_PER_TEAM} in one team: releasing and locking again cannot hold a seat until the deadline`, async () => {
+    const activityId = newActivity();
+    const team = await teams.open('cycler-leader', { activityId });
+    for (let i = 0; i < SEAT_LOCKS_PER_USER_PER_TEAM; i++) {
+      expect((await teams.lock('cycler', team.id)).__typename).toBe('SeatLocked');
+      await teams.release('cycler', team.id);
+    }
+    const payments = async () => (await stores.sql.query('SELECT payment_ref FROM payment WHERE team_id = $1', [team.id])).rowCount;
+    expect(await payments()).toBe(SEAT_LOCKS_PER_USER_PER_TEAM);
+    expect(await teams.lock('cycler', team.id)).toMatchObject({ __typename: 'SeatLockLimitReached', maxLocks: SEAT_LOCKS_PER_USER_PER_TEAM });
+    expect(await payments()).toBe(SEAT_LOCKS_PER_USER_PER_TEAM);
+    // Another buyer takes the seat; the cycler may still lock in another team.
+    expect((await teams.lock('patient', team.id)).__typename).toBe('SeatLocked');
+    const other = await teams.open('cycler-leader-2', { activityId });
+    expect((await teams.lock('cycler', other.id)).__typename).toBe('SeatLocked');
+    await expectTeamInvariants(stores, activityId, [team.id, other.id]);
+  });
+});
+
 describe('moving a lock', () => {
   it("moves the caller's live lock to another team of the activity in one step; both teams announce it", async () => {
     const activityId = newActivity();
@@ -158,7 +179,8 @@ describe('moving a lock', () => {
     const ids = await Promise.all(Array.from({ length: 5 }, async (_, i) => (await teams.open(`racer-leader-${i}`, { activityId })).id));
     for (let round = 0; round < 5; round++) {
       const results = await Promise.all(Array.from({ length: 20 }, (_, i) => teams.lock('racer', ids[(i + round) % ids.length]!)));
-      for (const result of results) expect(result.__typename).toBe('SeatLocked');
+      // Each move into a team is a lock taken there, and a team takes only so many of one user's.
+      for (const result of results) expect(['SeatLocked', 'SeatLockLimitReached']).toContain(result.__typename);
       const snapshot = await readRedisTeams(stores.redis, activityId, ids);
       expect(redisViolations(snapshot)).toEqual([]);
       const holding = ids.filter((id) => snapshot.teams.get(id)!.locks.some(([user, expiresAt]) => user === 'racer' && expiresAt > snapshot.nowMs));

@@ -8,7 +8,7 @@ import type { ActivityNotActive, DrawLimitReached } from '../domain/lottery/prob
 import type { InsufficientFunds } from '../domain/money/problems.ts';
 import type { InsufficientPoints, PerUserLimitReached } from '../domain/points/problems.ts';
 import type { CampaignKind, NotFound, Problem } from '../domain/problems.ts';
-import type { GroupBuyNotActive, OpenTeamLimitReached, TeamClosed, TeamLimitReached } from '../domain/teams/problems.ts';
+import type { GroupBuyNotActive, OpenTeamLimitReached, SeatLockLimitReached, TeamClosed, TeamLimitReached } from '../domain/teams/problems.ts';
 
 export const LOCALES = ['en', 'zh-CN'] as const;
 export type Locale = (typeof LOCALES)[number];
@@ -44,6 +44,10 @@ export const problemMessages: Record<string, Wording<Problem>> = {
   OPEN_TEAM_LIMIT_REACHED: wording<OpenTeamLimitReached>({
     en: (p) => `you lead ${p.maxOpenTeamsPerLeader} open teams of this group-buy, as many as it allows`,
     'zh-CN': (p) => `你在该拼团活动中已开 ${p.maxOpenTeamsPerLeader} 个进行中的团，已达上限`,
+  }),
+  SEAT_LOCK_LIMIT_REACHED: wording<SeatLockLimitReached>({
+    en: (p) => `you took ${p.maxLocks} seat locks in this team, as many as one user may`,
+    'zh-CN': (p) => `你在该团已锁定座位 ${p.maxLocks} 次，已达上限`,
   }),
   TEAM_LIMIT_REACHED: wording<TeamLimitReached>({
     en: (p) => `you joined ${p.maxTeamsPerUser} teams of this group-buy, as many as it allows`,

@@ -3,7 +3,7 @@ import type { Context } from '../context.ts';
 import { aliasScope, userIdRule } from '../domain/privacy.ts';
 import { NotFound } from '../domain/problems.ts';
 import { activityId as activityIdSchema, openTeamInput, paymentRef as paymentRefSchema, teamListLimit, userId as userIdSchema } from '../domain/teams/input.ts';
-import { AlreadyMember, GroupBuyNotActive, NoSeatLock, OpenTeamLimitReached, TeamClosed, TeamFull, TeamLimitReached } from '../domain/teams/problems.ts';
+import { AlreadyMember, GroupBuyNotActive, NoSeatLock, OpenTeamLimitReached, SeatLockLimitReached, TeamClosed, TeamFull, TeamLimitReached } from '../domain/teams/problems.ts';
 import type { SeatLocked } from '../domain/teams/service.ts';
 import type { SeatLockView, TeamMemberView, TeamState } from '../domain/teams/store.ts';
 import { asProblem, notFoundError, shownUserId, watchExisting } from './common.ts';
@@ -107,6 +107,11 @@ builder.objectType(TeamLimitReached, {
   ...asProblem(TeamLimitReached),
   fields: (t) => ({ maxTeamsPerUser: t.exposeInt('maxTeamsPerUser') }),
 });
+builder.objectType(SeatLockLimitReached, {
+  name: 'SeatLockLimitReached',
+  ...asProblem(SeatLockLimitReached),
+  fields: (t) => ({ maxLocks: t.exposeInt('maxLocks', { description: 'The most seat locks one user may take in one team.' }) }),
+});
 builder.objectType(OpenTeamLimitReached, {
   name: 'OpenTeamLimitReached',
   ...asProblem(OpenTeamLimitReached),
@@ -176,7 +181,7 @@ builder.mutationField('lockTeamSeat', (t) =>
     type: SeatLockedRef,
     description: "Holds a seat while the caller pays; moves the caller's live lock from another team of the activity.",
     errors: {
-      types: [TeamFull, AlreadyMember, TeamClosed, NotFound, TeamLimitReached],
+      types: [TeamFull, AlreadyMember, TeamClosed, NotFound, TeamLimitReached, SeatLockLimitReached],
       directResult: true,
       union: { name: 'LockTeamSeatResult' },
     },

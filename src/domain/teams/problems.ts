@@ -41,6 +41,12 @@ export class OpenTeamLimitReached extends Problem {
   }
 }
 
+export class SeatLockLimitReached extends Problem {
+  constructor(readonly maxLocks: number) {
+    super();
+  }
+}
+
 export class TeamLimitReached extends Problem {
   constructor(readonly maxTeamsPerUser: number) {
     super();

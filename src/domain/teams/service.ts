@@ -9,7 +9,7 @@ import { TeamCampaign, type TeamDeps } from './campaign.ts';
 import { DeadlineSweeper } from './deadlines.ts';
 import { LockExpirySweeper } from './lockExpiry.ts';
 import { insertTeam, listTeams, operatorSeatPaymentProblem, recentlyLockedTeams, teamsOfUser } from './persistence.ts';
-import { AlreadyMember, GroupBuyNotActive, NoSeatLock, TeamClosed, TeamFull, TeamLimitReached } from './problems.ts';
+import { AlreadyMember, GroupBuyNotActive, NoSeatLock, SeatLockLimitReached, TeamClosed, TeamFull, TeamLimitReached } from './problems.ts';
 import { type ConfirmReply, type ConfirmedBy, type SeatLockView, type TeamRef, type TeamState, type TeamStatus, activityKeys, teamStateOf } from './store.ts';
 
 export type { TeamDeps } from './campaign.ts';
@@ -131,6 +131,8 @@ export class TeamService {
           throw new TeamFull(reply.nextUnlockAtMs === null ? null : new Date(reply.nextUnlockAtMs), new Date(reply.nowMs));
         case 'limitReached':
           throw new TeamLimitReached(reply.maxTeamsPerUser);
+        case 'lockLimitReached':
+          throw new SeatLockLimitReached(reply.maxLocks);
         case 'locked':
         case 'alreadyLocked': {
           // The team as the script left it, read in the same step: no second read.

@@ -41,11 +41,18 @@ export function teamKeys(activityId: string, teamId: string) {
     payments: `${prefix}:payments`,
     locks: `${prefix}:locks`,
     lockRefs: `${prefix}:lockRefs`,
+    lockCounts: `${prefix}:lockCounts`,
     rebuilding: `${prefix}:rebuilding`,
   });
 }
 
 export type TeamStatus = 'OPEN' | 'COMPLETE' | 'FAILED';
+
+/**
+ * Locks one user may take in one team: a buyer whose payment failed can lock again, and a
+ * user cannot hold a seat until the deadline by releasing and locking over and over.
+ */
+export const SEAT_LOCKS_PER_USER_PER_TEAM = 3;
 
 export interface TeamMemberView {
   userId: string;
@@ -113,23 +120,28 @@ function teamReadAt(values: ReplyValues, index: number): TeamRead {
   return { meta: pairsToRecord(team.strings(0)), members: pairsToRecord(team.strings(1)), locks: team.strings(2), nowMs: team.num(3) };
 }
 
-const lockTeamSeat = defineScript('lockTeamSeat', ['meta', 'members', 'locks', 'holders', 'expiries', 'journal', 'previousMeta', 'previousLocks', 'lockRefs', 'activity', 'joined'], {
-  missing: () => ({}),
-  holderIs: (values) => ({ teamId: values.str(0) }),
-  locked: (values, keys) => ({
-    ...change(values, keys),
-    expiresAtMs: values.num(2),
-    releasedTeamId: values.str(3) || null,
-    paymentRef: values.str(4),
-    amountCents: values.num(5),
-    team: teamReadAt(values, 6),
-  }),
-  alreadyLocked: (values, keys) => ({ ...change(values, keys), expiresAtMs: values.num(2), paymentRef: values.str(3), amountCents: values.num(4), team: teamReadAt(values, 5) }),
-  limitReached: (values, keys) => ({ ...change(values, keys), maxTeamsPerUser: values.num(2) }),
-  member: change,
-  closed: (values, keys) => ({ ...change(values, keys), status: status(values, 2) }),
-  full: (values, keys) => ({ ...change(values, keys), nextUnlockAtMs: values.numOrNull(2), nowMs: values.num(3) }),
-});
+const lockTeamSeat = defineScript(
+  'lockTeamSeat',
+  ['meta', 'members', 'locks', 'holders', 'expiries', 'journal', 'previousMeta', 'previousLocks', 'lockRefs', 'activity', 'joined', 'lockCounts'],
+  {
+    missing: () => ({}),
+    holderIs: (values) => ({ teamId: values.str(0) }),
+    locked: (values, keys) => ({
+      ...change(values, keys),
+      expiresAtMs: values.num(2),
+      releasedTeamId: values.str(3) || null,
+      paymentRef: values.str(4),
+      amountCents: values.num(5),
+      team: teamReadAt(values, 6),
+    }),
+    alreadyLocked: (values, keys) => ({ ...change(values, keys), expiresAtMs: values.num(2), paymentRef: values.str(3), amountCents: values.num(4), team: teamReadAt(values, 5) }),
+    limitReached: (values, keys) => ({ ...change(values, keys), maxTeamsPerUser: values.num(2) }),
+    lockLimitReached: (values, keys) => ({ ...change(values, keys), maxLocks: values.num(2) }),
+    member: change,
+    closed: (values, keys) => ({ ...change(values, keys), status: status(values, 2) }),
+    full: (values, keys) => ({ ...change(values, keys), nextUnlockAtMs: values.numOrNull(2), nowMs: values.num(3) }),
+  },
+);
 
 const confirmTeamSeat = defineScript('confirmTeamSeat', ['meta', 'members', 'payments', 'locks', 'holders', 'expiries', 'journal', 'lockRefs', 'activity', 'joined'], {
   missing: () => ({}),
@@ -175,7 +187,14 @@ export class TeamStore {
   lock(activityId: string, teamId: string, userId: string, eventId: string, expectedHolder: string, paymentRef: string): Promise<LockReply> {
     const keys = teamKeys(activityId, teamId);
     const previous = expectedHolder ? teamKeys(activityId, expectedHolder) : keys;
-    return this.scripts.call(lockTeamSeat, Object.assign(keys, { previousMeta: previous.meta, previousLocks: previous.locks }), [userId, teamId, eventId, expectedHolder, paymentRef]);
+    return this.scripts.call(lockTeamSeat, Object.assign(keys, { previousMeta: previous.meta, previousLocks: previous.locks }), [
+      userId,
+      teamId,
+      eventId,
+      expectedHolder,
+      paymentRef,
+      SEAT_LOCKS_PER_USER_PER_TEAM,
+    ]);
   }
 
   /** `payment`: the provider's notify (the lock's own reference only); `operator`: a manual confirmation. */
