@@ -239,6 +239,9 @@ function teamRefundsOwed(members: string): Prisma.Sql {
  * too late: the buyer would keep the seat and the refund, or be refunded twice.
  */
 export async function operatorSeatPaymentProblem(prisma: PrismaClient, teamId: string, userId: string, paymentRef: string): Promise<string | null> {
+  // PostgreSQL text holds no NUL, so no payment has such a reference (and asking would fail):
+  // the seat's journal entry is refused instead, like any entry PostgreSQL cannot take.
+  if (paymentRef.includes('\u0000')) return null;
   const payment = await prisma.payment.findUnique({ where: { paymentRef }, select: { userId: true, teamId: true } });
   if (!payment) return null;
   if (payment.userId !== userId || payment.teamId !== teamId) return "this paymentRef is another user's or another team's payment";
