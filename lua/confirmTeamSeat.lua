@@ -35,6 +35,9 @@
     {'closed', entryId, fields, status}           the team is closed
     {'late', entryId, fields}                     'payment' mode: the payment's lock is not live (or the
                                                   user is a member through another payment)
+    {'teamFailed'}                                'payment' mode: the payment of a seat an operator
+                                                  confirmed came after the team FAILED, whose refunds
+                                                  were owed without it
 ]]
 -- @include "now.lua"
 -- @include "teamSeats.lua"
@@ -49,6 +52,11 @@ end
 local paid_by = redis.call('HGET', payments, payment_ref)
 if paid_by and paid_by ~= user then
   return {'paymentRefTaken'}
+end
+-- Redis orders this against failTeam.lua: a payment that came first is refunded with the
+-- team's statement, one that comes after is refunded by its notify (the same source key).
+if paid_by and mode == 'payment' and redis.call('HGET', meta, 'status') == 'FAILED' then
+  return {'teamFailed'}
 end
 if paid_by or (mode == 'operator' and redis.call('HEXISTS', members, user) == 1) then
   return {'alreadyMember'}

@@ -165,6 +165,20 @@ describe("an operator's seat and the provider's payment", () => {
     expect(await refundsOf(locked.payment.paymentRef)).toEqual([{ source_key: `team:${team}:op-buyer`, reason: 'TEAM_FAILED' }]);
     expect(await paymentViolations(started.stores, [team])).toEqual([]);
   });
+
+  it('a seat an operator confirmed is refunded once when its payment comes after the team failed', async () => {
+    const team = await failingTeam('op-leader-2');
+    const locked = await teams.lock('op-slow-payer', team);
+    if (locked.__typename !== 'SeatLocked') throw new Error(`got ${locked.__typename}`);
+    await teams.confirm('op-slow-payer', team, locked.payment.paymentRef);
+    await waitFor('the team to fail', async () => (await teams.team('op-leader-2', team))?.status === 'FAILED', { timeoutMs: 15_000 });
+    // The team failed with the payment still pending: nothing was owed then.
+    expect(await refundsOf(locked.payment.paymentRef)).toEqual([]);
+    expect(await sendNotify(started.server.url, succeeded(locked.payment))).toEqual({ status: 200, body: { outcome: 'REFUND_OWED' } });
+    expect(await sendNotify(started.server.url, succeeded(locked.payment))).toEqual({ status: 200, body: { outcome: 'REFUND_OWED' } });
+    expect(await refundsOf(locked.payment.paymentRef)).toEqual([{ source_key: `team:${team}:op-slow-payer`, reason: 'TEAM_FAILED' }]);
+    expect(await paymentViolations(started.stores, [team])).toEqual([]);
+  });
 });
 
 describe('a wallet top-up', () => {

@@ -24,17 +24,20 @@ export interface RefundOwed {
 /** The source key of a seat payment that came too late to seat anyone, and is owed back. */
 export const lateSeatPaymentKey = (paymentRef: string) => `payment:${paymentRef}`;
 
+/** The source key of a failed team's refund to one member (teamRefundsOwed builds it in SQL). */
+export const failedTeamRefundKey = (teamId: string, userId: string) => `team:${teamId}:${userId}`;
+
 /**
  * An INSERT of the rows of the relation `source` (columns source_key, user_id,
- * amount_cents, reason, payment_ref) into the outbox, each source key once; it returns
- * the source keys owed now. For a statement that decides the refund itself, as a CTE:
+ * amount_cents, reason, payment_ref) into the outbox, each source key once, and a seat
+ * payment once for its seat (refund_seat_payment_key); it returns the source keys owed now. For a statement that decides the refund itself, as a CTE:
  * `WITH source AS (…), owed AS (${refundsOwedFrom('source')}) SELECT …`.
  */
 export function refundsOwedFrom(source: string): Prisma.Sql {
   return Prisma.sql`
     INSERT INTO refund (id, source_key, user_id, amount_cents, reason, payment_ref)
     SELECT gen_random_uuid()::text, source_key, user_id, amount_cents, reason, payment_ref FROM ${Prisma.raw(source)}
-    ON CONFLICT (source_key) DO NOTHING
+    ON CONFLICT DO NOTHING
     RETURNING source_key`;
 }
 

@@ -1,7 +1,7 @@
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.ts';
 import type { Database } from '../../infra/db/database.ts';
 import type { Logger } from '../../infra/logger.ts';
-import { lateSeatPaymentKey, oweRefunds } from '../money/refunds.ts';
+import { failedTeamRefundKey, lateSeatPaymentKey, oweRefunds } from '../money/refunds.ts';
 import { postToWallets } from '../money/wallets.ts';
 import type { TeamService } from '../teams/service.ts';
 import { mintPaymentRef } from '../teams/service.ts';
@@ -88,7 +88,8 @@ export class PaymentService {
       // retry or a second charge), or by an operator with this reference, whose seat this
       // first success pays for and a failed team refunds.
       if (seated === 'seated') await this.succeed(this.deps.prisma, notice);
-      outcome = seated === 'seated' ? 'SEATED' : await this.refundLate(payment.userId, notice);
+      if (seated === 'teamFailed') outcome = await this.refundSeatOfFailedTeam(payment.userId, payment.teamId!, notice);
+      else outcome = seated === 'seated' ? 'SEATED' : await this.refundLate(payment.userId, notice);
     }
     return { status: 200, body: { outcome: (await this.refundDuplicate(payment.userId, notice)) ?? outcome } };
   }
@@ -125,6 +126,19 @@ export class PaymentService {
       await oweRefunds(tx, [{ sourceKey: lateSeatPaymentKey(notice.paymentRef), userId, amountCents: notice.amountCents, reason: 'LATE_PAYMENT', paymentRef: notice.paymentRef }]);
     });
     this.deps.log.info({ paymentRef: notice.paymentRef, userId }, 'a seat payment came too late; a refund is owed');
+    return 'REFUND_OWED';
+  }
+
+  /**
+   * Paid for an operator's seat in a team that failed before the payment came, so the
+   * team's statement owed its refunds without this one: owed now, under the key it would
+   * have used, once however often this is notified.
+   */
+  private async refundSeatOfFailedTeam(userId: string, teamId: string, notice: PaymentNotice): Promise<NotifyOutcome> {
+    await this.deps.prisma.$transaction(async (tx) => {
+      await this.succeed(tx, notice);
+      await oweRefunds(tx, [{ sourceKey: failedTeamRefundKey(teamId, userId), userId, amountCents: notice.amountCents, reason: 'TEAM_FAILED', paymentRef: notice.paymentRef }]);
+    });
     return 'REFUND_OWED';
   }
 

@@ -222,15 +222,14 @@ export const seatsJournalKind = entryKind({
 /**
  * The refunds a failed team owes, from the relation `members` (team_id, user_id,
  * payment_ref): one per member whose seat a payment bound to them and the team paid for
- * (the leader, and members an operator seated without one, paid nothing here), unless
- * that payment was owed back already as too late (an operator seated the buyer with it).
+ * (the leader, and members an operator seated without one, paid nothing here). One owed
+ * back already as too late is not owed again (refund_seat_payment_key).
  */
 function teamRefundsOwed(members: string): Prisma.Sql {
   return Prisma.sql`
     SELECT 'team:' || m.team_id || ':' || m.user_id AS source_key, m.user_id, p.amount_cents, 'TEAM_FAILED' AS reason, p.payment_ref
     FROM ${Prisma.raw(members)} m
-    JOIN payment p ON p.payment_ref = m.payment_ref AND p.user_id = m.user_id AND p.team_id = m.team_id AND p.status = 'SUCCEEDED'
-    WHERE NOT EXISTS (SELECT 1 FROM refund r WHERE r.source_key = ${lateSeatPaymentKey('')} || p.payment_ref)`;
+    JOIN payment p ON p.payment_ref = m.payment_ref AND p.user_id = m.user_id AND p.team_id = m.team_id AND p.status = 'SUCCEEDED'`;
 }
 
 /**

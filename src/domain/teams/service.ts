@@ -165,7 +165,8 @@ export class TeamService {
     if (!reply) throw new NotFound('team', teamId);
     switch (reply.kind) {
       case 'late':
-        throw new Error('an operator confirmation cannot be late');
+      case 'teamFailed':
+        throw new Error(`an operator confirmation cannot be ${reply.kind}`);
       case 'paymentRefTaken':
         throw new BadInputError('this paymentRef already confirmed another member of the team');
       case 'noSeatLock':
@@ -194,16 +195,25 @@ export class TeamService {
   /**
    * The provider's notify of a seat's payment: 'joined' once the member (and the payment's
    * success, in the same statement) is committed in PostgreSQL, 'seated' when an earlier
-   * call seated them (a retry, or a second transaction for the reference), or 'late' when
+   * call seated them (a retry, or a second transaction for the reference), 'late' when
    * the payment seats no one (its lock ran out, moved or was released, or the team
-   * closed): a refund is owed then. Idempotent per paymentRef.
+   * closed), or 'teamFailed' when it pays an operator's seat in a team that failed before
+   * it came: a refund is owed for the last two. Idempotent per paymentRef.
    */
-  async payForSeat({ userId, teamId, paymentRef, providerTxnId }: SeatPayment): Promise<'joined' | 'seated' | 'late'> {
+  async payForSeat({ userId, teamId, paymentRef, providerTxnId }: SeatPayment): Promise<'joined' | 'seated' | 'late' | 'teamFailed'> {
     const ref = await this.teams.refOf(teamId);
     if (!ref) return 'late';
     const reply = await this.teams.journaled(ref, () => this.confirmOnce(ref, userId, paymentRef, { providerTxnId }));
     if (reply?.kind === 'paymentRefTaken') throw new Error(`payment ${paymentRef} seated another user`);
-    return reply?.kind === 'joined' ? 'joined' : reply?.kind === 'alreadyMember' ? 'seated' : 'late';
+    switch (reply?.kind) {
+      case 'joined':
+      case 'teamFailed':
+        return reply.kind;
+      case 'alreadyMember':
+        return 'seated';
+      default:
+        return 'late';
+    }
   }
 
   private async isDurableMember({ activityId, teamId }: TeamRef, userId: string): Promise<boolean> {

@@ -151,6 +151,7 @@ const confirmTeamSeat = defineScript('confirmTeamSeat', ['meta', 'members', 'pay
   noSeatLock: (values, keys) => ({ ...change(values, keys), nextUnlockAtMs: values.numOrNull(2) }),
   closed: (values, keys) => ({ ...change(values, keys), status: status(values, 2) }),
   late: change,
+  teamFailed: () => ({}),
 });
 
 const releaseTeamSeat = defineScript('releaseTeamSeat', ['meta', 'locks', 'holders', 'expiries', 'journal'], {
