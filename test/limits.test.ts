@@ -343,14 +343,16 @@ describe('the cost limit', () => {
     expect((await gql(server.url, nested(''), {}, token)).body).toEqual({ data: { me: { redPacketsSent: { nodes: [] } } } });
   });
 
-  it('counts a whole share list as 1,000 shares: one fits, in a query or a subscription, and a page of them does not', async () => {
+  it('counts a whole share list as 1,000 shares of every field: two fit, in a query or a subscription; three, or a page of them, do not', async () => {
     const token = await tokenOf('limits-shares');
     const shares = (alias: string) => `${alias}: redPacket(id: "${packetId}") { id shares { userId amount grabbedAt packetId } }`;
-    // 1 + 1 + (1 + 1,000 × 4) = 4,003 each.
+    // 1 + 1 + (1 + 1,000 × 4) = 4,003 each, and as much with one field picked.
     expect((await gql(server.url, `{ ${shares('a')} ${shares('b')} }`, {}, token)).body.errors).toBeUndefined();
     const three = await gql(server.url, `{ ${shares('a')} ${shares('b')} ${shares('c')} }`, {}, token);
     expect(errorCodes(three)).toEqual(['BAD_USER_INPUT']);
     expect(three.body.errors![0]!.extensions).toMatchObject({ cost: 12_009, maxCost: 10_000 });
+    const narrow = (alias: string) => `${alias}: redPacket(id: "${packetId}") { id shares { amount } }`;
+    expect(errorCodes(await gql(server.url, `{ ${narrow('a')} ${narrow('b')} ${narrow('c')} }`, {}, token))).toEqual(['BAD_USER_INPUT']);
     const everyPacket = await gql(server.url, '{ me { redPacketsSent { nodes { shares { amount } } } } }', {}, token);
     expect(errorCodes(everyPacket)).toEqual(['BAD_USER_INPUT']);
     const document = parse(`subscription { redPacketUpdated(packetId: "${packetId}") { remainingCount shares { userId amount } } }`) as TypedDocumentNode<unknown, Record<string, never>>;

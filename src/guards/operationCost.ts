@@ -29,7 +29,9 @@ type Variables = Record<string, unknown> | null | undefined;
  * argument's default), beneath a connection once per item of its page (`first` or `last`,
  * or the default page size). `teams(limit: 200) { id members { userId } }` costs
  * 1 + 200 × 4. Fragments count where they are spread; a union's branches all count.
- * A list field without such an argument counts its declared `listSize` per item, if any.
+ * A list field without such an argument counts its declared `listSize` items, if any, each
+ * at least as much as every field of its type: what it costs the server is the rows it reads,
+ * however few fields a client picks of them.
  * `dependsOnVariables` says whether a list size came from a variable, so the cost of
  * the rest can be remembered per document.
  */
@@ -90,8 +92,12 @@ export function operationCost(schema: GraphQLSchema, document: DocumentNode, ope
         }
         if (isPage) items = Math.max(items, pageItems ?? PAGE_SIZE.defaultSize);
         const declared = field?.extensions[LIST_SIZE_EXTENSION];
-        if (typeof declared === 'number') items = Math.max(items, declared);
-        cost += items * costOf(selection.selectionSet, type && isCompositeType(type) ? type : undefined);
+        let itemCost = costOf(selection.selectionSet, type && isCompositeType(type) ? type : undefined);
+        if (typeof declared === 'number') {
+          items = Math.max(items, declared);
+          if (type && isObjectType(type)) itemCost = Math.max(itemCost, Object.keys(type.getFields()).length);
+        }
+        cost += items * itemCost;
       } else if (selection.kind === Kind.INLINE_FRAGMENT) {
         const type = selection.typeCondition ? schema.getType(selection.typeCondition.name.value) : parent;
         cost += costOf(selection.selectionSet, type && isCompositeType(type) ? type : undefined);

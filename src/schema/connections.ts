@@ -8,7 +8,8 @@ import type { KeysetPage } from '../infra/db/pages.ts';
 export const PAGE_SIZE = { defaultSize: 20, maxSize: 100 };
 /**
  * A list field without a size argument declares in `extensions.listSize` how many items
- * the cost limit counts for it (RedPacket.shares, up to 10,000 long).
+ * the cost limit counts for it (RedPacket.shares, up to 10,000 long), each at least at its
+ * type's field count.
  */
 export const LIST_SIZE_EXTENSION = 'listSize';
 const CURSOR_PREFIX = 'c1:';

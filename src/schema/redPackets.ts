@@ -60,7 +60,7 @@ export const RedPacket = builder.objectRef<RedPacketState>('RedPacket').implemen
     shares: t.field({
       type: [RedPacketShare],
       description: `Every grabbed share, oldest first: up to 10,000, and in a subscription read again on every event, so it is costly: the cost limit counts it as ${SHARES_LIST_COST} shares. Use sharesConnection to page them, or latestShares for the newest. In a subscription, the shares of the event's snapshot.`,
-      // A whole list in one operation fits the default cost limit; fifteen aliases of it do not.
+      // Counted at 4 fields a share whatever is selected: two lists fit the default limit, three do not.
       extensions: { [LIST_SIZE_EXTENSION]: SHARES_LIST_COST },
       // A subscription's state names the shares of its snapshot, so they agree with its counts.
       resolve: (packet, _args, { app }) => app.redPackets.shares(packet.id, packet.committedShares),
