@@ -15,6 +15,9 @@ async function runServer(config: Config, log: Logger): Promise<void> {
   const stop = (exitCode: number, graceMs?: number) => {
     if (stopping) return;
     stopping = true;
+    // A command racing the close of its connection fails, and a library may leave that
+    // rejection unhandled (an UNSUBSCRIBE, say): logged, it must not cut the journal's drain.
+    process.on('unhandledRejection', (error) => log.warn({ err: error }, 'a call failed unhandled while stopping'));
     server.stop(graceMs).then(
       () => process.exit(exitCode),
       (error: unknown) => {

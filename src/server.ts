@@ -249,6 +249,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
     stop: (graceMs = config.SHUTDOWN_TIMEOUT_MS) =>
       (stopping ??= (async () => {
         draining = true;
+        app.events.leaveChannelsToClose();
         for (const res of inFlight) {
           if (!res.headersSent) res.setHeader('connection', 'close');
           // An event stream never ends by itself: ended now (SSE has no close code), its

@@ -8,8 +8,8 @@ import { loadConfig } from '../src/config.ts';
 import { openDatabase } from '../src/infra/db/database.ts';
 import { applyMigrations } from '../src/infra/db/migrations.ts';
 import { createLogger } from '../src/infra/logger.ts';
-import { CreateRedPacketDocument, GrabRedPacketDocument } from './gql/generated.ts';
-import { errorCodes, gql } from './support/client.ts';
+import { CreateRedPacketDocument, GrabRedPacketDocument, RedPacketUpdatedDocument } from './gql/generated.ts';
+import { errorCodes, gql, subscribeSse, subscribeWs } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { stopAll, stopWithin, withTimeout } from './support/lifecycle.ts';
 import { waitFor } from './support/poll.ts';
@@ -380,6 +380,22 @@ describe('SIGTERM', () => {
       // Nothing is left waiting in the journal: the drain committed it all.
       expect(await stores.redis.xlen(`{rp:${packet.id}}:journal`)).toBe(0);
       expect(rows.length).toBeGreaterThanOrEqual(won.size);
+    } finally {
+      await server.kill();
+    }
+  });
+
+  // Ending the subscriptions unsubscribes their channels while the pub/sub connection closes.
+  it('exits 0 with live subscriptions on every transport', async () => {
+    const server = await startServerProcess(env.vars);
+    try {
+      const packets = await Promise.all(Array.from({ length: 20 }, () => redPacketsAt(server.url).create('stop-watched', { totalAmount: 100, count: 2 })));
+      const token = await tokenOf('stop-watcher');
+      const watchers = packets.flatMap((packet) => [subscribeWs, subscribeSse].map((subscribe) => subscribe(server.url, RedPacketUpdatedDocument, { packetId: packet.id }, token)));
+      await Promise.all(watchers.map((watcher) => watcher.until((events) => events.length > 0)));
+      expect(await stopWithin(server, 20_000)).toBe(0);
+      expect(server.output()).not.toContain('failed unhandled while stopping');
+      for (const watcher of watchers) watcher.close();
     } finally {
       await server.kill();
     }

@@ -44,6 +44,7 @@ export class LiveEvents {
   /** Topics whose state is to be published this turn, with how to load it. */
   private readonly scheduled = new Map<string, () => Promise<unknown>>();
   private readonly queuedEvents = new Map<string, unknown[]>();
+  private unsubscribing = true;
 
   constructor(
     private readonly publisher: RedisClient,
@@ -241,14 +242,24 @@ export class LiveEvents {
       if (listening) liveSubscribers.dec();
       listening = false;
       subscribed.then(
-        (id) => this.pubsub.unsubscribe(id),
+        (id) => this.unsubscribing && this.pubsub.unsubscribe(id),
         () => undefined,
       );
     };
     return { subscribed, stopListening };
   }
 
+  /**
+   * From here on, streams that end leave their channels to close(): the connection takes
+   * them along. An UNSUBSCRIBE still unanswered when it closes fails, and the library
+   * leaves that rejection unhandled. Called when a stop begins, before its streams end.
+   */
+  leaveChannelsToClose(): void {
+    this.unsubscribing = false;
+  }
+
   async close(): Promise<void> {
+    this.unsubscribing = false;
     await this.pubsub.close();
   }
 }
