@@ -8,6 +8,7 @@ import {
   LockTeamSeatProblemDocument,
   MyPointsLedgerDocument,
   type MyPointsLedgerQueryVariables,
+  ReleaseTeamSeatDocument,
   ServerTimeDocument,
   TeamsLimitedDocument,
   UpdateLotteryDocument,
@@ -118,6 +119,14 @@ describe('over HTTP', () => {
     expect(await refusal({ last: -1 })).toMatchObject({ message: '不能小于 0', extensions: { issues: [{ code: 'TOO_SMALL', minimum: 0 }] } });
     expect(await refusal({ after: 'garbage' })).toMatchObject({ message: 'after 不是该列表的游标', extensions: { issues: [{ path: ['after'], code: 'INVALID_CURSOR' }] } });
     expect(await refusal({ after: 'garbage' }, {})).toMatchObject({ message: 'after is not a cursor of this list' });
+  });
+
+  it('words a NOT_FOUND error of a field without a NotFound member by Accept-Language, as the problem is', async () => {
+    const token = await tokenOf('i18n-releaser');
+    const chinese = await gql(started.server.url, ReleaseTeamSeatDocument, { teamId: 'no-such-team' }, token, ZH);
+    expect(chinese.body.errors?.[0]).toMatchObject({ message: '拼团 no-such-team 不存在', extensions: { code: 'NOT_FOUND' } });
+    const english = await gql(started.server.url, ReleaseTeamSeatDocument, { teamId: 'no-such-team' }, token);
+    expect(english.body.errors?.[0]?.message).toBe('team no-such-team does not exist');
   });
 
   it('words every rule in every locale', () => {

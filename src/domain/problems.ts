@@ -26,7 +26,7 @@ Object.defineProperty(Problem.prototype, 'message', {
 });
 
 /** The campaigns NotFound names, as the catalog words them (src/i18n/messages.ts). */
-export type CampaignKind = 'team' | 'red packet' | 'goods' | 'lottery activity' | 'group-buy activity';
+export type CampaignKind = 'team' | 'red packet' | 'goods' | 'lottery activity' | 'group-buy activity' | 'redemption' | 'payment';
 
 export class NotFound extends Problem {
   constructor(

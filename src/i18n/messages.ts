@@ -25,6 +25,8 @@ const CAMPAIGN_ZH: Record<CampaignKind, string> = {
   goods: '商品',
   'lottery activity': '抽奖活动',
   'group-buy activity': '拼团活动',
+  redemption: '兑换记录',
+  payment: '支付单',
 };
 
 const yuan = (cents: number) => (cents / 100).toFixed(2);

@@ -67,17 +67,22 @@ export async function serverNow(app: Context['app']): Promise<Date> {
 /** The description of serverTime where it is read with the field (or, in a published state, with the state). */
 export const serverTimeNote = 'Redis time when this was read: count down to the times here against it.';
 
-/** NOT_FOUND for a field whose result type has no NotFound member; `what` names the campaign, with its id. */
-export function notFoundError(what: string): GraphQLError {
-  return graphqlError(ErrorCode.notFound, `${what} does not exist`);
+/** NOT_FOUND for a field whose result type has no NotFound member, worded in the caller's language. */
+export function notFoundError(missing: NotFound, { locale }: Pick<Context, 'locale'>): GraphQLError {
+  return graphqlError(ErrorCode.notFound, problemMessage(missing, locale));
 }
 
 /**
  * A subscription to one campaign: NOT_FOUND at once when it does not exist, rather than
  * a stream that would stay silent; otherwise its events (`watch` may look the campaign up first).
  */
-export async function watchExisting<T>(what: string, found: Promise<unknown>, watch: () => AsyncIterable<T> | Promise<AsyncIterable<T>>): Promise<AsyncIterable<T>> {
-  if (!(await found)) throw notFoundError(what);
+export async function watchExisting<T>(
+  missing: NotFound,
+  context: Pick<Context, 'locale'>,
+  found: Promise<unknown>,
+  watch: () => AsyncIterable<T> | Promise<AsyncIterable<T>>,
+): Promise<AsyncIterable<T>> {
+  if (!(await found)) throw notFoundError(missing, context);
   return watch();
 }
 

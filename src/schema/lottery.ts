@@ -285,9 +285,9 @@ builder.subscriptionField('lotteryWinners', (t) =>
       activityId: t.arg.id({ required: true }),
       recent: t.arg.int({ defaultValue: 0, validate: z.number().int().min(0).max(LOTTERY_LIMITS.maxRecentWins) }),
     },
-    subscribe: (_root, { activityId, recent }, { app }) => {
+    subscribe: (_root, { activityId, recent }, context) => {
       const id = String(activityId);
-      return watchExisting(`lottery activity ${id}`, app.lottery.get(id), () => app.lottery.winners(id, recent ?? 0));
+      return watchExisting(new NotFound('lottery activity', id), context, context.app.lottery.get(id), () => context.app.lottery.winners(id, recent ?? 0));
     },
     resolve: (win) => win,
   }),

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { builder } from '../builder.ts';
 import type { PaymentIntent } from '../domain/payments/provider.ts';
 import type { PaymentView } from '../domain/payments/service.ts';
+import { NotFound } from '../domain/problems.ts';
 import { paymentRef as paymentRefSchema } from '../domain/teams/input.ts';
 import { notFoundError } from './common.ts';
 
@@ -49,9 +50,9 @@ builder.mutationField('sandboxPay', (t) =>
     description:
       "Development only (absent from the production schema): pays one of the caller's payments as the provider would, with a signed SUCCEEDED notify through POST /payments/notify's handler.",
     args: { paymentRef: t.arg.string({ required: true, validate: paymentRefSchema }) },
-    resolve: async (_root, { paymentRef }, { app, viewer }) => {
-      const paid = await app.payments.sandboxPay(viewer.userId, paymentRef);
-      if (!paid) throw notFoundError(`payment ${paymentRef} of yours`);
+    resolve: async (_root, { paymentRef }, context) => {
+      const paid = await context.app.payments.sandboxPay(context.viewer.userId, paymentRef);
+      if (!paid) throw notFoundError(new NotFound('payment', paymentRef), context);
       return paid;
     },
   }),

@@ -169,9 +169,12 @@ builder.subscriptionField('redemptionUpdated', (t) =>
     description:
       "One of my redemptions (any, for operators) as its delivery moves: the current state first, then after each failed attempt and at the delivery; completes once DELIVERED. Moves close together may be merged into the newest. Someone else's redemption, or an unknown id: NOT_FOUND.",
     args: t.validate({ redemptionId: t.arg.id({ required: true }) }, redemptionUpdatedArgs),
-    subscribe: (_root, { redemptionId }, { app, viewer }) =>
-      watchExisting(`redemption ${redemptionId}`, app.points.visibleRedemption(redemptionId, { userId: viewer.userId, operator: isOperator(viewer) }), () =>
-        app.points.watchRedemption(redemptionId),
+    subscribe: (_root, { redemptionId }, context) =>
+      watchExisting(
+        new NotFound('redemption', redemptionId),
+        context,
+        context.app.points.visibleRedemption(redemptionId, { userId: context.viewer.userId, operator: isOperator(context.viewer) }),
+        () => context.app.points.watchRedemption(redemptionId),
       ),
     resolve: (state) => state,
   }),

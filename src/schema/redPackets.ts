@@ -196,9 +196,9 @@ builder.subscriptionField('redPacketUpdated', (t) =>
     description:
       'The current state first, then newer states: after grabs, at the expiry instant, and with the refund. Only committed grabs count, and each event is one consistent snapshot (counts, amounts, latestShares, bestLuck and shares agree). An event carries the counts and the newest shares, not every share: select latestShares, not the costly shares. Grabs close together are merged into one event carrying the newest state, so intermediate states may be skipped. The stream completes after a final state: EMPTY, or EXPIRED with the refund made.',
     args: { packetId: t.arg.id({ required: true }) },
-    subscribe: (_root, { packetId }, { app }) => {
+    subscribe: (_root, { packetId }, context) => {
       const id = String(packetId);
-      return watchExisting(`red packet ${id}`, app.redPackets.get(id), () => app.redPackets.watch(id));
+      return watchExisting(new NotFound('red packet', id), context, context.app.redPackets.get(id), () => context.app.redPackets.watch(id));
     },
     resolve: (state) => state,
   }),

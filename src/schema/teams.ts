@@ -195,9 +195,9 @@ builder.mutationField('releaseTeamSeat', (t) =>
     type: Team,
     description: "Gives the caller's seat lock back at once. Without a lock: the team, unchanged.",
     args: { teamId: t.arg.id({ required: true }) },
-    resolve: async (_root, { teamId }, { app, viewer }) => {
-      const team = await app.teams.release(viewer.userId, String(teamId));
-      if (!team) throw notFoundError(`team ${teamId}`);
+    resolve: async (_root, { teamId }, context) => {
+      const team = await context.app.teams.release(context.viewer.userId, String(teamId));
+      if (!team) throw notFoundError(new NotFound('team', String(teamId)), context);
       return team;
     },
   }),
@@ -228,9 +228,9 @@ builder.subscriptionField('teamStatus', (t) =>
     description:
       'The current state first, then newer states after changes: lock, release, lock expiry, confirm, completion, failure. Changes close together are merged into one event carrying the newest state (version grows), so intermediate states may be skipped. The stream completes after the team is COMPLETE or FAILED.',
     args: { teamId: t.arg.id({ required: true }) },
-    subscribe: (_root, { teamId }, { app }) => {
+    subscribe: (_root, { teamId }, context) => {
       const id = String(teamId);
-      return watchExisting(`team ${id}`, app.teams.get(id), () => app.teams.watch(id));
+      return watchExisting(new NotFound('team', id), context, context.app.teams.get(id), () => context.app.teams.watch(id));
     },
     resolve: (state) => state,
   }),
