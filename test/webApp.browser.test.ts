@@ -44,6 +44,48 @@ describe('red packets', () => {
   });
 });
 
+describe('what a hurried user does', () => {
+  it('a double tap sends one packet; another packet opened in the same tab shows that packet', { timeout: 90_000 }, async () => {
+    await walletsAt(server.url).credit('web-operator', { userId: 'frank', amountCents: 2_000 });
+    const page = await app.signedIn('frank');
+    await page.getByLabel('总金额（元）').fill('5');
+    await page.getByLabel('红包个数').fill('1');
+    await page.getByRole('button', { name: '塞钱进红包' }).dblclick();
+    const first = await page.getByTestId('share-link').textContent();
+    const sent = async () => (await web.stores.sql.query("SELECT id FROM red_packet WHERE sender_id = 'frank'")).rowCount;
+    expect(await sent()).toBe(1);
+
+    // frank grabs his own packet, then opens gina's link in the same tab: gina's, grabbable.
+    await page.getByRole('button', { name: '抢' }).click();
+    await expect.poll(() => page.getByTestId('my-share').textContent()).toBe('5.00');
+    await walletsAt(server.url).credit('web-operator', { userId: 'gina', amountCents: 1_000 });
+    const gina = await app.signedIn('gina');
+    await gina.getByLabel('总金额（元）').fill('3');
+    await gina.getByLabel('红包个数').fill('1');
+    await gina.getByRole('button', { name: '塞钱进红包' }).click();
+    const second = await gina.getByTestId('share-link').textContent();
+    expect(second).not.toBe(first);
+    await page.evaluate((link) => {
+      location.hash = new URL(link).hash;
+    }, second!);
+    await expect.poll(() => page.getByTestId('my-share').count()).toBe(0);
+    await page.getByRole('button', { name: '抢' }).click();
+    await expect.poll(() => page.getByTestId('my-share').textContent()).toBe('3.00');
+    expect(app.misbehaviour).toEqual([]);
+  });
+
+  it('signs in again on the same link when the token is refused', { timeout: 60_000 }, async () => {
+    const page = await app.signedIn('hank');
+    await page.evaluate(() => {
+      localStorage.setItem('campaign.session', JSON.stringify({ name: 'hank', token: 'not.a.token' }));
+      location.hash = '#/shop';
+    });
+    await page.reload();
+    await expect.poll(() => page.getByRole('button', { name: '登录' }).count()).toBe(1);
+    expect(new URL(page.url()).hash).toBe('#/shop');
+  });
+});
+
 describe('the points shop', () => {
   it('shows my balance and the goods, and redeems one', { timeout: 60_000 }, async () => {
     const points = pointsAt(server.url);

@@ -148,6 +148,7 @@ export async function startWebApp(env: TestEnv, vars: Record<string, string> = {
     server,
     appUrl,
     app,
+    stores,
     async close(): Promise<void> {
       try {
         await app.close();

@@ -1,7 +1,7 @@
 import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
 import { type DocumentNode, print } from 'graphql';
 import { type Client, type SubscribePayload, createClient } from 'graphql-ws';
-import { currentSession } from './session.ts';
+import { currentSession, endSession } from './session.ts';
 
 const GRAPHQL_PATH = '/graphql';
 /** The answer of a server that cannot run a documentId (persisted documents off, or another build's): the text is sent instead. */
@@ -36,6 +36,13 @@ function operation(document: DocumentNode, variables: unknown, asText = false): 
 
 const codeOf = (error: GraphqlError | undefined) => (typeof error?.extensions?.code === 'string' ? error.extensions.code : undefined);
 
+/** An ApiError for the first GraphQL error; a refused token (expired, say) ends the session, so the user signs in again. */
+function apiError(error: GraphqlError | undefined, fallback: string): ApiError {
+  const code = codeOf(error);
+  if (code === 'UNAUTHENTICATED' && currentSession()) endSession();
+  return new ApiError(error?.message ?? fallback, code);
+}
+
 async function post<Result>(payload: SubscribePayload): Promise<{ status: number; data?: Result; errors?: GraphqlError[] }> {
   const { query, ...rest } = payload;
   const response = await fetch(GRAPHQL_PATH, { method: 'POST', headers: headers(), body: JSON.stringify(query ? payload : rest) });
@@ -47,11 +54,14 @@ export async function request<Result, Variables>(document: TypedDocumentNode<Res
   let answer = await post<Result>(operation(document, variables));
   if (codeOf(answer.errors?.[0]) === PERSISTED_QUERY_NOT_FOUND) answer = await post<Result>(operation(document, variables, true));
   const error = answer.errors?.[0];
-  if (error || !answer.data) throw new ApiError(error?.message ?? `HTTP ${answer.status}`, codeOf(error));
+  if (error || !answer.data) throw apiError(error, `HTTP ${answer.status}`);
   return answer.data;
 }
 
 let socket: { client: Client; token: string | undefined } | null = null;
+
+/** The longest wait between two reconnects to a server that is down. */
+const RETRY_WAIT_MAX_MS = 10_000;
 
 /** One graphql-ws connection per signed-in user, opened on the first subscription. */
 function socketClient(): Client {
@@ -60,7 +70,17 @@ function socketClient(): Client {
   if (open && open.token === token) return open.client;
   open?.client.dispose();
   const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}${GRAPHQL_PATH}`;
-  const client = createClient({ url, lazy: true, retryAttempts: Number.POSITIVE_INFINITY, connectionParams: () => headers() });
+  // Retried whatever ended the socket: by default graphql-ws gives up on the first failed
+  // reconnect while the server is down (the browser reports an error event, not a close),
+  // and the page would stay stale until reloaded. The wait doubles up to RETRY_WAIT_MAX_MS.
+  const client = createClient({
+    url,
+    lazy: true,
+    retryAttempts: Number.POSITIVE_INFINITY,
+    shouldRetry: () => true,
+    retryWait: (retries) => new Promise((resolve) => setTimeout(resolve, Math.min(RETRY_WAIT_MAX_MS, 500 * 2 ** retries) * (0.5 + Math.random() / 2))),
+    connectionParams: () => headers(),
+  });
   socket = { client, token };
   return client;
 }
@@ -76,13 +96,13 @@ export function subscribe<Result, Variables>(
     socketClient().subscribe<Result>(operation(document, variables, asText), {
       next: (event) => {
         if (event.data) onData(event.data);
-        else if (event.errors?.[0]) onError(new ApiError(event.errors[0].message, codeOf(event.errors[0])));
+        else if (event.errors?.[0]) onError(apiError(event.errors[0], ''));
       },
       // The server refuses an operation with its GraphQL errors; anything else is the socket failing.
       error: (error) => {
         const refusal = Array.isArray(error) ? (error[0] as GraphqlError | undefined) : undefined;
         if (!asText && codeOf(refusal) === PERSISTED_QUERY_NOT_FOUND) stop = start(true);
-        else onError(refusal ? new ApiError(refusal.message, codeOf(refusal)) : new ApiError('the live connection failed', undefined));
+        else onError(refusal ? apiError(refusal, '') : new ApiError('实时连接已断开，请刷新页面', undefined));
       },
       complete: () => undefined,
     });

@@ -7,7 +7,7 @@ import { Shop } from './pages/shop.tsx';
 import { SignIn } from './pages/signIn.tsx';
 import { TeamPage } from './pages/team.tsx';
 import { Wallet } from './pages/wallet.tsx';
-import { type Session, currentSession } from './session.ts';
+import { SESSION_ENDED, type Session, currentSession } from './session.ts';
 
 /** The page a hash names: #/packets/<id>, #/shop… (hash routes need nothing from the server). */
 function route(): string[] {
@@ -27,8 +27,13 @@ export function App() {
   const [session, setSession] = useState<Session | null>(currentSession());
   useEffect(() => {
     const onHash = () => setPath(route());
+    const onEnded = () => setSession(null);
     addEventListener('hashchange', onHash);
-    return () => removeEventListener('hashchange', onHash);
+    addEventListener(SESSION_ENDED, onEnded);
+    return () => {
+      removeEventListener('hashchange', onHash);
+      removeEventListener(SESSION_ENDED, onEnded);
+    };
   }, []);
 
   const [page = 'packets', id] = path;
@@ -42,16 +47,16 @@ export function App() {
     <Wallet />
   ) : page === 'groupbuy' ? (
     id ? (
-      <GroupBuyTeams activityId={id} />
+      <GroupBuyTeams key={id} activityId={id} />
     ) : (
       <GroupBuyActivities />
     )
   ) : page === 'team' && id ? (
-    <TeamPage teamId={id} />
+    <TeamPage key={id} teamId={id} />
   ) : page === 'lottery' && id ? (
-    <Lottery activityId={id} />
+    <Lottery key={id} activityId={id} />
   ) : id ? (
-    <RedPacketPage packetId={id} />
+    <RedPacketPage key={id} packetId={id} />
   ) : (
     <SendRedPacket />
   );

@@ -19,3 +19,11 @@ export function saveSession(session: Session | null): void {
   if (session) localStorage.setItem(KEY, JSON.stringify(session));
   else localStorage.removeItem(KEY);
 }
+
+/** Dispatched on window when the server refuses the session's token: the app shows sign-in. */
+export const SESSION_ENDED = 'campaign:session-ended';
+
+export function endSession(): void {
+  saveSession(null);
+  dispatchEvent(new Event(SESSION_ENDED));
+}

@@ -88,11 +88,15 @@ export function GroupBuyActivities() {
 export function GroupBuyTeams({ activityId }: { activityId: string }) {
   const [data, setData] = useState<WebGroupBuyTeamsQuery | null>(null);
   const [problem, setProblem] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
   useEffect(() => {
     request(TeamsQuery, { activityId }).then(setData, (error: Error) => setProblem(error.message));
   }, [activityId]);
 
   async function open() {
+    // A second tap while the first is on its way would open a second team.
+    if (busy) return;
+    setBusy(true);
     setProblem(null);
     try {
       const { openTeam: result } = await request(OpenTeam, { activityId });
@@ -100,6 +104,8 @@ export function GroupBuyTeams({ activityId }: { activityId: string }) {
       else if ('message' in result) setProblem(result.message);
     } catch (error) {
       setProblem((error as Error).message);
+    } finally {
+      setBusy(false);
     }
   }
 
@@ -113,7 +119,7 @@ export function GroupBuyTeams({ activityId }: { activityId: string }) {
         <p>
           <span class="big">¥{yuan(activity.groupPriceCents)}</span> <s class="muted">¥{yuan(activity.priceCents)}</s> · {activity.capacity} 人成团
         </p>
-        <button type="button" onClick={open}>
+        <button type="button" onClick={open} disabled={busy}>
           我要开团
         </button>
         {problem && <p class="problem">{problem}</p>}

@@ -78,7 +78,9 @@ export function Lottery({ activityId }: { activityId: string }) {
     return subscribe(
       Winners,
       { activityId },
-      ({ lotteryWinners: win }) => setWinners((list) => [{ drawId: win.drawId, userId: win.userId, prize: win.prize.title }, ...list].slice(0, 10)),
+      // A reconnect subscribes again, and the stream starts again with the recent wins: each is shown once.
+      ({ lotteryWinners: win }) =>
+        setWinners((list) => (list.some((shown) => shown.drawId === win.drawId) ? list : [{ drawId: win.drawId, userId: win.userId, prize: win.prize.title }, ...list].slice(0, 10))),
       (error) => setMessage(error.message),
     );
   }, [activityId]);

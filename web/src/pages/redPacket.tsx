@@ -91,7 +91,7 @@ export function RedPacketPage({ packetId }: { packetId: string }) {
   if (!packet) return <div class="card">{problem ?? '…'}</div>;
   return (
     <div class="card">
-      <h2>{packet.greeting ?? '红包'}</h2>
+      <h2>{packet.greeting || '红包'}</h2>
       {share !== null && (
         <p>
           你抢到{' '}

@@ -21,9 +21,13 @@ export function SendRedPacket() {
   const [count, setCount] = useState('5');
   const [greeting, setGreeting] = useState('恭喜发财');
   const [problem, setProblem] = useState<string | null>(null);
+  // A second tap while the first is on its way would send a second packet and pay twice.
+  const [busy, setBusy] = useState(false);
 
   async function send(event: Event) {
     event.preventDefault();
+    if (busy) return;
+    setBusy(true);
     setProblem(null);
     try {
       const input = { totalAmount: Math.round(Number(yuan) * 100), count: Number(count), greeting };
@@ -32,6 +36,8 @@ export function SendRedPacket() {
       else setProblem(createRedPacket.message);
     } catch (error) {
       setProblem((error as Error).message);
+    } finally {
+      setBusy(false);
     }
   }
 
@@ -44,7 +50,9 @@ export function SendRedPacket() {
       <input id="count" inputMode="numeric" value={count} onInput={(event) => setCount(event.currentTarget.value)} />
       <label for="greeting">祝福语</label>
       <input id="greeting" value={greeting} onInput={(event) => setGreeting(event.currentTarget.value)} />
-      <button type="submit">塞钱进红包</button>
+      <button type="submit" disabled={busy}>
+        塞钱进红包
+      </button>
       {problem && <p class="problem">{problem}</p>}
     </form>
   );

@@ -54,6 +54,7 @@ const DELIVERY_TEXT: Record<RedemptionDelivery, string> = { QUEUED: '发放中�
 export function Shop() {
   const [shop, setShop] = useState<WebShopQuery | null>(null);
   const [outcome, setOutcome] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
   const [redemptionId, setRedemptionId] = useState<string | null>(null);
   const [delivery, setDelivery] = useState<RedemptionDelivery | null>(null);
   const load = () => request(ShopQuery, {}).then(setShop, (error: Error) => setOutcome(error.message));
@@ -71,14 +72,23 @@ export function Shop() {
   }, [redemptionId]);
 
   async function redeem(goodsId: string) {
-    // One requestId per tap: a retry of the same tap is answered, not charged, twice.
-    const { redeemPoints: result } = await request(Redeem, { goodsId, requestId: crypto.randomUUID() });
-    setOutcome(result.__typename === 'Redemption' ? `兑换成功 ${result.voucherCode ?? ''}` : result.message);
-    if (result.__typename === 'Redemption') {
-      setDelivery(null);
-      setRedemptionId(result.id);
+    // One tap at a time: a second tap while the first is on its way would redeem twice.
+    if (busy) return;
+    setBusy(true);
+    try {
+      // One requestId per tap: a retry of the same tap is answered, not charged, twice.
+      const { redeemPoints: result } = await request(Redeem, { goodsId, requestId: crypto.randomUUID() });
+      setOutcome(result.__typename === 'Redemption' ? `兑换成功 ${result.voucherCode ?? ''}` : result.message);
+      if (result.__typename === 'Redemption') {
+        setDelivery(null);
+        setRedemptionId(result.id);
+      }
+      await load();
+    } catch (error) {
+      setOutcome((error as Error).message);
+    } finally {
+      setBusy(false);
     }
-    await load();
   }
 
   if (!shop) return <div class="card">{outcome ?? '…'}</div>;
@@ -101,7 +111,7 @@ export function Shop() {
                   {node.pointsCost} 积分 · 剩 {node.remainingStock}
                 </span>
               </span>
-              <button type="button" style={{ width: 'auto', marginTop: 0 }} disabled={node.remainingStock === 0} onClick={() => redeem(node.id)}>
+              <button type="button" style={{ width: 'auto', marginTop: 0 }} disabled={busy || node.remainingStock === 0} onClick={() => redeem(node.id)}>
                 兑换
               </button>
             </li>

@@ -23,7 +23,8 @@ export function SignIn({ onSignedIn }: { onSignedIn: (session: Session) => void 
     const session = { name: name || 'token', token: minted };
     saveSession(session);
     onSignedIn(session);
-    location.hash = '#/packets';
+    // Signed in from a shared link (a packet, a team), the user stays on it.
+    if (!location.hash || location.hash.startsWith('#/signin')) location.hash = '#/packets';
   }
 
   return (
