@@ -129,8 +129,9 @@ redis.call('ZADD', expiries, expires_at, team_id .. ':' .. user)
 add_event(events, 'LOCKED', team_id, user, now, expires_at)
 redis.call('HSET', lock_refs, user, payment_ref)
 redis.call('HINCRBY', lock_counts, user, 1)
--- Gone with the team's keys: a rebuilt team has no locks, so no reference is needed then,
--- and its counts start again (a rebuild is rare; the limit only has to outlast abuse).
+-- Gone with the team's keys: a rebuilt team has no locks, so no reference is needed then.
+-- The counts live as long (a rebuild keeps them; Redis losing its data loses them, and the
+-- limit, which only has to outlast abuse, starts again).
 local meta_expires = redis.call('PTTL', meta)
 if meta_expires > 0 then
   redis.call('PEXPIRE', lock_refs, meta_expires)

@@ -54,12 +54,19 @@ function headerOf({ request, connectionParams, params }: TransportContext, heade
  */
 export function connectionHeaders(connectionParams: Record<string, unknown> | undefined): Record<string, string> {
   const kept: Record<string, string> = {};
-  for (const header of ['authorization', 'accept-language']) {
+  for (const [header, maxLength] of KEPT_CONNECTION_HEADERS) {
     const value = headerIn(connectionParams, header) ?? headerIn(connectionParams?.headers, header);
-    if (value !== undefined) kept[header] = value;
+    // Cut, not dropped: a token cut short is refused as one, not taken for no token at all.
+    if (value !== undefined) kept[header] = value.slice(0, maxLength);
   }
   return kept;
 }
+
+/** What a socket keeps of its connection_init payload, and at most how much of each. */
+const KEPT_CONNECTION_HEADERS = [
+  ['authorization', 16 * 1024],
+  ['accept-language', 256],
+] as const;
 
 /** The caller's Authorization (see headerOf for where it is read). */
 export function authorizationOf(transport: TransportContext): string | undefined {

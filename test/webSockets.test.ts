@@ -73,4 +73,16 @@ describe('graphql-ws sockets', () => {
     expect(busy.readyState).toBe(WebSocket.OPEN);
     busy.close();
   });
+
+  it('cuts a socket whose client asks and never reads, once its backlog passes 1 MiB', async () => {
+    const socket = (await open('127.0.0.10')) as WebSocket;
+    const ended = closed(socket);
+    // The client stops reading; each answer names the 30,000-character field it refuses.
+    (socket as unknown as { _socket: { pause(): void } })._socket.pause();
+    const field = 'x'.repeat(30_000);
+    for (let i = 0; i < 1_000; i++) socket.send(JSON.stringify({ id: String(i), type: 'subscribe', payload: { query: `{ ${field} }` } }));
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    (socket as unknown as { _socket: { resume(): void } })._socket.resume();
+    expect(await ended).toBe(1006);
+  });
 });

@@ -8,8 +8,14 @@ import { rateLimited } from './rateLimits.ts';
 
 type Verdict = (allowed: boolean, code?: number, message?: string, headers?: Record<string, string>) => void;
 
-/** How often idle sockets are looked for, at most. */
-const IDLE_SWEEP_MAX_MS = 30_000;
+/** How often every socket is looked at, for idleness and for a backlog: a few thousand checks, each a few property reads. */
+const SWEEP_INTERVAL_MS = 1_000;
+
+/**
+ * Bytes a socket may have queued for a client that does not read: past this it is cut, so
+ * a client that asks and never reads cannot grow the server's memory with the answers.
+ */
+export const WS_MAX_BUFFERED_BYTES = 1024 * 1024;
 
 /**
  * What bounds the graphql-ws sockets of one process:
@@ -17,7 +23,9 @@ const IDLE_SWEEP_MAX_MS = 30_000;
  * - at most WS_CONNECTIONS_PER_ADDRESS open at once per client address, since a rate alone
  *   lets one address pile sockets up until the process runs out of file descriptors;
  * - a socket without a live operation for WS_IDLE_TIMEOUT_MS is closed (1000: the
- *   graphql-ws client opens a new one when it next subscribes).
+ *   graphql-ws client opens a new one when it next subscribes);
+ * - a socket with more than WS_MAX_BUFFERED_BYTES queued for a client that does not read is
+ *   cut, checked on every message the client sends and on every sweep.
  * A refused upgrade is an HTTP 429 before any socket is set up, with Retry-After and the
  * same RATE_LIMITED error a GraphQL response carries.
  */
@@ -35,6 +43,7 @@ export class WebSocketLimits {
       const address = this.addressOf(req);
       this.openPerAddress.set(address, (this.openPerAddress.get(address) ?? 0) + 1);
       this.sockets.set(socket, { context: null, busyAtMs: Date.now() });
+      socket.on('message', () => cutIfBacklogged(socket));
       socket.once('close', () => {
         this.sockets.delete(socket);
         const open = this.openPerAddress.get(address)! - 1;
@@ -42,7 +51,7 @@ export class WebSocketLimits {
         else this.openPerAddress.set(address, open);
       });
     });
-    if (idleMs > 0) this.sweeper = setInterval(() => this.closeIdle(idleMs), Math.min(idleMs / 4, IDLE_SWEEP_MAX_MS)).unref();
+    this.sweeper = setInterval(() => this.sweep(idleMs), SWEEP_INTERVAL_MS).unref();
   }
 
   /** graphql-ws's onConnect: the socket's operations tell whether it is idle. */
@@ -86,11 +95,19 @@ export class WebSocketLimits {
     return budgetOf(clientAddress(req, this.app.config.TRUST_PROXY));
   }
 
-  private closeIdle(idleMs: number): void {
+  private sweep(idleMs: number): void {
     const now = Date.now();
     for (const [socket, held] of this.sockets) {
+      if (cutIfBacklogged(socket) || idleMs === 0) continue;
       if (held.context && Object.keys(held.context.subscriptions).length > 0) held.busyAtMs = now;
       else if (now - held.busyAtMs >= idleMs) socket.close(1000, 'idle: no live operation');
     }
   }
+}
+
+/** Cuts the socket when more than WS_MAX_BUFFERED_BYTES wait for its client; true if it did. */
+function cutIfBacklogged(socket: WebSocket): boolean {
+  if (socket.bufferedAmount <= WS_MAX_BUFFERED_BYTES) return false;
+  socket.terminate();
+  return true;
 }
