@@ -19,6 +19,7 @@
   KEYS[8] {tm:<activity>}:team:<team>:lockRefs  hash: userId -> paymentRef of the user's latest lock here
   KEYS[9] {tm:<activity>}:activity              hash: the activity's terms (must exist, see lockTeamSeat.lua)
   KEYS[10] {tm:<activity>}:joined               hash: userId -> teams joined as a buyer
+  KEYS[11] {tm:<activity>}:team:<team>:lateRefs  set: payment references that came too late to seat anyone
   ARGV[1] user id
   ARGV[2] team id
   ARGV[3] payment reference
@@ -31,6 +32,7 @@
     {'joined', entryId, fields, completed}        completed = 1 when this seat filled the team
     {'alreadyMember'}                             this payment reference or an earlier one seated the caller
     {'paymentRefTaken'}                           the payment reference confirmed another user's seat
+    {'paymentRefunded'}                           'operator' mode: the reference came too late and is owed back
     {'noSeatLock', entryId, fields, nextUnlockAtMs}  no live lock and no free seat (nextUnlockAtMs nil: no lock)
     {'closed', entryId, fields, status}           the team is closed
     {'late', entryId, fields}                     'payment' mode: the payment's lock is not live (or the
@@ -43,7 +45,7 @@
 -- @include "teamSeats.lua"
 
 local meta, members, payments, locks, holders, expiries, stream = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local lock_refs, activity, joined = KEYS[8], KEYS[9], KEYS[10]
+local lock_refs, activity, joined, late_refs = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 local user, team_id, payment_ref, event_id, mode, provider_txn = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 
 if redis.call('EXISTS', meta) == 0 or redis.call('EXISTS', activity) == 0 then
@@ -61,17 +63,34 @@ end
 if paid_by or (mode == 'operator' and redis.call('HEXISTS', members, user) == 1) then
   return {'alreadyMember'}
 end
+-- Decided here, in the order Redis runs the two: an operator's seat cannot take a payment
+-- a notify just found too late, whose refund may not be committed yet.
+if mode == 'operator' and redis.call('SISMEMBER', late_refs, payment_ref) == 1 then
+  return {'paymentRefunded'}
+end
 
 local now = now_ms()
 local events = {}
 local metas = {[team_id] = meta}
 drop_expired_locks(locks, holders, expiries, team_id, now, events)
 
+-- A payment that seats no one: owed back by the caller, and no operator's seat may use it.
+local function too_late()
+  redis.call('SADD', late_refs, payment_ref)
+  local meta_expires = redis.call('PTTL', meta)
+  if meta_expires > 0 then
+    redis.call('PEXPIRE', late_refs, meta_expires)
+  end
+end
 if mode == 'payment' and (redis.call('HGET', lock_refs, user) ~= payment_ref or not redis.call('ZSCORE', locks, user)) then
+  too_late()
   local entry_id, fields = journal_changes(stream, metas, 'confirm', team_id, event_id, now, events)
   return {'late', entry_id, fields}
 end
 if is_closed(meta, now) then
+  if mode == 'payment' then
+    too_late()
+  end
   local entry_id, fields = journal_changes(stream, metas, 'confirm', team_id, event_id, now, events)
   return {'closed', entry_id, fields, redis.call('HGET', meta, 'status')}
 end

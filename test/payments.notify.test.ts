@@ -1,5 +1,7 @@
+import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { teamKeys } from '../src/domain/teams/store.ts';
+import { TeamStore, teamKeys } from '../src/domain/teams/store.ts';
+import { Scripts } from '../src/infra/redis/scripts.ts';
 import { ConfirmTeamSeatDocument, SandboxPayDocument, TopUpWalletDocument } from './gql/generated.ts';
 import { errorCodes, gql } from './support/client.ts';
 import { testEnv } from './support/env.ts';
@@ -150,6 +152,17 @@ describe("an operator's seat and the provider's payment", () => {
       const response = await unchanged(() => teams.raw(ConfirmTeamSeatDocument, { teamId, userId: user, paymentRef }, 'ops', { admin: true }));
       expect(errorCodes(response), user).toEqual(['BAD_USER_INPUT']);
     }
+  });
+
+  it('an operator seat racing a late notify: Redis refuses the reference the notify found too late, before its refund commits', async () => {
+    const quitter = await teams.lock('op-racer', teamId);
+    if (quitter.__typename !== 'SeatLocked') throw new Error(`got ${quitter.__typename}`);
+    await teams.release('op-racer', teamId);
+    // The notify's script runs first; PostgreSQL has no refund yet when the operator's runs.
+    const store = new TeamStore(started.stores.redis, new Scripts(started.stores.redis));
+    const { paymentRef } = quitter.payment;
+    expect((await store.confirm(ACTIVITY, teamId, 'op-racer', paymentRef, randomUUID(), { providerTxnId: 'txn-race' })).kind).toBe('late');
+    expect((await store.confirm(ACTIVITY, teamId, 'op-racer', paymentRef, randomUUID(), {})).kind).toBe('paymentRefunded');
   });
 
   it("a seat an operator confirmed with the buyer's own payment is paid by its notify, and refunded once when the team fails", async () => {

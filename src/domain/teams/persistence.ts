@@ -232,6 +232,9 @@ function teamRefundsOwed(members: string): Prisma.Sql {
     JOIN payment p ON p.payment_ref = m.payment_ref AND p.user_id = m.user_id AND p.team_id = m.team_id AND p.status = 'SUCCEEDED'`;
 }
 
+/** An operator's seat with a payment that came too late, which is owed back. */
+export const LATE_PAYMENT_SEATS_NO_ONE = 'this payment came after its seat lock ended and is being refunded; seat the buyer without it, or with a new payment';
+
 /**
  * Why an operator may not seat `userId` in the team with `paymentRef`, or null. A reference
  * the provider knows must be that user's payment for that team, and not one owed back as
@@ -245,7 +248,7 @@ export async function operatorSeatPaymentProblem(prisma: PrismaClient, teamId: s
   if (!payment) return null;
   if (payment.userId !== userId || payment.teamId !== teamId) return "this paymentRef is another user's or another team's payment";
   const refunded = await prisma.refund.findUnique({ where: { sourceKey: lateSeatPaymentKey(paymentRef) }, select: { id: true } });
-  return refunded ? 'this payment came after its seat lock ended and is being refunded; seat the buyer without it, or with a new payment' : null;
+  return refunded ? LATE_PAYMENT_SEATS_NO_ONE : null;
 }
 
 /** Just the teams an entry names, read apart from its full schema: an entry that schema refuses changed them too. */

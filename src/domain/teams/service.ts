@@ -8,7 +8,7 @@ import type { GroupBuyActivity, GroupBuyActivityInput } from './activities.ts';
 import { TeamCampaign, type TeamDeps } from './campaign.ts';
 import { DeadlineSweeper } from './deadlines.ts';
 import { LockExpirySweeper } from './lockExpiry.ts';
-import { insertTeam, listTeams, operatorSeatPaymentProblem, recentlyLockedTeams, teamsOfUser } from './persistence.ts';
+import { LATE_PAYMENT_SEATS_NO_ONE, insertTeam, listTeams, operatorSeatPaymentProblem, recentlyLockedTeams, teamsOfUser } from './persistence.ts';
 import { AlreadyMember, GroupBuyNotActive, NoSeatLock, SeatLockLimitReached, TeamClosed, TeamFull, TeamLimitReached } from './problems.ts';
 import { type ConfirmReply, type ConfirmedBy, type SeatLockView, type TeamRef, type TeamState, type TeamStatus, activityKeys, teamStateOf } from './store.ts';
 
@@ -169,6 +169,8 @@ export class TeamService {
         throw new Error(`an operator confirmation cannot be ${reply.kind}`);
       case 'paymentRefTaken':
         throw new BadInputError('this paymentRef already confirmed another member of the team');
+      case 'paymentRefunded':
+        throw new BadInputError(LATE_PAYMENT_SEATS_NO_ONE);
       case 'noSeatLock':
         throw new NoSeatLock(reply.nextUnlockAtMs === null ? null : new Date(reply.nextUnlockAtMs));
       case 'closed':

@@ -42,6 +42,7 @@ export function teamKeys(activityId: string, teamId: string) {
     locks: `${prefix}:locks`,
     lockRefs: `${prefix}:lockRefs`,
     lockCounts: `${prefix}:lockCounts`,
+    lateRefs: `${prefix}:lateRefs`,
     rebuilding: `${prefix}:rebuilding`,
   });
 }
@@ -143,11 +144,12 @@ const lockTeamSeat = defineScript(
   },
 );
 
-const confirmTeamSeat = defineScript('confirmTeamSeat', ['meta', 'members', 'payments', 'locks', 'holders', 'expiries', 'journal', 'lockRefs', 'activity', 'joined'], {
+const confirmTeamSeat = defineScript('confirmTeamSeat', ['meta', 'members', 'payments', 'locks', 'holders', 'expiries', 'journal', 'lockRefs', 'activity', 'joined', 'lateRefs'], {
   missing: () => ({}),
   joined: (values, keys) => ({ ...change(values, keys), completed: values.num(2) === 1 }),
   alreadyMember: () => ({}),
   paymentRefTaken: () => ({}),
+  paymentRefunded: () => ({}),
   noSeatLock: (values, keys) => ({ ...change(values, keys), nextUnlockAtMs: values.numOrNull(2) }),
   closed: (values, keys) => ({ ...change(values, keys), status: status(values, 2) }),
   late: change,
