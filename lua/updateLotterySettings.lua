@@ -14,12 +14,14 @@
   ARGV[2] the version the new settings replace
   ARGV[3] the new settings (JSON, with version = ARGV[2] + 1)
   ARGV[4] who made the change
-  ARGV[5..] pairs: prizeId, units to add to its stock
+  ARGV[5] the app clock's offset from Redis time, in ms (0 but under a test clock)
+  ARGV[6..] pairs: prizeId, units to add to its stock
 
   Returns
     {'missing'}                           meta missing: rebuild, then retry
     {'applied', entryId, entryFields}
     {'stale'}                             the settings changed since ARGV[2]: read them again
+    {'ended'}                             the change moves the end of an activity that has ended
 ]]
 -- @include "now.lua"
 
@@ -30,9 +32,15 @@ if redis.call('HGET', KEYS[1], 'version') ~= ARGV[2] then
   return {'stale'}
 end
 local settings = cjson.decode(ARGV[3])
+-- The caller checked this against its own read of the clock; an update landing at the end
+-- instant is decided here, in Redis time, as draws are.
+local current = cjson.decode(redis.call('HGET', KEYS[1], 'settings'))
+if settings.endsAtMs ~= current.endsAtMs and current.endsAtMs <= now_ms() + tonumber(ARGV[5]) then
+  return {'ended'}
+end
 
 redis.call('HSET', KEYS[1], 'settings', ARGV[3], 'version', settings.version)
-for i = 5, #ARGV, 2 do
+for i = 6, #ARGV, 2 do
   redis.call('HINCRBY', KEYS[2], ARGV[i], tonumber(ARGV[i + 1]))
 end
 for i = 1, #KEYS do

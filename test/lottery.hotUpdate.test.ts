@@ -1,6 +1,8 @@
 import { print } from 'graphql';
 import { Agent, fetch } from 'undici';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { LotteryStore } from '../src/domain/lottery/store.ts';
+import { Scripts } from '../src/infra/redis/scripts.ts';
 import { type CreateLotteryInput, DrawLotteryDocument, type DrawLotteryMutation, UpdateLotteryDocument, type UpdateLotteryInput, type UpdateLotteryMutation } from './gql/generated.ts';
 import type { GraphqlResponse } from './support/client.ts';
 import { testEnv } from './support/env.ts';
@@ -138,6 +140,12 @@ describe('operators change a running activity', () => {
     const reopened = await lottery.raw(UpdateLotteryDocument, { activityId: activity.id, input: { endsAt: new Date(Date.now() + 86_400_000).toISOString() } }, OPERATOR, { admin: true });
     expect(reopened.body.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', issues: [{ path: ['endsAt'], code: 'ENDED_STAYS_ENDED' }] });
     expect(await draw(activity.id, 'topper-1')).toMatchObject({ __typename: 'ActivityNotActive', reason: 'ENDED' });
+    // Decided again in the script, in Redis time: a change that passed the service's check
+    // an instant before the end cannot land after it.
+    const store = new LotteryStore(lot.stores.redis, new Scripts(lot.stores.redis));
+    const current = (await store.readSettings(activity.id))!;
+    const moved = { ...current, version: current.version + 1, endsAtMs: Date.now() + 86_400_000 };
+    expect((await store.updateSettings(activity.id, current.version, moved, OPERATOR, new Map(), 0)).kind).toBe('ended');
 
     const lotteryActivity = await lottery.activity(OPERATOR, activity.id, { admin: true });
     expect(lotteryActivity).toMatchObject({ settingsVersion: 4, dailyDrawLimit: 4, prizes: [{ totalStock: 5, remainingStock: 0 }] });

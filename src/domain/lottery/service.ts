@@ -156,13 +156,14 @@ export class LotteryService {
           if (change.kind === 'invalid') throw BadInputError.of(change.issues);
           // The end may move: the sweeper watches the journal as long as the keys are kept.
           await this.deps.journal.trackStream(lotteryKeys(activityId).journal, change.settings.retainUntilMs);
-          return this.store.updateSettings(activityId, current.version, change.settings, changedBy, change.topUps);
+          return this.store.updateSettings(activityId, current.version, change.settings, changedBy, change.topUps, await this.deps.clock.offsetMs());
         }),
       entryOf: (reply) => (reply.kind === 'applied' ? reply.entry : null),
       unavailable: changedMeanwhile,
     });
     if (!reply) throw new NotFound('lottery activity', activityId);
     if (reply.kind === 'stale') throw changedMeanwhile();
+    if (reply.kind === 'ended') throw BadInputError.of([ruleInputIssue(['endsAt'], 'ENDED_STAYS_ENDED')]);
     return (await this.get(activityId))!;
   }
 

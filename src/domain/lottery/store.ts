@@ -94,6 +94,7 @@ const updateLotterySettings = defineScript('updateLotterySettings', ['meta', 'st
   missing: () => ({}),
   applied: (values, keys) => ({ entry: values.entry(0, keys.journal)! }),
   stale: () => ({}),
+  ended: () => ({}),
 });
 
 export type DrawReply = ReplyOf<typeof drawLottery.replies>;
@@ -124,8 +125,9 @@ export class LotteryStore {
     return this.scripts.call(scheduleLotteryHour, lotteryKeys(activityId), [activityId, scheduleId, hourStartMs, localHour, settingsVersion, RELEASE_RANDOM_RANGE, ...randoms]);
   }
 
-  updateSettings(activityId: string, replacing: number, settings: LotterySettings, changedBy: string, topUps: Map<string, number>): Promise<UpdateReply> {
-    return this.scripts.call(updateLotterySettings, lotteryKeys(activityId), [activityId, replacing, JSON.stringify(settings), changedBy, ...[...topUps].flat()]);
+  /** `clockOffsetMs`: the app clock's offset from Redis time (ScriptClock), against which the end is checked. */
+  updateSettings(activityId: string, replacing: number, settings: LotterySettings, changedBy: string, topUps: Map<string, number>, clockOffsetMs: number): Promise<UpdateReply> {
+    return this.scripts.call(updateLotterySettings, lotteryKeys(activityId), [activityId, replacing, JSON.stringify(settings), changedBy, clockOffsetMs, ...[...topUps].flat()]);
   }
 
   /**
