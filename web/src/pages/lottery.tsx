@@ -2,6 +2,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { request, subscribe } from '../api.ts';
 import type { WebLotteryQuery } from '../gql/graphql.ts';
 import { graphql } from '../gql/index.ts';
+import { handle } from '../users.ts';
 
 const LotteryQuery = graphql(`
   query WebLottery($id: ID!) {
@@ -150,7 +151,7 @@ export function Lottery({ activityId }: { activityId: string }) {
       <ul class="plain" data-testid="winners">
         {winners.map((win) => (
           <li key={win.drawId}>
-            <span>{win.userId}</span>
+            <span>{handle(win.userId, '用户')}</span>
             <span>{win.prize}</span>
           </li>
         ))}

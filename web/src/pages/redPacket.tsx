@@ -2,6 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { request, subscribe } from '../api.ts';
 import type { WebRedPacketFieldsFragment } from '../gql/graphql.ts';
 import { graphql } from '../gql/index.ts';
+import { handle } from '../users.ts';
 
 graphql(`
   fragment WebRedPacketFields on RedPacket {
@@ -110,7 +111,7 @@ export function RedPacketPage({ packetId }: { packetId: string }) {
         <ul class="plain" data-testid="latest-shares">
           {packet.latestShares.map((grabbed) => (
             <li key={grabbed.userId}>
-              <span class="muted">{grabbed.userId}</span>
+              <span class="muted">{handle(grabbed.userId, '用户')}</span>
               <span>{yuan(grabbed.amount)} 元</span>
             </li>
           ))}

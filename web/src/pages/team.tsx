@@ -3,6 +3,7 @@ import { request, serverOffsetMs, subscribe } from '../api.ts';
 import { countdown, useServerNow, yuan } from '../clock.ts';
 import type { WebTeamFieldsFragment } from '../gql/graphql.ts';
 import { graphql } from '../gql/index.ts';
+import { handle } from '../users.ts';
 
 graphql(`
   fragment WebTeamFields on Team {
@@ -101,9 +102,6 @@ function storePayment(teamId: string, payment: Payment | null): void {
 
 const STATUS = { OPEN: '拼团中', COMPLETE: '拼团成功', FAILED: '拼团失败' } as const;
 
-/** Others are opaque aliases ("u_" and 16 characters): a short handle reads better. */
-const handle = (userId: string) => (/^u_[\w-]{16}$/.test(userId) ? `拼友 ${userId.slice(-4)}` : userId);
-
 /**
  * A team's seats, live: members, seats being paid for (each counting down to its lock's
  * expiry on the server's clock) and free seats. Lock one, pay for it, watch the team fill.
@@ -115,6 +113,8 @@ export function TeamPage({ teamId }: { teamId: string }) {
   const [payment, setPayment] = useState<Payment | null>(() => storedPayment(teamId));
   const [message, setMessage] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
+  // This team takes no more locks of mine: the button would only be refused again.
+  const [lockLimitReached, setLockLimitReached] = useState(false);
 
   useEffect(() => {
     // States may arrive out of order (the query's answer after a pushed change): keep the newest.
@@ -169,6 +169,7 @@ export function TeamPage({ teamId }: { teamId: string }) {
       const { lockTeamSeat: result } = await request(LockSeat, { teamId });
       if (result.__typename === 'SeatLocked') remember(result.payment);
       else if ('message' in result) setMessage(result.message);
+      if (result.__typename === 'SeatLockLimitReached') setLockLimitReached(true);
     });
   const pay = () =>
     act(async () => {
@@ -204,7 +205,7 @@ export function TeamPage({ teamId }: { teamId: string }) {
         {team.members.map((seat) => (
           <li key={`member-${seat.userId}`} data-testid="member-seat">
             <span>
-              {handle(seat.userId)}
+              {handle(seat.userId, '拼友')}
               {seat.userId === team.leaderId && <span class="tag">团长</span>}
               {seat.userId === me && <span class="tag">我</span>}
             </span>
@@ -216,7 +217,7 @@ export function TeamPage({ teamId }: { teamId: string }) {
           return (
             <li key={`lock-${seat.userId}`} data-testid="paying-seat">
               <span>
-                {handle(seat.userId)}
+                {handle(seat.userId, '拼友')}
                 {seat.userId === me && <span class="tag">我</span>}
               </span>
               <span class="seat-state paying">
@@ -246,7 +247,7 @@ export function TeamPage({ teamId }: { teamId: string }) {
         </>
       )}
       {team.status === 'OPEN' && !member && !payable && (
-        <button type="button" onClick={lock} disabled={busy || (!myLock && team.freeSeats === 0)}>
+        <button type="button" onClick={lock} disabled={busy || lockLimitReached || (!myLock && team.freeSeats === 0)}>
           {myLock ? '继续支付' : team.freeSeats === 0 ? '暂无空位' : '参团：锁定座位'}
         </button>
       )}
