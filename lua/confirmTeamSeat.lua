@@ -77,10 +77,7 @@ drop_expired_locks(locks, holders, expiries, team_id, now, events)
 -- A payment that seats no one: owed back by the caller, and no operator's seat may use it.
 local function too_late()
   redis.call('SADD', late_refs, payment_ref)
-  local meta_expires = redis.call('PTTL', meta)
-  if meta_expires > 0 then
-    redis.call('PEXPIRE', late_refs, meta_expires)
-  end
+  expire_with_team(meta, late_refs)
 end
 if mode == 'payment' and (redis.call('HGET', lock_refs, user) ~= payment_ref or not redis.call('ZSCORE', locks, user)) then
   too_late()

@@ -7,8 +7,9 @@
   holds one live lock per activity at most.
   A user holds at most one live lock per activity: a live lock in another team of the
   activity is moved here in the same step. A user takes at most ARGV[6] locks in one team
-  (KEYS[12]), so releasing and locking again cannot hold a seat until the deadline. Expired locks of the teams involved are dropped
-  first, so a refusal is never caused by a stale lock.
+  (KEYS[12]), so releasing and locking again cannot hold a seat until the deadline.
+  Expired locks of the teams involved are dropped first, so a refusal is never caused by a
+  stale lock.
 
   KEYS[1] {tm:<activity>}:team:<team>:meta     hash: leaderId, capacity, lockSeconds, deadlineMs, status, version, ...
   KEYS[2] {tm:<activity>}:team:<team>:members  hash: userId -> "<seat>:<joinedAtMs>"
@@ -132,11 +133,7 @@ redis.call('HINCRBY', lock_counts, user, 1)
 -- Gone with the team's keys: a rebuilt team has no locks, so no reference is needed then.
 -- The counts live as long (a rebuild keeps them; Redis losing its data loses them, and the
 -- limit, which only has to outlast abuse, starts again).
-local meta_expires = redis.call('PTTL', meta)
-if meta_expires > 0 then
-  redis.call('PEXPIRE', lock_refs, meta_expires)
-  redis.call('PEXPIRE', lock_counts, meta_expires)
-end
+expire_with_team(meta, lock_refs, lock_counts)
 local entry_id, fields = journal_changes(stream, metas, 'lock', team_id, event_id, now, events,
   {'payer', user, 'paymentRef', payment_ref, 'amountCents', amount, 'expiresAt', tostring(expires_at)})
 return {'locked', entry_id, fields, expires_at, previous or '', payment_ref, amount, team_state(meta, members, locks, now)}

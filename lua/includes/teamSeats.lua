@@ -46,6 +46,16 @@ local function next_unlock_at(locks)
   return tonumber(first[2])
 end
 
+-- Keys kept beside the team's (lock references, counts) expire with its meta hash.
+local function expire_with_team(meta, ...)
+  local meta_expires = redis.call('PTTL', meta)
+  if meta_expires > 0 then
+    for _, key in ipairs({...}) do
+      redis.call('PEXPIRE', key, meta_expires)
+    end
+  end
+end
+
 local function is_closed(meta, now)
   return redis.call('HGET', meta, 'status') ~= 'OPEN' or now >= tonumber(redis.call('HGET', meta, 'deadlineMs'))
 end

@@ -30,7 +30,8 @@ export const failedTeamRefundKey = (teamId: string, userId: string) => `team:${t
 /**
  * An INSERT of the rows of the relation `source` (columns source_key, user_id,
  * amount_cents, reason, payment_ref) into the outbox, each source key once, and a seat
- * payment once for its seat (refund_seat_payment_key); it returns the source keys owed now. For a statement that decides the refund itself, as a CTE:
+ * payment once for its seat (refund_seat_payment_key); it returns the source keys owed
+ * now. For a statement that decides the refund itself, as a CTE:
  * `WITH source AS (…), owed AS (${refundsOwedFrom('source')}) SELECT …`.
  */
 export function refundsOwedFrom(source: string): Prisma.Sql {

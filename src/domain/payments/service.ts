@@ -80,16 +80,29 @@ export class PaymentService {
     if (payment.purpose === 'WALLET_TOP_UP') {
       outcome = await this.credit(payment.userId, notice);
     } else {
-      const seated = await this.deps.teams.payForSeat({ userId: payment.userId, teamId: payment.teamId!, paymentRef: notice.paymentRef, providerTxnId: notice.providerTxnId });
-      // This notify seated the buyer, and the statement that did recorded its transaction
-      // on the payment: it cannot be a duplicate, so the check below is not needed.
-      if (seated === 'joined') return { status: 200, body: { outcome: 'SEATED' } };
-      // Seated before: by an earlier notify (the payment succeeded then, and this is a
-      // retry or a second charge), or by an operator with this reference, whose seat this
-      // first success pays for and a failed team refunds.
-      if (seated === 'seated') await this.succeed(this.deps.prisma, notice);
-      if (seated === 'teamFailed') outcome = await this.refundSeatOfFailedTeam(payment.userId, payment.teamId!, notice);
-      else outcome = seated === 'seated' ? 'SEATED' : await this.refundLate(payment.userId, notice);
+      const { userId } = payment;
+      const teamId = payment.teamId!;
+      switch (await this.deps.teams.payForSeat({ userId, teamId, paymentRef: notice.paymentRef, providerTxnId: notice.providerTxnId })) {
+        // This notify seated the buyer, and the statement that did recorded its transaction
+        // on the payment: it cannot be a duplicate, so the check below is not needed.
+        case 'joined':
+          return { status: 200, body: { outcome: 'SEATED' } };
+        // Seated before: by an earlier notify (the payment succeeded then, and this is a
+        // retry or a second charge), or by an operator with this reference, whose seat this
+        // first success pays for and a failed team refunds.
+        case 'seated':
+          await this.succeed(this.deps.prisma, notice);
+          outcome = 'SEATED';
+          break;
+        // An operator's seat in a team that failed before its payment came: the team's
+        // statement owed its refunds without this one, owed now under the key it would have used.
+        case 'teamFailed':
+          outcome = await this.refundSeatPayment(userId, notice, failedTeamRefundKey(teamId, userId), 'TEAM_FAILED');
+          break;
+        case 'late':
+          outcome = await this.refundSeatPayment(userId, notice, lateSeatPaymentKey(notice.paymentRef), 'LATE_PAYMENT');
+          break;
+      }
     }
     return { status: 200, body: { outcome: (await this.refundDuplicate(payment.userId, notice)) ?? outcome } };
   }
@@ -119,26 +132,16 @@ export class PaymentService {
     return 'CREDITED';
   }
 
-  /** Paid, but it seats no one: the money is owed back, once however often this is notified. */
-  private async refundLate(userId: string, notice: PaymentNotice): Promise<NotifyOutcome> {
-    await this.deps.prisma.$transaction(async (tx) => {
-      await this.succeed(tx, notice);
-      await oweRefunds(tx, [{ sourceKey: lateSeatPaymentKey(notice.paymentRef), userId, amountCents: notice.amountCents, reason: 'LATE_PAYMENT', paymentRef: notice.paymentRef }]);
-    });
-    this.deps.log.info({ paymentRef: notice.paymentRef, userId }, 'a seat payment came too late; a refund is owed');
-    return 'REFUND_OWED';
-  }
-
   /**
-   * Paid for an operator's seat in a team that failed before the payment came, so the
-   * team's statement owed its refunds without this one: owed now, under the key it would
-   * have used, once however often this is notified.
+   * Paid, but the seat is not had (late) or is refunded (its team failed): the payment's
+   * success and the refund commit together, owed once however often this is notified.
    */
-  private async refundSeatOfFailedTeam(userId: string, teamId: string, notice: PaymentNotice): Promise<NotifyOutcome> {
+  private async refundSeatPayment(userId: string, notice: PaymentNotice, sourceKey: string, reason: 'LATE_PAYMENT' | 'TEAM_FAILED'): Promise<NotifyOutcome> {
     await this.deps.prisma.$transaction(async (tx) => {
       await this.succeed(tx, notice);
-      await oweRefunds(tx, [{ sourceKey: failedTeamRefundKey(teamId, userId), userId, amountCents: notice.amountCents, reason: 'TEAM_FAILED', paymentRef: notice.paymentRef }]);
+      await oweRefunds(tx, [{ sourceKey, userId, amountCents: notice.amountCents, reason, paymentRef: notice.paymentRef }]);
     });
+    this.deps.log.info({ paymentRef: notice.paymentRef, userId, reason }, 'a seat payment is owed back');
     return 'REFUND_OWED';
   }
 
