@@ -3,6 +3,8 @@
   min(the hour's quota, units left) from stock now and places them at random instants
   of the hour (clipped to the activity's window) in the releases sorted set. The hour
   is marked in the same step, so however many instances try, an hour is scheduled once.
+  While the activity is paused an hour releases nothing and its quota stays in stock: a
+  resume must not hand out every hour of the pause at once.
 
   KEYS[1] {lot:<id>}:meta      hash: settings (JSON), version
   KEYS[2] {lot:<id>}:stock     hash: prizeId -> units not yet scheduled
@@ -51,7 +53,7 @@ for _, prize in ipairs(settings.prizes) do
     local quota = prize.hourlyQuota[hour]
     local left = tonumber(redis.call('HGET', KEYS[2], prize.id) or '0')
     local count = math.min(quota, left)
-    if span <= 0 then count = 0 end
+    if span <= 0 or settings.paused then count = 0 end
     for i = 0, count - 1 do
       -- span < 2^22 and the random number < 2^30: the product is exact.
       local at = from + math.floor(tonumber(ARGV[nextRandom + i]) * span / range)

@@ -183,4 +183,44 @@ describe('TIMED: prizes released over the day', () => {
     expect(rows[0]!.total_stock).toBe(15);
     await expectLotteryInvariants(lot.stores, activity.id);
   });
+
+  it('releases nothing for the hours that begin while it is paused; a resume gives the next hours their quota', async () => {
+    const start = Date.parse('2027-05-01T00:00:00+08:00');
+    await moveClockTo(lot.stores.redis, start - 3 * HOUR);
+    const activity = await lottery.create(OPERATOR, {
+      title: 'a pause',
+      strategy: 'TIMED',
+      startsAt: new Date(start).toISOString(),
+      endsAt: new Date(start + 10 * HOUR).toISOString(),
+      prizes: [
+        { title: 'gold', totalStock: 100, hourlyQuota: Array(24).fill(2) },
+        { title: 'thanks', kind: 'CONSOLATION', totalStock: 1_000 },
+      ],
+    });
+    const scheduledPerHour = async () =>
+      (await lot.stores.sql.query<{ released: number }>('SELECT released FROM lottery_scheduled_hour WHERE activity_id = $1 ORDER BY hour_start', [activity.id])).rows.map(
+        (row) => row.released,
+      );
+
+    // Hour 0 runs; at 0:10 hour 1 is scheduled ahead (the look-ahead), then the pause.
+    await moveClockTo(lot.stores.redis, start + 10 * 60_000);
+    await apps[0]!.lottery.scheduleDue();
+    expect(await scheduledPerHour()).toEqual([2, 2]);
+    expect(await lottery.update(OPERATOR, activity.id, { paused: true })).toMatchObject({ status: 'PAUSED' });
+
+    // Hours 2 and 3 begin while paused: scheduled empty. Hour 4, still ahead, waits.
+    await moveClockTo(lot.stores.redis, start + 3.5 * HOUR);
+    await Promise.all(apps.map((app) => app.lottery.scheduleDue()));
+    expect(await scheduledPerHour()).toEqual([2, 2, 0, 0]);
+
+    // Resumed before hour 4: it gets its quota, and nothing of the paused hours comes back.
+    expect(await lottery.update(OPERATOR, activity.id, { paused: false })).toMatchObject({ status: 'ACTIVE' });
+    await apps[1]!.lottery.scheduleDue();
+    expect(await scheduledPerHour()).toEqual([2, 2, 0, 0, 2]);
+    // Released by now: hours 0 and 1 only (hour 4's instants are still ahead).
+    expect(await drawUntilConsolation(activity.id)).toEqual(['gold', 'gold', 'gold', 'gold']);
+    const admin = await lottery.activity(OPERATOR, activity.id, { admin: true });
+    expect(admin?.prizes[0]?.remainingStock).toBe(100 - 4);
+    await expectLotteryInvariants(lot.stores, activity.id);
+  });
 });

@@ -5,7 +5,7 @@ import type { RandomSource } from '../random.ts';
 import { timedActivitiesToSchedule } from './persistence.ts';
 import type { LotteryDeps } from './service.ts';
 import { type LotterySettings, RELEASE_RANDOM_RANGE } from './settings.ts';
-import type { LotterySnapshot, LotteryStore } from './store.ts';
+import type { LotterySnapshot, LotteryStore, ScheduleReply } from './store.ts';
 import { ONE_HOUR_MS, localHourOfDay, localHourStart } from './timezone.ts';
 
 /** The scheduler fills every hour that starts within this much of now. */
@@ -13,6 +13,9 @@ const SCHEDULE_LOOK_AHEAD_MS = ONE_HOUR_MS;
 
 /** What a schedule that clashed with PostgreSQL comes to: the hour was scheduled elsewhere. */
 const SCHEDULED_ELSEWHERE = { kind: 'already' } as const;
+
+/** What an hour still ahead of a paused activity comes to: not scheduled yet. */
+const WAITING_FOR_RESUME = { kind: 'paused' } as const;
 
 /**
  * TIMED activities: releases each hour's quota of every scheduled prize at random
@@ -48,14 +51,14 @@ export class LotteryScheduler {
     const until = Math.min(nowMs + SCHEDULE_LOOK_AHEAD_MS, settings.endsAtMs);
     let released = 0;
     for (let hour = localHourStart(settings.utcOffsets, settings.startsAtMs); hour < until; hour += ONE_HOUR_MS) {
-      if (!scheduled.has(hour)) released += await this.scheduleHour(activityId, hour);
+      if (!scheduled.has(hour)) released += await this.scheduleHour(activityId, hour, nowMs);
     }
     return released;
   }
 
-  private async scheduleHour(activityId: string, hourStartMs: number): Promise<number> {
+  private async scheduleHour(activityId: string, hourStartMs: number, nowMs: number): Promise<number> {
     const reply = await this.activities.journaled(activityId, {
-      call: () => this.store.overCurrentSettings(activityId, (settings) => this.scheduleOver(settings, activityId, hourStartMs)),
+      call: () => this.store.overCurrentSettings(activityId, (settings) => this.scheduleOver(settings, activityId, hourStartMs, nowMs)),
       entryOf: (reply) => (reply.kind === 'scheduled' ? reply.entry : null),
       // PostgreSQL holds another schedule of the hour (Redis lost data meanwhile): the
       // rebuilt keys will show it scheduled, so trying again would release nothing.
@@ -65,8 +68,13 @@ export class LotteryScheduler {
     return reply?.kind === 'scheduled' ? reply.released : 0;
   }
 
-  /** The hour's releases drawn for the quotas of these settings, which the script checks are still current. */
-  private scheduleOver(settings: LotterySettings, activityId: string, hourStartMs: number) {
+  /**
+   * The hour's releases drawn for the quotas of these settings, which the script checks are
+   * still current. Paused: an hour that has begun is scheduled empty (the script releases
+   * nothing while paused); one still ahead waits, as a resume before it starts gives it its quota.
+   */
+  private async scheduleOver(settings: LotterySettings, activityId: string, hourStartMs: number, nowMs: number): Promise<ScheduleReply | typeof WAITING_FOR_RESUME> {
+    if (settings.paused && hourStartMs > nowMs) return WAITING_FOR_RESUME;
     const localHour = localHourOfDay(settings.utcOffsets, hourStartMs);
     const randoms = settings.prizes.flatMap((prize) => Array.from({ length: prize.hourlyQuota[localHour] ?? 0 }, () => this.random.int(0, RELEASE_RANDOM_RANGE)));
     return this.store.scheduleHour(activityId, randomUUID(), hourStartMs, localHour, settings.version, randoms);
