@@ -1,12 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
-import { readFile, readdir, readlink } from 'node:fs/promises';
+import { cp, mkdtemp, readFile, readdir, readlink, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { connect } from 'node:net';
 import { fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.ts';
 import { openDatabase } from '../src/infra/db/database.ts';
-import { applyMigrations } from '../src/infra/db/migrations.ts';
+import { MIGRATIONS_DIR, applyMigrations } from '../src/infra/db/migrations.ts';
 import { createLogger } from '../src/infra/logger.ts';
 import { CreateRedPacketDocument, GrabRedPacketDocument, RedPacketUpdatedDocument } from './gql/generated.ts';
 import { errorCodes, gql, subscribeSse, subscribeWs } from './support/client.ts';
@@ -102,6 +104,53 @@ describe('instances of a new deployment starting at once', () => {
       expect(rows.length).toBe(new Set(rows.map((row) => row.migration_name)).size);
     } finally {
       await Promise.all(opened.map((db) => db.close()));
+      await stores.cleanup();
+    }
+  });
+});
+
+describe('a database upgraded from before one seat refund per payment', () => {
+  it('keeps one refund per seat payment, a paid one first, so the unique index builds', async () => {
+    const env = testEnv('startup_double_refunds');
+    const config = loadConfig({ ...env.vars, LOG_LEVEL: 'silent' });
+    const log = createLogger('silent');
+    const stores = openStores(env);
+    const db = await openDatabase(config);
+    const before = await mkdtemp(join(tmpdir(), 'migrations-'));
+    try {
+      for (const name of await readdir(MIGRATIONS_DIR)) {
+        if (name < '20261127055959') await cp(join(MIGRATIONS_DIR, name), join(before, name), { recursive: true });
+      }
+      await applyMigrations(db, log, before);
+      const refund = (id: string, reason: string, paymentRef: string, status: 'PENDING' | 'PAID', minute: number) =>
+        stores.sql.query(
+          `INSERT INTO refund (id, source_key, user_id, amount_cents, reason, payment_ref, status, created_at)
+           VALUES ($1, $1, 'buyer', 990, $2, $3, $4::"RefundStatus", timestamptz '2026-11-20 10:00Z' + make_interval(mins => $5))`,
+          [id, reason, paymentRef, status, minute],
+        );
+      await refund('a-late', 'LATE_PAYMENT', 'pay-a', 'PENDING', 1);
+      await refund('a-team', 'TEAM_FAILED', 'pay-a', 'PENDING', 2);
+      await refund('a-dup', 'DUPLICATE_PAYMENT', 'pay-a', 'PENDING', 3);
+      await refund('b-team', 'TEAM_FAILED', 'pay-b', 'PENDING', 1);
+      await refund('b-late', 'LATE_PAYMENT', 'pay-b', 'PAID', 2);
+      await refund('c-late', 'LATE_PAYMENT', 'pay-c', 'PAID', 1);
+      await refund('c-team', 'TEAM_FAILED', 'pay-c', 'PAID', 2);
+      await refund('d-team', 'TEAM_FAILED', 'pay-d', 'PENDING', 1);
+
+      await applyMigrations(db, log);
+      const { rows } = await stores.sql.query<{ id: string; reason: string }>('SELECT id, reason FROM refund ORDER BY id');
+      expect(rows).toEqual([
+        { id: 'a-dup', reason: 'DUPLICATE_PAYMENT' },
+        { id: 'a-late', reason: 'LATE_PAYMENT' },
+        { id: 'b-late', reason: 'LATE_PAYMENT' },
+        { id: 'c-late', reason: 'LATE_PAYMENT' },
+        { id: 'c-team', reason: 'DOUBLE_SEAT_REFUND' },
+        { id: 'd-team', reason: 'TEAM_FAILED' },
+      ]);
+      await expect(refund('a-team-again', 'TEAM_FAILED', 'pay-a', 'PENDING', 4)).rejects.toThrow(/refund_seat_payment_key/);
+    } finally {
+      await rm(before, { recursive: true, force: true });
+      await db.close();
       await stores.cleanup();
     }
   });

@@ -6,7 +6,7 @@ import type { Logger } from '../logger.ts';
 import { StartupError } from '../startupError.ts';
 import type { Database, SqlSession } from './database.ts';
 
-const MIGRATIONS_DIR = projectFile('migrations');
+export const MIGRATIONS_DIR = projectFile('migrations');
 
 // The same table `prisma migrate` keeps, so a team that has the schema engine can take over.
 const CREATE_MIGRATIONS_TABLE = `
