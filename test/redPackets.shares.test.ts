@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { RedPacketSharesDocument, type RedPacketSharesQuery, RedPacketSlimDocument, type RedPacketSlimSubscription } from './gql/generated.ts';
+import { RedPacketMyShareDocument, RedPacketSharesDocument, type RedPacketSharesQuery, RedPacketSlimDocument, type RedPacketSlimSubscription } from './gql/generated.ts';
 import { errorCodes, requestsAt, subscribeWs } from './support/client.ts';
 import { TEST_REDIS_URL, testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
@@ -45,6 +45,16 @@ describe('RedPacket.sharesConnection and latestShares', () => {
     expect(last.latestShares).toEqual(all.slice(-10).reverse());
     const most = (await data(RedPacketSharesDocument, { id: packet.id, first: 1, count: 50 }, VIEWER)).redPacket!;
     expect(most.latestShares).toEqual(all.slice(-50).reverse());
+  });
+
+  it('give each viewer their own committed share, and none to others', async () => {
+    const packets = redPacketsAt(started.server.url);
+    const packet = await packets.create('shares-sender', { totalAmount: 500, count: 5 });
+    const grabbed = await packets.grab('my-share-grabber', packet.id);
+    if (grabbed.__typename !== 'GrabbedShare') throw new Error(grabbed.__typename);
+    const { data } = requestsAt(started.server.url);
+    expect((await data(RedPacketMyShareDocument, { id: packet.id }, 'my-share-grabber')).redPacket?.myShare?.amount).toBe(grabbed.amount);
+    expect((await data(RedPacketMyShareDocument, { id: packet.id }, VIEWER)).redPacket?.myShare).toBeNull();
   });
 
   it('refuse garbage arguments and anonymous callers', async () => {

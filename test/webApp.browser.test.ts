@@ -40,6 +40,9 @@ describe('red packets', () => {
     // The pushes reach every page, the sender's too, with no reload.
     for (const page of [sender, ...grabbers]) await expect.poll(() => page.getByTestId('remaining-count').textContent(), { timeout: STEP_MS }).toBe('0');
     await app.screenshot(grabbers[0]!, 'red-packet-grabbed');
+    // A reload shows the share taken, not a grab button.
+    await grabbers[0]!.reload();
+    await expect.poll(() => grabbers[0]!.getByTestId('my-share').textContent(), { timeout: STEP_MS }).toBe(shares[0]!.toFixed(2));
     expect(app.misbehaviour).toEqual([]);
   });
 });

@@ -85,6 +85,12 @@ export const RedPacket = builder.objectRef<RedPacketState>('RedPacket').implemen
         return packet.latestShares ? packet.latestShares.slice(0, wanted) : app.redPackets.latestShares(packet.id, wanted);
       },
     }),
+    myShare: t.field({
+      type: RedPacketShare,
+      nullable: true,
+      description: "The viewer's own share, once committed; null before a grab. Read when resolved, also in a subscription.",
+      resolve: (packet, _args, { app, viewer }) => (viewer ? app.redPackets.shareOf(packet.id, viewer.userId) : null),
+    }),
     bestLuck: t.field({
       type: RedPacketShare,
       nullable: true,

@@ -197,6 +197,11 @@ export class RedPacketService {
     return this.deps.prisma.redPacketGrab.findMany({ where: { packetId }, orderBy: [{ grabbedAt: 'desc' }, { shareIndex: 'desc' }], take: count });
   }
 
+  /** The user's committed share of the packet, if any. */
+  shareOf(packetId: string, userId: string) {
+    return this.deps.prisma.redPacketGrab.findUnique({ where: { packetId_userId: { packetId, userId } } });
+  }
+
   /** The largest share, the earliest grab on a tie. */
   bestLuck(packetId: string) {
     return this.deps.prisma.redPacketGrab.findFirst({

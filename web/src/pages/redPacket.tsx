@@ -29,6 +29,9 @@ const RedPacketQuery = graphql(`
   query WebRedPacket($id: ID!) {
     redPacket(id: $id) {
       ...WebRedPacketFields
+      myShare {
+        amount
+      }
     }
   }
 `);
@@ -68,10 +71,16 @@ export function RedPacketPage({ packetId }: { packetId: string }) {
   const [packet, setPacket] = useState<WebRedPacketFieldsFragment | null>(null);
   const [share, setShare] = useState<number | null>(null);
   const [problem, setProblem] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
 
   useEffect(() => {
     request(RedPacketQuery, { id: packetId }).then(
-      ({ redPacket }) => (redPacket ? setPacket(redPacket) : setProblem('红包不存在')),
+      ({ redPacket }) => {
+        if (!redPacket) return setProblem('红包不存在');
+        setPacket(redPacket);
+        // Grabbed before this page was (re)loaded: show the share, not a grab button.
+        if (redPacket.myShare) setShare(redPacket.myShare.amount);
+      },
       (error: Error) => setProblem(error.message),
     );
     return subscribe(
@@ -83,10 +92,19 @@ export function RedPacketPage({ packetId }: { packetId: string }) {
   }, [packetId]);
 
   async function grab() {
-    const { grabRedPacket: result } = await request(Grab, { packetId });
-    if (result.__typename === 'GrabbedShare') setShare(result.amount);
-    else if (result.__typename === 'AlreadyGrabbed') setShare(result.share.amount);
-    else if ('message' in result) setProblem(result.message);
+    if (busy) return;
+    setBusy(true);
+    setProblem(null);
+    try {
+      const { grabRedPacket: result } = await request(Grab, { packetId });
+      if (result.__typename === 'GrabbedShare') setShare(result.amount);
+      else if (result.__typename === 'AlreadyGrabbed') setShare(result.share.amount);
+      else if ('message' in result) setProblem(result.message);
+    } catch (error) {
+      setProblem((error as Error).message);
+    } finally {
+      setBusy(false);
+    }
   }
 
   if (!packet) return <div class="card">{problem ?? '…'}</div>;
@@ -117,7 +135,7 @@ export function RedPacketPage({ packetId }: { packetId: string }) {
           ))}
         </ul>
       )}
-      <button type="button" onClick={grab} disabled={share !== null || packet.status !== 'ACTIVE'}>
+      <button type="button" onClick={grab} disabled={busy || share !== null || packet.status !== 'ACTIVE'}>
         {packet.status === 'ACTIVE' ? '抢' : packet.status === 'EMPTY' ? '已抢完' : '已过期'}
       </button>
       <p class="muted">
