@@ -116,7 +116,7 @@ describe('Me.teams', () => {
     for (const page of [{ first: 101 }, { last: 101 }, { first: -1 }, { last: -1 }]) {
       expect(errorCodes(await raw(MyTeamsDocument, page, 'alice')), JSON.stringify(page)).toEqual(['BAD_USER_INPUT']);
     }
-    for (const after of ['garbage', Buffer.from('c1:').toString('base64url'), '']) {
+    for (const after of ['garbage', ...['c1:', 'c1:\u0000', `c1:${'x'.repeat(300)}`].map((text) => Buffer.from(text).toString('base64url')), '']) {
       expect(errorCodes(await raw(MyTeamsDocument, { first: 5, after }, 'alice')), after).toEqual(['BAD_USER_INPUT']);
     }
     expect(errorCodes(await raw(TeamMyLockDocument, { id: 'x' }))).toEqual(['UNAUTHENTICATED']);

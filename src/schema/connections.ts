@@ -19,10 +19,18 @@ function encodeCursor(id: string): string {
   return Buffer.from(`${CURSOR_PREFIX}${id}`).toString('base64url');
 }
 
+/** Longer than any id a list of ours is keyed by. */
+const CURSOR_ID_MAX = 256;
+/** What no id of ours holds, and what PostgreSQL refuses in text (NUL) or decoding replaced (U+FFFD). */
+const NOT_IN_AN_ID = /[\u0000-\u001f\u007f\ufffd]/;
+
 function decodeCursor(cursor: string, argument: string, locale: Locale): string {
   const text = Buffer.from(cursor, 'base64url').toString();
-  if (!text.startsWith(CURSOR_PREFIX) || text.length === CURSOR_PREFIX.length) throw BadInputError.of([inLocale(ruleInputIssue([argument], 'INVALID_CURSOR', { argument }), locale)]);
-  return text.slice(CURSOR_PREFIX.length);
+  const id = text.slice(CURSOR_PREFIX.length);
+  if (!text.startsWith(CURSOR_PREFIX) || id.length === 0 || id.length > CURSOR_ID_MAX || NOT_IN_AN_ID.test(id)) {
+    throw BadInputError.of([inLocale(ruleInputIssue([argument], 'INVALID_CURSOR', { argument }), locale)]);
+  }
+  return id;
 }
 
 /**

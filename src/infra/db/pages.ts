@@ -29,6 +29,10 @@ export function keysetArgs<Cursor>(page: KeysetPage, orderBy: Order, cursorOf: (
 
 /** A cursor's id for a table whose ids are numbers (a BIGSERIAL); a client's garbage is bad input, not a crash. */
 export function numericId(id: string): bigint {
-  if (!/^\d{1,19}$/.test(id)) throw new BadInputError('the cursor is not one of this list', [{ message: 'not a cursor of this list', code: 'INVALID_CURSOR' }]);
-  return BigInt(id);
+  const value = /^\d{1,19}$/.test(id) ? BigInt(id) : null;
+  if (value === null || value > BIGINT_MAX) throw new BadInputError('the cursor is not one of this list', [{ message: 'not a cursor of this list', code: 'INVALID_CURSOR' }]);
+  return value;
 }
+
+/** PostgreSQL's bigint: a larger number is an out-of-range error there, not a cursor. */
+const BIGINT_MAX = 2n ** 63n - 1n;
