@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { cp, mkdtemp, readFile, readdir, readlink, rm } from 'node:fs/promises';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connect } from 'node:net';
 import { fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.ts';

@@ -1,5 +1,6 @@
 import { type DefaultConnectionArguments, resolveCursorConnection } from '@pothos/plugin-relay';
 import { BadInputError } from '../domain/errors.ts';
+import { unacceptableCharacter } from '../domain/text.ts';
 import { inLocale, inputIssue, ruleInputIssue } from '../i18n/issues.ts';
 import type { Locale } from '../i18n/messages.ts';
 import type { KeysetPage } from '../infra/db/pages.ts';
@@ -21,13 +22,11 @@ function encodeCursor(id: string): string {
 
 /** Longer than any id a list of ours is keyed by. */
 const CURSOR_ID_MAX = 256;
-/** What no id of ours holds, and what PostgreSQL refuses in text (NUL) or decoding replaced (U+FFFD). */
-const NOT_IN_AN_ID = /[\u0000-\u001f\u007f\ufffd]/;
 
 function decodeCursor(cursor: string, argument: string, locale: Locale): string {
   const text = Buffer.from(cursor, 'base64url').toString();
   const id = text.slice(CURSOR_PREFIX.length);
-  if (!text.startsWith(CURSOR_PREFIX) || id.length === 0 || id.length > CURSOR_ID_MAX || NOT_IN_AN_ID.test(id)) {
+  if (!text.startsWith(CURSOR_PREFIX) || id.length === 0 || id.length > CURSOR_ID_MAX || unacceptableCharacter(id, true)) {
     throw BadInputError.of([inLocale(ruleInputIssue([argument], 'INVALID_CURSOR', { argument }), locale)]);
   }
   return id;

@@ -46,7 +46,9 @@ const Refund = builder.prismaObject('Refund', {
     id: t.exposeID('id', { description: 'Also the Idempotency-Key the provider sees.' }),
     userId: t.exposeID('userId'),
     amountCents: t.exposeInt('amountCents'),
-    reason: t.exposeString('reason', { description: 'TEAM_FAILED, LATE_PAYMENT, DUPLICATE_PAYMENT or PACKET_EXPIRED; DOUBLE_SEAT_REFUND marks a second refund of one seat payment paid before this was prevented.' }),
+    reason: t.exposeString('reason', {
+      description: 'TEAM_FAILED, LATE_PAYMENT, DUPLICATE_PAYMENT or PACKET_EXPIRED; DOUBLE_SEAT_REFUND marks a second refund of one seat payment paid before this was prevented.',
+    }),
     status: t.expose('status', { type: RefundStatusEnum }),
     paidTo: t.expose('paidTo', { type: RefundDestinationEnum, nullable: true }),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
