@@ -85,4 +85,21 @@ describe.each(transports)('streams complete at the end, over %s', (_name, subscr
     await late.until(() => late.completed(), 10_000);
     expect(winIds(late)).toHaveLength(3);
   }, 30_000);
+
+  it('lotteryWinners completes when an operator brings the end forward, not at the end it had', async () => {
+    const now = Date.now();
+    const lottery = lotteryAt(started.server.url);
+    const activity = await lottery.create(OPERATOR, {
+      title: 'cut short',
+      startsAt: new Date(now - 60_000).toISOString(),
+      endsAt: new Date(now + 3_600_000).toISOString(),
+      prizes: [{ title: 'mug', weight: 1, totalStock: 100 }],
+    });
+    const watcher = subscribe(started.server.url, LotteryWinnersDocument, { activityId: activity.id }, await tokenOf(OPERATOR, { admin: true }));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const endsAt = Date.now() + 1_000;
+    expect(await lottery.update(OPERATOR, activity.id, { endsAt: new Date(endsAt).toISOString() })).toMatchObject({ __typename: 'LotteryActivity' });
+    await watcher.until(() => watcher.completed(), 10_000);
+    expect(Date.now() - endsAt).toBeLessThan(3_000);
+  }, 30_000);
 });

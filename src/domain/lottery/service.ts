@@ -164,6 +164,7 @@ export class LotteryService {
     if (!reply) throw new NotFound('lottery activity', activityId);
     if (reply.kind === 'stale') throw changedMeanwhile();
     if (reply.kind === 'ended') throw BadInputError.of([ruleInputIssue(['endsAt'], 'ENDED_STAYS_ENDED')]);
+    this.winnersTicker.settingsChanged(activityId);
     return (await this.get(activityId))!;
   }
 

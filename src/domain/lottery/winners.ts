@@ -8,6 +8,8 @@ import { type LotteryWinView, prizeView } from './views.ts';
 const LATE_WINS_MAX = 1000;
 
 const winnersTopic = (activityId: string) => `lottery:${activityId}:winners`;
+/** Announces a change of an activity's settings, whose end may have moved. */
+const settingsTopic = (activityId: string) => `lottery:${activityId}:settings`;
 
 /** The winners ticker: every win announced once committed, and streams of them that end with the activity. */
 export class LotteryWinners {
@@ -23,10 +25,15 @@ export class LotteryWinners {
     this.deps.events.publishEvent(winnersTopic(win.activityId), win);
   }
 
+  /** The activity's settings changed: its streams, on every instance, check their end again. */
+  settingsChanged(activityId: string): void {
+    this.deps.events.publishEvent(settingsTopic(activityId), activityId);
+  }
+
   /**
    * The latest `recent` wins, then every new win as it is committed, until the activity
    * has ENDED: then the wins of draws that were still committing, and completion. An
-   * operator may move endsAt; the end is checked again when it comes.
+   * operator may move endsAt: the end is checked again when it comes, and at each change.
    */
   stream(activityId: string, recent: number): AsyncIterableIterator<LotteryWinView> {
     let startedAtMs = Infinity;
@@ -40,6 +47,7 @@ export class LotteryWinners {
         return settings ? settings.endsAtMs - (await this.deps.clock.nowMs()) : 0;
       },
       lastEvents: async () => (await this.lastWins(activityId)).filter((win) => win.drawnAt.getTime() >= startedAtMs),
+      movedTopic: settingsTopic(activityId),
     });
   }
 

@@ -25,6 +25,8 @@ export interface EventStreamEnd<T> {
   msUntilEnd: () => Promise<number>;
   /** Once it has ended: the last events, of which those the stream has not pushed follow before completion. */
   lastEvents: () => Promise<T[]>;
+  /** A topic announcing that the end may have moved (an operator's change): the end is checked again at once. */
+  movedTopic?: string;
 }
 
 /**
@@ -204,6 +206,7 @@ export class LiveEvents {
         const msUntilEnd = await end!.msUntilEnd();
         // Closed meanwhile: a timer set now would hold the stream until the end.
         if (stopped) return;
+        clearTimeout(endCheck);
         if (msUntilEnd > 0) {
           endCheck = setTimeout(() => checkEnd().catch((error: unknown) => stop(error)), Math.min(msUntilEnd, MAX_TIMER_MS)).unref();
           return;
@@ -211,6 +214,7 @@ export class LiveEvents {
         (await end!.lastEvents()).forEach(offer);
         void stop();
       };
+      const moved = end?.movedTopic ? this.listen(end.movedTopic, () => void checkEnd().catch((error: unknown) => stop(error)), false) : undefined;
       try {
         await subscribed;
         const recent = await loadRecent();
@@ -224,6 +228,7 @@ export class LiveEvents {
         stopped = true;
         clearTimeout(endCheck);
         stopListening();
+        moved?.stopListening();
       }
     }, new SlidingBuffer(maxBacklog));
   }
@@ -234,12 +239,13 @@ export class LiveEvents {
    * it: removed while Redis has not confirmed the channel, it would be added back after.
    * The library drops the Redis channel when its last local listener leaves.
    */
-  private listen<M>(topic: string, onMessage: (message: M) => void): { subscribed: Promise<number>; stopListening: () => void } {
+  /** `counted`: the subscription's own topic, one per running subscription in the gauge. */
+  private listen<M>(topic: string, onMessage: (message: M) => void, counted = true): { subscribed: Promise<number>; stopListening: () => void } {
     const subscribed = this.pubsub.subscribe(this.channelPrefix + topic, onMessage);
-    liveSubscribers.inc();
+    if (counted) liveSubscribers.inc();
     let listening = true;
     const stopListening = () => {
-      if (listening) liveSubscribers.dec();
+      if (listening && counted) liveSubscribers.dec();
       listening = false;
       subscribed.then(
         (id) => this.unsubscribing && this.pubsub.unsubscribe(id),
