@@ -25,9 +25,17 @@
     {'repeated', drawId, drawnAtMs, prizeJson or '', version}
                                                             this requestId was drawn before (the prize
                                                             as it is now, the version it was drawn with)
-    {'inactive', reason, startsAtMs, endsAtMs, nowMs}       not active: ENDED, PAUSED, NOT_STARTED,
-                                                            SOLD_OUT (TIMED: nothing released, no consolation left)
+    {'inactive', reason, startsAtMs, endsAtMs, nowMs, availableAtMs}
+                                                            not active: ENDED, PAUSED, NOT_STARTED; SOLD_OUT
+                                                            (a paid WEIGHTED draw with no prize left to win, or TIMED:
+                                                            nothing left to release and no consolation left);
+                                                            SOLD_OUT_TODAY (a paid WEIGHTED draw, the daily stocks
+                                                            gone); NOTHING_RELEASED (TIMED: no consolation left,
+                                                            prizes still to come). availableAtMs: when it may change
+                                                            (the next day, the next release), 0 if unknown
     {'limit', dailyDrawLimit, resetsAtMs}                   the user's draws today reached the limit
+    {'winLimit', dailyWinLimit, resetsAtMs}                 a paid draw at the user's daily win limit, which could
+                                                            only lose
     {'reroll'}                                              call again with a new u; nothing changed
     {'unpaid', drawCostPoints}                              ARGV[8] is not the draw's cost; nothing changed
 
@@ -84,11 +92,11 @@ end
 
 local now = now_ms() + tonumber(ARGV[6])
 if now >= settings.endsAtMs then
-  return {'inactive', 'ENDED', settings.startsAtMs, settings.endsAtMs, now}
+  return {'inactive', 'ENDED', settings.startsAtMs, settings.endsAtMs, now, 0}
 elseif settings.paused then
-  return {'inactive', 'PAUSED', settings.startsAtMs, settings.endsAtMs, now}
+  return {'inactive', 'PAUSED', settings.startsAtMs, settings.endsAtMs, now, 0}
 elseif now < settings.startsAtMs then
-  return {'inactive', 'NOT_STARTED', settings.startsAtMs, settings.endsAtMs, now}
+  return {'inactive', 'NOT_STARTED', settings.startsAtMs, settings.endsAtMs, now, 0}
 end
 
 -- Same rule as offsetAt in src/domain/lottery/timezone.ts.
@@ -112,15 +120,26 @@ local function today(field)
   return tonumber(redis.call('HGET', KEYS[3], field) or '0')
 end
 
+local function next_day_start_ms()
+  local nextDay = (day + 1) * DAY_MS
+  return nextDay - utc_offset_ms(nextDay - utc_offset_ms(day * DAY_MS))
+end
+
 local draws = today('d:' .. user)
 if settings.dailyDrawLimit > 0 and draws >= settings.dailyDrawLimit then
-  local nextDay = (day + 1) * DAY_MS
-  return {'limit', settings.dailyDrawLimit, nextDay - utc_offset_ms(nextDay - utc_offset_ms(day * DAY_MS))}
+  return {'limit', settings.dailyDrawLimit, next_day_start_ms()}
 end
 local atWinLimit = settings.dailyWinLimit > 0 and today('w:' .. user) >= settings.dailyWinLimit
 
 local function stock_left(prize)
   return tonumber(redis.call('HGET', KEYS[2], prize.id) or '0')
+end
+
+local function winnable_by_design()
+  for _, candidate in ipairs(settings.prizes) do
+    if candidate.weight > 0 then return true end
+  end
+  return false
 end
 
 -- The choice. Nothing is written before it is made.
@@ -153,6 +172,18 @@ if settings.strategy == 'WEIGHTED' then
       end
     end
     total, roll = sum, r
+  elseif cost > 0 and winnable_by_design() then
+    -- Nothing left to win (stock, daily stock or the win limit): a paid draw would be
+    -- charged for a certain loss. An activity whose prizes all weigh 0 loses by design.
+    if atWinLimit then
+      return {'winLimit', settings.dailyWinLimit, next_day_start_ms()}
+    end
+    for _, candidate in ipairs(settings.prizes) do
+      if candidate.weight > 0 and stock_left(candidate) > 0 then
+        return {'inactive', 'SOLD_OUT_TODAY', settings.startsAtMs, settings.endsAtMs, now, next_day_start_ms()}
+      end
+    end
+    return {'inactive', 'SOLD_OUT', settings.startsAtMs, settings.endsAtMs, now, 0}
   end
 else
   if not atWinLimit then
@@ -167,7 +198,16 @@ else
       if candidate.kind == 'CONSOLATION' and #candidate.hourlyQuota == 0 then prize = candidate end
     end
     if not prize or stock_left(prize) <= 0 then
-      return {'inactive', 'SOLD_OUT', settings.startsAtMs, settings.endsAtMs, now}
+      -- Prizes still to come (released later, or not scheduled yet): not sold out for good.
+      local nextRelease = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')[2]
+      local toSchedule = false
+      for _, candidate in ipairs(settings.prizes) do
+        if #candidate.hourlyQuota == 24 and stock_left(candidate) > 0 then toSchedule = true end
+      end
+      if nextRelease or toSchedule then
+        return {'inactive', 'NOTHING_RELEASED', settings.startsAtMs, settings.endsAtMs, now, tonumber(nextRelease or '0')}
+      end
+      return {'inactive', 'SOLD_OUT', settings.startsAtMs, settings.endsAtMs, now, 0}
     end
   end
 end

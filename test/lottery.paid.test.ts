@@ -126,6 +126,50 @@ describe('a paid draw', () => {
   });
 });
 
+describe('a paid draw that could only lose', () => {
+  it('is refused and spends nothing: at the win limit, with the day\'s stock gone, with every prize gone', async () => {
+    const wins = (input: Partial<CreateLotteryInput> & Pick<CreateLotteryInput, 'prizes'>) =>
+      lottery.create(OPERATOR, { title: 'sure', ...runningWindow(), noPrizeWeight: 0, drawCostPoints: COST, ...input });
+    const limited = await wins({ dailyWinLimit: 1, prizes: [{ title: 'mug', weight: 1, totalStock: 100 }] });
+    const daily = await wins({ prizes: [{ title: 'mug', weight: 1, totalStock: 100, dailyStock: 1 }] });
+    const single = await wins({ prizes: [{ title: 'mug', weight: 1, totalStock: 1 }] });
+    // With a losing weight too: still a certain loss once nothing is left to win.
+    const withLosses = await wins({ noPrizeWeight: 5, prizes: [{ title: 'mug', weight: 1, totalStock: 1 }] });
+    await points.award(OPERATOR, { userId: 'sure', amount: 10 * COST });
+
+    expect((await lottery.draw('sure', limited.id)).__typename).toBe('LotteryWin');
+    const atLimit = await lottery.draw('sure', limited.id);
+    expect(atLimit).toMatchObject({ __typename: 'WinLimitReached', dailyWinLimit: 1 });
+    expect(Date.parse((atLimit as { resetsAt: string }).resetsAt)).toBeGreaterThan(Date.now());
+
+    expect((await lottery.draw('sure', daily.id)).__typename).toBe('LotteryWin');
+    const today = await lottery.draw('sure', daily.id);
+    expect(today).toMatchObject({ __typename: 'ActivityNotActive', reason: 'SOLD_OUT_TODAY' });
+    expect(Date.parse((today as { availableAt: string }).availableAt)).toBeGreaterThan(Date.now());
+
+    expect((await lottery.draw('sure', single.id)).__typename).toBe('LotteryWin');
+    expect(await lottery.draw('sure', single.id)).toMatchObject({ __typename: 'ActivityNotActive', reason: 'SOLD_OUT', availableAt: null });
+
+    // Losses (weight 5 of 6) until the one mug is won.
+    await points.award(OPERATOR, { userId: 'drainer', amount: 300 * COST });
+    let last = '';
+    for (let drawn = 0; drawn < 300 && last !== 'LotteryWin'; drawn++) last = (await lottery.draw('drainer', withLosses.id)).__typename;
+    expect(last).toBe('LotteryWin');
+    expect(await lottery.draw('sure', withLosses.id)).toMatchObject({ __typename: 'ActivityNotActive', reason: 'SOLD_OUT' });
+
+    // Three wins paid for; the four refusals released their reservations.
+    expect((await points.me('sure')).pointsBalance).toBe(10 * COST - 3 * COST);
+    const { rows } = await lot.stores.sql.query<{ status: string; n: number }>(
+      "SELECT status, count(*)::int AS n FROM draw_payment WHERE user_id = 'sure' GROUP BY status ORDER BY status",
+    );
+    expect(rows).toEqual([
+      { status: 'PAID', n: 3 },
+      { status: 'RELEASED', n: 4 },
+    ]);
+    await expectDrawPaymentInvariants(lot.stores, { swept: true });
+  });
+});
+
 describe('a POINTS prize', () => {
   it('is credited in the draw commit, once, and me.pointsBalance shows it at once (paid and free draws)', async () => {
     const paid = await lottery.create(OPERATOR, pointsPrize(5));

@@ -223,4 +223,28 @@ describe('TIMED: prizes released over the day', () => {
     expect(admin?.prizes[0]?.remainingStock).toBe(100 - 4);
     await expectLotteryInvariants(lot.stores, activity.id);
   });
+
+  it('answers NOTHING_RELEASED with the next release, not SOLD_OUT, while prizes are still to come', async () => {
+    const start = Date.parse('2027-06-01T00:00:00+08:00');
+    await moveClockTo(lot.stores.redis, start - 3 * HOUR);
+    const activity = await lottery.create(OPERATOR, {
+      title: 'short of consolation',
+      strategy: 'TIMED',
+      startsAt: new Date(start).toISOString(),
+      endsAt: new Date(start + 5 * HOUR).toISOString(),
+      prizes: [
+        { title: 'gold', totalStock: 10, hourlyQuota: Array(24).fill(1) },
+        { title: 'thanks', kind: 'CONSOLATION', totalStock: 1 },
+      ],
+    });
+    await moveClockTo(lot.stores.redis, start + 10 * 60_000);
+    await apps[0]!.lottery.scheduleDue();
+    let refused: Awaited<ReturnType<typeof draw>> | undefined;
+    for (let i = 0; i < 5 && !refused; i++) {
+      const result = await draw(activity.id);
+      if (result.__typename !== 'LotteryWin') refused = result;
+    }
+    const [, nextRelease] = await lot.stores.redis.zrange(`{lot:${activity.id}}:releases`, 0, 0, 'WITHSCORES');
+    expect(refused).toMatchObject({ __typename: 'ActivityNotActive', reason: 'NOTHING_RELEASED', availableAt: new Date(Number(nextRelease)).toISOString() });
+  });
 });

@@ -4,7 +4,7 @@
  * fields; validation issues by their machine code (src/i18n/issues.ts). A client that
  * keeps its own texts branches on the codes and ignores these.
  */
-import type { ActivityNotActive, DrawLimitReached } from '../domain/lottery/problems.ts';
+import type { ActivityNotActive, DrawLimitReached, WinLimitReached } from '../domain/lottery/problems.ts';
 import type { InsufficientFunds } from '../domain/money/problems.ts';
 import type { InsufficientPoints, PerUserLimitReached } from '../domain/points/problems.ts';
 import type { CampaignKind, NotFound, Problem } from '../domain/problems.ts';
@@ -66,8 +66,22 @@ export const problemMessages: Record<string, Wording<Problem>> = {
         ENDED: 'this lottery has ended',
         PAUSED: 'this lottery is paused',
         SOLD_OUT: 'every prize of this lottery has been given away',
+        SOLD_OUT_TODAY: "today's prizes have all been given away; come back tomorrow",
+        NOTHING_RELEASED: 'no prize is released right now; more come later',
       })[p.reason],
-    'zh-CN': (p) => ({ NOT_STARTED: '抽奖尚未开始', ENDED: '抽奖已结束', PAUSED: '抽奖已暂停', SOLD_OUT: '奖品已全部抽完' })[p.reason],
+    'zh-CN': (p) =>
+      ({
+        NOT_STARTED: '抽奖尚未开始',
+        ENDED: '抽奖已结束',
+        PAUSED: '抽奖已暂停',
+        SOLD_OUT: '奖品已全部抽完',
+        SOLD_OUT_TODAY: '今日奖品已抽完，明天再来',
+        NOTHING_RELEASED: '当前暂无可抽的奖品，稍后会放出更多',
+      })[p.reason],
+  }),
+  WIN_LIMIT_REACHED: wording<WinLimitReached>({
+    en: (p) => `you have won ${p.dailyWinLimit === 1 ? 'once' : `${p.dailyWinLimit} times`} today, the daily limit; come back tomorrow`,
+    'zh-CN': (p) => `你今天已中奖 ${p.dailyWinLimit} 次，已达每日上限，明天再来`,
   }),
   DRAW_LIMIT_REACHED: wording<DrawLimitReached>({
     en: (p) => `you have drawn ${p.dailyDrawLimit} times today, the daily limit`,

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { builder } from '../builder.ts';
 import type { DrawAudit } from '../domain/lottery/audit.ts';
 import { createLotteryInput, requestIdInput, updateLotteryInput } from '../domain/lottery/input.ts';
-import { ActivityNotActive, DrawLimitReached } from '../domain/lottery/problems.ts';
+import { ActivityNotActive, DrawLimitReached, WinLimitReached } from '../domain/lottery/problems.ts';
 import { LOTTERY_LIMITS } from '../domain/lottery/settings.ts';
 import type { LotteryActivityView, LotteryLoseView, LotteryWinView, PrizeView } from '../domain/lottery/views.ts';
 import type { UserDrawView } from '../domain/me/history.ts';
@@ -23,8 +23,9 @@ const LotteryStrategy = builder.enumType('LotteryStrategy', {
 const PrizeKind = builder.enumType('PrizeKind', { values: ['GOODS', 'POINTS', 'CONSOLATION'] as const });
 const LotteryStatus = builder.enumType('LotteryStatus', { values: ['UPCOMING', 'ACTIVE', 'PAUSED', 'ENDED'] as const });
 const InactiveReason = builder.enumType('LotteryInactiveReason', {
-  description: 'SOLD_OUT: a TIMED activity with nothing released and no consolation prize left.',
-  values: ['NOT_STARTED', 'ENDED', 'PAUSED', 'SOLD_OUT'] as const,
+  description:
+    'SOLD_OUT: a paid WEIGHTED draw with no prize left to win (it could only lose, so it is refused and spends nothing), or a TIMED activity with nothing left to release and no consolation prize left. SOLD_OUT_TODAY: a paid WEIGHTED draw with prizes left but none today (daily stocks); draws again from availableAt. NOTHING_RELEASED: TIMED, no consolation prize left and no prize released right now; more come later (availableAt: the next release, when scheduled).',
+  values: ['NOT_STARTED', 'ENDED', 'PAUSED', 'SOLD_OUT', 'SOLD_OUT_TODAY', 'NOTHING_RELEASED'] as const,
 });
 
 const Prize = builder.objectRef<PrizeView>('Prize').implement({
@@ -122,10 +123,24 @@ builder.objectType(ActivityNotActive, {
     startsAt: t.expose('startsAt', { type: 'DateTime' }),
     endsAt: t.expose('endsAt', { type: 'DateTime' }),
     serverTime: t.expose('serverTime', { type: 'DateTime', description: 'When the draw was refused, by the clock draws use.' }),
+    availableAt: t.expose('availableAt', {
+      type: 'DateTime',
+      nullable: true,
+      description: "SOLD_OUT_TODAY: the next midnight in the activity's timezone; NOTHING_RELEASED: the next prize's release, when scheduled; null otherwise.",
+    }),
+  }),
+});
+builder.objectType(WinLimitReached, {
+  name: 'WinLimitReached',
+  ...asProblem(WinLimitReached),
+  description: 'A paid draw at the daily win limit, which could only lose: refused, and nothing is spent. A free draw at the limit is a LotteryLose.',
+  fields: (t) => ({
+    dailyWinLimit: t.exposeInt('dailyWinLimit'),
+    resetsAt: t.expose('resetsAt', { type: 'DateTime', description: "The next midnight in the activity's timezone." }),
   }),
 });
 
-const drawProblems = [DrawLimitReached, ActivityNotActive, InsufficientPoints, NotFound];
+const drawProblems = [DrawLimitReached, WinLimitReached, ActivityNotActive, InsufficientPoints, NotFound];
 type DrawProblem = InstanceType<(typeof drawProblems)[number]>;
 
 // A win and a loss are both successes, and the errors plugin builds unions around one

@@ -8,6 +8,18 @@ export class ActivityNotActive extends Problem {
     readonly endsAt: Date,
     /** The draw's own clock when it was refused: clients count down to startsAt against it. */
     readonly serverTime: Date,
+    /** SOLD_OUT_TODAY: the next day; NOTHING_RELEASED: the next release, when scheduled. */
+    readonly availableAt: Date | null = null,
+  ) {
+    super();
+  }
+}
+
+/** The user's wins today reached the limit, and the draw could only have lost (a paid draw, or no losing weight). */
+export class WinLimitReached extends Problem {
+  constructor(
+    readonly dailyWinLimit: number,
+    readonly resetsAt: Date,
   ) {
     super();
   }

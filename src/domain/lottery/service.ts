@@ -15,7 +15,7 @@ import { changeSettings, firstSettings } from './change.ts';
 import type { CreateLotteryInput, UpdateLotteryInput } from './input.ts';
 import { drawJournalKind, scheduleJournalKind, settingsJournalKind } from './journalKinds.ts';
 import { drawIsDurable, insertActivity, loadSnapshot, lotteryActivityIds, prizeRemainingStock, remainingStock } from './persistence.ts';
-import { ActivityNotActive, DrawLimitReached } from './problems.ts';
+import { ActivityNotActive, DrawLimitReached, WinLimitReached } from './problems.ts';
 import { LotteryScheduler } from './scheduler.ts';
 import { DRAW_RANDOM_RANGE, type LotterySettings, type LotteryStatus, lotteryStatus } from './settings.ts';
 import { type LotterySnapshot, LotteryStore, emptySnapshot, lotteryKeys } from './store.ts';
@@ -119,9 +119,11 @@ export class LotteryService {
     if (!reply) throw new NotFound('lottery activity', activityId);
     switch (reply.kind) {
       case 'inactive':
-        throw new ActivityNotActive(reply.reason, new Date(reply.startsAtMs), new Date(reply.endsAtMs), new Date(reply.nowMs));
+        throw new ActivityNotActive(reply.reason, new Date(reply.startsAtMs), new Date(reply.endsAtMs), new Date(reply.nowMs), reply.availableAtMs > 0 ? new Date(reply.availableAtMs) : null);
       case 'limit':
         throw new DrawLimitReached(reply.dailyDrawLimit, new Date(reply.resetsAtMs));
+      case 'winLimit':
+        throw new WinLimitReached(reply.dailyWinLimit, new Date(reply.resetsAtMs));
       case 'unpaid':
         throw new DrawNotConfirmedError('the cost of this lottery changed; try again');
       case 'repeated':

@@ -11,7 +11,7 @@ export function lotteryKeys(activityId: string) {
 /** The prize fields a draw snapshots (lua/drawLottery.lua `prize_json`). */
 export type PrizeSnapshot = Omit<PrizeSettings, 'hourlyQuota'>;
 
-export type InactiveReason = 'ENDED' | 'PAUSED' | 'NOT_STARTED' | 'SOLD_OUT';
+export type InactiveReason = 'ENDED' | 'PAUSED' | 'NOT_STARTED' | 'SOLD_OUT' | 'SOLD_OUT_TODAY' | 'NOTHING_RELEASED';
 
 export interface DrawRequest {
   activityId: string;
@@ -77,8 +77,9 @@ const drawLottery = defineScript('drawLottery', ['meta', 'stock', 'daily', 'requ
     entry: values.entry(4, keys.journal)!,
   }),
   repeated: (values) => ({ drawId: values.str(0), drawnAtMs: values.num(1), prize: prizeOf(values, 2), settingsVersion: values.num(3) }),
-  inactive: (values) => ({ reason: values.str(0) as InactiveReason, startsAtMs: values.num(1), endsAtMs: values.num(2), nowMs: values.num(3) }),
+  inactive: (values) => ({ reason: values.str(0) as InactiveReason, startsAtMs: values.num(1), endsAtMs: values.num(2), nowMs: values.num(3), availableAtMs: values.num(4) }),
   limit: (values) => ({ dailyDrawLimit: values.num(0), resetsAtMs: values.num(1) }),
+  winLimit: (values) => ({ dailyWinLimit: values.num(0), resetsAtMs: values.num(1) }),
   reroll: () => ({}),
   unpaid: (values) => ({ drawCostPoints: values.num(0) }),
 });
