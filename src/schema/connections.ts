@@ -47,8 +47,8 @@ export async function keysetConnection<Row>(args: DefaultConnectionArguments, re
       throw BadInputError.of([inputIssue({ path, message: `${bound} must be at most ${PAGE_SIZE.maxSize}`, code: 'too_big', maximum: PAGE_SIZE.maxSize, origin: 'number' }, locale)]);
   }
   const connection = await resolveCursorConnection<Promise<Row[]>>({ args, ...PAGE_SIZE, toCursor: (row) => encodeCursor(idOf(row)) }, ({ after, before, limit, inverted }) => {
-    const cursor = after !== undefined ? decodeCursor(after, 'after', locale) : before !== undefined ? decodeCursor(before, 'before', locale) : undefined;
-    return read({ ...(cursor === undefined ? {} : { cursor }), take: limit, inverted });
+    const given = after !== undefined ? { argument: 'after' as const, cursor: after } : before !== undefined ? { argument: 'before' as const, cursor: before } : null;
+    return read({ ...(given === null ? {} : { cursor: decodeCursor(given.cursor, given.argument, locale), cursorArgument: given.argument }), take: limit, inverted });
   });
   // An empty page has no cursors (Relay's rule), rather than echoing the one it was asked after.
   return connection.edges.length > 0 ? connection : { ...connection, pageInfo: { ...connection.pageInfo, startCursor: null, endCursor: null } };

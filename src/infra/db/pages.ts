@@ -1,9 +1,12 @@
 import { BadInputError } from '../../domain/errors.ts';
+import { ruleInputIssue } from '../../i18n/issues.ts';
 
 /** One page of a list read newest first (or in any fixed order) by keyset: after or before a row. */
 export interface KeysetPage {
   /** The unique id of the row the page starts after (or, inverted, before); none for the first page. */
   cursor?: string;
+  /** The argument the cursor came in, to name it when the cursor is refused. */
+  cursorArgument?: 'after' | 'before';
   /** Rows to read: the page and one more, so the caller knows whether there is a next. */
   take: number;
   /** Read backwards from the cursor (a `last`/`before` request). */
@@ -36,3 +39,24 @@ export function numericId(id: string): bigint {
 
 /** PostgreSQL's bigint: a larger number is an out-of-range error there, not a cursor. */
 const BIGINT_MAX = 2n ** 63n - 1n;
+
+/**
+ * keysetArgs over rows with a string `id`, for a list whose filter a row may leave while a
+ * client pages (a team's status), or that takes the cursor of a wider list (all of an
+ * activity's wins, then one prize's). Prisma continues from the cursor row's place in the
+ * order whether or not that row matches the filter, but its `skip: 1` then skips the next
+ * row instead of the cursor's: so the cursor row is left out by id (`notCursor`, for the
+ * where), and nothing is skipped.
+ */
+export function keysetArgsFromAnyRow(page: KeysetPage, orderBy: Order) {
+  return {
+    notCursor: page.cursor === undefined ? {} : { NOT: { id: page.cursor } },
+    args: { ...keysetArgs(page, orderBy, (id) => ({ id })), skip: 0 },
+  };
+}
+
+/** A cursor that names no row of its list (forged, or of another list): bad input, worded in English until the edge words it (rethrowInLocale). */
+export function notACursorOfTheList(page: KeysetPage): BadInputError {
+  const argument = page.cursorArgument ?? (page.inverted ? 'before' : 'after');
+  return BadInputError.of([ruleInputIssue([argument], 'INVALID_CURSOR', { argument })]);
+}
