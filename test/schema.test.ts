@@ -68,7 +68,8 @@ describe('schema.graphql', () => {
       'createLotteryActivity(input: CreateLotteryInput!): LotteryActivity!',
       'drawLottery(activityId: ID!, requestId: String): DrawLotteryResult!',
       'lotteryActivity(id: ID!): LotteryActivity',
-      'lotteryWinners(activityId: ID!',
+      // Its arguments are described, so they are printed one a line.
+      'lotteryWinners(\n    activityId: ID!\n',
       'enum TeamStatus',
       'input OpenTeamInput',
       'type Team ',

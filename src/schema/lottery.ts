@@ -5,7 +5,7 @@ import type { DrawAudit } from '../domain/lottery/audit.ts';
 import { createLotteryInput, requestIdInput, updateLotteryInput } from '../domain/lottery/input.ts';
 import { ActivityNotActive, DrawLimitReached, WinLimitReached } from '../domain/lottery/problems.ts';
 import { LOTTERY_LIMITS } from '../domain/lottery/settings.ts';
-import type { LotteryActivityView, LotteryLoseView, LotteryWinView, PrizeView } from '../domain/lottery/views.ts';
+import type { LotteryActivityView, LotteryLoseView, LotteryWinView, PrizeView, WinRecordView } from '../domain/lottery/views.ts';
 import type { UserDrawView } from '../domain/me/history.ts';
 import { InsufficientPoints } from '../domain/points/problems.ts';
 import { aliasScope, userIdRule } from '../domain/privacy.ts';
@@ -95,6 +95,22 @@ const LotteryWin = builder.objectRef<LotteryWinView>('LotteryWin').implement({
     }),
     wonAt: t.field({ type: 'DateTime', resolve: (win) => win.drawnAt }),
     settingsVersion: t.exposeInt('settingsVersion'),
+  }),
+});
+
+const LotteryWinRecord = builder.objectRef<WinRecordView>('LotteryWinRecord').implement({
+  description: 'A winning draw as operators list it (lotteryWins), to ship its prize.',
+  fields: (t) => ({
+    drawId: t.exposeID('drawId', { description: 'The drawId drawLottery answered the winner with.' }),
+    userId: t.id({
+      description: "The winner's user id in full, as operators see every user id (only operators read this list).",
+      resolve: (win, _args, context) => shownUserId(context, aliasScope.lottery(win.activityId), win.userId),
+    }),
+    prize: t.field({ type: Prize, description: 'The prize as it was when won.', resolve: (win) => win.prize }),
+    drawnAt: t.expose('drawnAt', { type: 'DateTime' }),
+    requestId: t.exposeString('requestId', { nullable: true, description: 'The requestId the winner drew with; null for a draw made without one.' }),
+    settingsVersion: t.exposeInt('settingsVersion'),
+    costPoints: t.exposeInt('costPoints', { description: 'Points the draw cost; 0 for a free one.' }),
   }),
 });
 
@@ -255,6 +271,25 @@ builder.queryField('lotteryDrawAudit', (t) =>
   }),
 );
 
+builder.queryField('lotteryWins', (t) =>
+  t.withAuth({ admin: true }).connection({
+    type: LotteryWinRecord,
+    description:
+      "Operators: an activity's winning draws, oldest first, every one committed (losses are not listed), to ship the prizes; with prizeId, that prize's only. An unknown activity or prize has none.",
+    args: {
+      activityId: t.arg.id({ required: true }),
+      prizeId: t.arg.id({ description: 'Only the wins of this prize of the activity; unset: every prize.' }),
+    },
+    resolve: (_root, { activityId, prizeId, ...args }, { app, locale }) =>
+      keysetConnection(
+        args,
+        (page) => app.lottery.wins(String(activityId), prizeId == null ? null : String(prizeId), page),
+        (win) => win.drawId,
+        locale,
+      ).catch(rethrowInLocale(locale)),
+  }),
+);
+
 builder.mutationField('createLotteryActivity', (t) =>
   t.withAuth({ admin: true }).field({
     type: LotteryActivity,
@@ -298,7 +333,11 @@ builder.subscriptionField('lotteryWinners', (t) =>
       "The latest `recent` wins, then every win as it is committed (each its own event, none merged). Completes once the activity has ENDED, after the wins of draws made before the end. Each subscriber sees the winners' user ids by the rule of LotteryWin.userId.",
     args: {
       activityId: t.arg.id({ required: true }),
-      recent: t.arg.int({ defaultValue: 0, validate: z.number().int().min(0).max(LOTTERY_LIMITS.maxRecentWins) }),
+      recent: t.arg.int({
+        defaultValue: 0,
+        description: `How many of the latest wins to send first: 0 to ${LOTTERY_LIMITS.maxRecentWins}, more is BAD_USER_INPUT. A ticker, not a list: operators page every win with lotteryWins.`,
+        validate: z.number().int().min(0).max(LOTTERY_LIMITS.maxRecentWins),
+      }),
     },
     subscribe: (_root, { activityId, recent }, context) => {
       const id = String(activityId);

@@ -1,8 +1,9 @@
 import type { Prisma, PrismaClient } from '../../generated/prisma/client.ts';
-import { type KeysetPage, keysetArgs } from '../../infra/db/pages.ts';
+import { type KeysetPage, keysetArgs, keysetArgsFromAnyRow, notACursorOfTheList } from '../../infra/db/pages.ts';
 import type { LotterySettings, LotteryStatus } from './settings.ts';
-import type { LotterySnapshot } from './store.ts';
+import type { LotterySnapshot, PrizeSnapshot } from './store.ts';
 import { localDate, localDay } from './timezone.ts';
+import { type WinRecordView, prizeView } from './views.ts';
 
 export interface ActivityRow {
   id: string;
@@ -147,6 +148,27 @@ export async function recentWins(prisma: PrismaClient, activityId: string, limit
     select: { id: true, userId: true, prizeSnapshot: true, drawnAt: true, settingsVersion: true },
   });
   return rows.reverse().map(({ id, ...row }) => ({ drawId: id, ...row }));
+}
+
+/**
+ * A page of the activity's wins (all, or one prize's), oldest first; losses are never
+ * listed. The partial indexes of wins (`lottery_draw_activity_win_idx`,
+ * `lottery_draw_prize_win_idx`) hold them in this order. A cursor must name a win of the
+ * activity: a win of another prize places the page by its time (a client narrowing the
+ * list to one prize keeps its place), anything else is refused.
+ */
+export async function winsPage(prisma: PrismaClient, activityId: string, prizeId: string | null, page: KeysetPage): Promise<WinRecordView[]> {
+  if (page.cursor !== undefined) {
+    const at = await prisma.lotteryDraw.findUnique({ where: { id: page.cursor }, select: { activityId: true, prizeId: true } });
+    if (at?.activityId !== activityId || at.prizeId === null) throw notACursorOfTheList(page);
+  }
+  const { notCursor, args } = keysetArgsFromAnyRow(page, [{ drawnAt: 'asc' }, { id: 'asc' }]);
+  const rows = await prisma.lotteryDraw.findMany({
+    where: { activityId, prizeId: prizeId ?? { not: null }, ...notCursor },
+    select: { id: true, userId: true, requestId: true, prizeSnapshot: true, drawnAt: true, settingsVersion: true, costPoints: true },
+    ...args,
+  });
+  return rows.map(({ id, prizeSnapshot, ...row }) => ({ ...row, drawId: id, activityId, prize: prizeView(activityId, prizeSnapshot as PrizeSnapshot) }));
 }
 
 /** TIMED activities that have hours to schedule: started within the look-ahead, not yet over. */

@@ -14,13 +14,13 @@ import { type DrawAudit, auditDraw } from './audit.ts';
 import { changeSettings, firstSettings } from './change.ts';
 import type { CreateLotteryInput, UpdateLotteryInput } from './input.ts';
 import { drawJournalKind, scheduleJournalKind, settingsJournalKind } from './journalKinds.ts';
-import { drawIsDurable, insertActivity, loadSnapshot, lotteryActivityIds, prizeRemainingStock, remainingStock } from './persistence.ts';
+import { drawIsDurable, insertActivity, loadSnapshot, lotteryActivityIds, prizeRemainingStock, remainingStock, winsPage } from './persistence.ts';
 import { ActivityNotActive, DrawLimitReached, WinLimitReached } from './problems.ts';
 import { LotteryScheduler } from './scheduler.ts';
 import { DRAW_RANDOM_RANGE, type LotterySettings, type LotteryStatus, lotteryStatus } from './settings.ts';
 import { type LotterySnapshot, LotteryStore, emptySnapshot, lotteryKeys } from './store.ts';
 import { localDay } from './timezone.ts';
-import { type DrawOutcome, type LotteryActivityView, type LotteryWinView, drawOutcome, prizeView } from './views.ts';
+import { type DrawOutcome, type LotteryActivityView, type LotteryWinView, type WinRecordView, drawOutcome, prizeView } from './views.ts';
 import { LotteryWinners } from './winners.ts';
 
 export class DrawNotConfirmedError extends ServiceUnavailableError {}
@@ -202,6 +202,15 @@ export class LotteryService {
   /** The latest `recent` wins, then every new win as it is committed; completes once the activity has ENDED. */
   winners(activityId: string, recent: number): AsyncIterableIterator<LotteryWinView> {
     return this.winnersTicker.stream(activityId, recent);
+  }
+
+  /**
+   * Operators: a page of the activity's winning draws (of one prize, or all), oldest first,
+   * as PostgreSQL holds them: every acknowledged win, and only those. None for an unknown
+   * activity or prize.
+   */
+  wins(activityId: string, prizeId: string | null, page: KeysetPage): Promise<WinRecordView[]> {
+    return winsPage(this.deps.prisma, activityId, prizeId, page);
   }
 
   /** Replays a persisted WEIGHTED draw from its random input against the settings of its version. */

@@ -38,6 +38,20 @@ export interface LotteryLoseView extends DrawView {
 
 export type DrawOutcome = LotteryWinView | LotteryLoseView;
 
+/** A winning draw as operators list it (lotteryWins): who won what, when, for which request. */
+export interface WinRecordView {
+  drawId: string;
+  activityId: string;
+  userId: string;
+  /** The prize as it was when won. */
+  prize: PrizeView;
+  drawnAt: Date;
+  /** The requestId the draw was made with; null for a draw made without one. */
+  requestId: string | null;
+  settingsVersion: number;
+  costPoints: number;
+}
+
 export function prizeView(activityId: string, prize: PrizeSnapshot & { hourlyQuota?: number[] }): PrizeView {
   return { ...prize, activityId, hourlyQuota: prize.hourlyQuota ?? [] };
 }
