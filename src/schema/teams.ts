@@ -6,7 +6,9 @@ import { activityId as activityIdSchema, openTeamInput, paymentRef as paymentRef
 import { AlreadyMember, GroupBuyNotActive, NoSeatLock, OpenTeamLimitReached, SeatLockLimitReached, TeamClosed, TeamFull, TeamLimitReached } from '../domain/teams/problems.ts';
 import type { SeatLocked } from '../domain/teams/service.ts';
 import type { SeatLockView, TeamMemberView, TeamState } from '../domain/teams/store.ts';
+import { rethrowInLocale } from '../i18n/issues.ts';
 import { asProblem, notFoundError, shownUserId, watchExisting } from './common.ts';
+import { keysetConnection } from './connections.ts';
 import { PaymentIntentRef } from './payments.ts';
 
 const USER_IDS = userIdRule('this group-buy activity (all its teams)');
@@ -159,6 +161,25 @@ builder.queryField('teams', (t) =>
       limit: t.arg.int({ defaultValue: 50, validate: teamListLimit, description: '1 to 200.' }),
     },
     resolve: (_root, { activityId, status, limit }, { app }) => app.teams.list(String(activityId), status ?? null, limit ?? 50),
+  }),
+);
+
+builder.queryField('teamsConnection', (t) =>
+  t.withAuth({ admin: true }).connection({
+    type: Team,
+    description:
+      "Operators: every team of the activity (or those of one status), oldest first, a page at a time, each as it is now. The status filters by PostgreSQL's record, so a team that just changed may be listed with its new status. An unknown activity has none.",
+    args: {
+      activityId: t.arg.id({ required: true, validate: activityIdSchema }),
+      status: t.arg({ type: TeamStatusEnum, description: 'Only the teams of this status; unset: all.' }),
+    },
+    resolve: (_root, { activityId, status, ...args }, { app, locale }) =>
+      keysetConnection(
+        args,
+        (page) => app.teams.page(String(activityId), status ?? null, page),
+        (team) => team.id,
+        locale,
+      ).catch(rethrowInLocale(locale)),
   }),
 );
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.ts';
-import { type KeysetPage, keysetArgs } from '../../infra/db/pages.ts';
+import { type KeysetPage, keysetArgs, keysetArgsFromAnyRow, notACursorOfTheList } from '../../infra/db/pages.ts';
 import { unnest } from '../../infra/db/unnest.ts';
 import { conflictingEntries, entryKind } from '../../infra/journal/entryKind.ts';
 import type { JournalEntry } from '../../infra/journal/journal.ts';
@@ -331,6 +331,25 @@ export async function listTeams(prisma: PrismaClient, activityId: string, status
     ORDER BY (t.status = 'OPEN' AND (SELECT count(*) FROM team_member m WHERE m.team_id = t.id) < t.capacity) DESC, t.created_at, t.id
     LIMIT ${limit}`);
   return rows.map((row) => row.id);
+}
+
+/**
+ * A page of the activity's teams (of one status, or all), oldest first, by status in
+ * PostgreSQL. A cursor must name a team of the activity; one whose team has left the
+ * status since (an OPEN team that filled) still keeps the client's place.
+ */
+export async function teamsPage(prisma: PrismaClient, activityId: string, status: TeamStatus | null, page: KeysetPage): Promise<TeamRef[]> {
+  if (page.cursor !== undefined) {
+    const at = await prisma.team.findUnique({ where: { id: page.cursor }, select: { activityId: true } });
+    if (at?.activityId !== activityId) throw notACursorOfTheList(page);
+  }
+  const { notCursor, args } = keysetArgsFromAnyRow(page, [{ createdAt: 'asc' }, { id: 'asc' }]);
+  const rows = await prisma.team.findMany({
+    where: { activityId, ...(status === null ? {} : { status }), ...notCursor },
+    select: { id: true },
+    ...args,
+  });
+  return rows.map((row) => ({ activityId, teamId: row.id }));
 }
 
 /**

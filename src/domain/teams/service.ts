@@ -8,7 +8,7 @@ import type { GroupBuyActivity, GroupBuyActivityInput } from './activities.ts';
 import { TeamCampaign, type TeamDeps } from './campaign.ts';
 import { DeadlineSweeper } from './deadlines.ts';
 import { LockExpirySweeper } from './lockExpiry.ts';
-import { LATE_PAYMENT_SEATS_NO_ONE, insertTeam, listTeams, operatorSeatPaymentProblem, recentlyLockedTeams, teamsOfUser } from './persistence.ts';
+import { LATE_PAYMENT_SEATS_NO_ONE, insertTeam, listTeams, operatorSeatPaymentProblem, recentlyLockedTeams, teamsOfUser, teamsPage } from './persistence.ts';
 import { AlreadyMember, GroupBuyNotActive, NoSeatLock, SeatLockLimitReached, TeamClosed, TeamFull, TeamLimitReached } from './problems.ts';
 import { type ConfirmReply, type ConfirmedBy, type SeatLockView, type TeamRef, type TeamState, type TeamStatus, activityKeys, teamStateOf } from './store.ts';
 
@@ -239,6 +239,18 @@ export class TeamService {
     );
     // Stable: the order PostgreSQL gave stays within each group.
     return states.sort((a, b) => Number(b.freeSeats > 0) - Number(a.freeSeats > 0));
+  }
+
+  /**
+   * Every team of the activity (or those of one status), oldest first, a page at a time,
+   * each as it is now. The status filters by PostgreSQL, and the page keeps its size: a
+   * team whose status moved on since is listed with its new status.
+   */
+  async page(activityId: string, status: TeamStatus | null, page: KeysetPage): Promise<TeamState[]> {
+    const refs = await teamsPage(this.deps.prisma, activityId, status, page);
+    for (const ref of refs) this.teams.remember(ref);
+    const states = await Promise.all(refs.map((ref) => this.teams.read(ref)));
+    return states.filter((state): state is TeamState => state !== null);
   }
 
   /**
