@@ -3,11 +3,12 @@
  * machine code (zod's issue code in CONSTANT_CASE: TOO_SMALL, TOO_BIG, INVALID_TYPE,
  * INVALID_FORMAT…) with its limits, and a message in the caller's language. A flow's
  * own rule (ruleIssue) is coded by its name in the catalog, with the values its
- * wording uses. In zh-CN a bound is worded from its code and limits, so a schema's
- * English message for it does not leak through.
+ * wording uses. A bound is worded from its code and limits as the catalog words bounds
+ * (boundMessages): in zh-CN always, so a schema's English message for it does not leak
+ * through, and in English where the schema left zod's own wording.
  */
 import { BadInputError, type InputIssue } from '../domain/errors.ts';
-import { type InputRule, type Locale, type RuleValues, ruleMessages } from './messages.ts';
+import { type InputRule, type Locale, type RuleValues, boundMessages, ruleMessages } from './messages.ts';
 
 /** What the standard-schema issue of a zod schema carries beside its message and path. */
 interface ZodIssueFields {
@@ -17,6 +18,7 @@ interface ZodIssueFields {
   origin?: string;
   expected?: string;
   inclusive?: boolean;
+  exact?: boolean;
   params?: { rule?: string; values?: RuleValues };
 }
 
@@ -27,10 +29,33 @@ interface SchemaIssue extends ZodIssueFields {
 
 const limit = (value: number | bigint | undefined) => (value === undefined ? undefined : Number(value));
 
+/** zod's own English for a bound (its en locale: "Too big: expected number to be <=200"), which the catalog words instead. */
+const ZOD_BOUND_WORDING = /^Too (big|small): expected /;
+
+/** What the issue at `path` bounds, for its wording: the last field named, with the indices after it (voucherCodes[3]). */
+function subjectOf(path: readonly (string | number)[] | undefined): string | undefined {
+  const named = path?.findLastIndex((part) => typeof part === 'string') ?? -1;
+  if (!path || named < 0) return undefined;
+  return `${String(path[named])}${path
+    .slice(named + 1)
+    .map((index) => `[${String(index)}]`)
+    .join('')}`;
+}
+
+/**
+ * The issue's message in `locale` when it is a bound: from its code and limits in zh-CN
+ * (a schema's English for it does not leak through), and in English where the schema
+ * left zod's wording. Null for anything else.
+ */
+function boundMessage(code: string, issue: SchemaIssue, path: (string | number)[] | undefined, locale: Locale): string | null {
+  if (code !== 'TOO_SMALL' && code !== 'TOO_BIG') return null;
+  const bound = limit(code === 'TOO_SMALL' ? issue.minimum : issue.maximum);
+  if (bound === undefined) return null;
+  if (locale === 'en' && !ZOD_BOUND_WORDING.test(issue.message)) return null;
+  return boundMessages[code][locale]({ subject: subjectOf(path), origin: issue.origin, limit: bound, inclusive: issue.inclusive !== false, exact: issue.exact === true });
+}
+
 const ZH: Record<string, (issue: ZodIssueFields) => string> = {
-  TOO_SMALL: (issue) =>
-    issue.origin === 'string' ? `长度至少为 ${limit(issue.minimum)}` : issue.origin === 'array' ? `至少需要 ${limit(issue.minimum)} 项` : `不能小于 ${limit(issue.minimum)}`,
-  TOO_BIG: (issue) => (issue.origin === 'string' ? `长度最多为 ${limit(issue.maximum)}` : issue.origin === 'array' ? `最多 ${limit(issue.maximum)} 项` : `不能大于 ${limit(issue.maximum)}`),
   INVALID_TYPE: (issue) => `类型应为 ${issue.expected}`,
   INVALID_FORMAT: () => '格式不正确',
   INVALID_VALUE: () => '取值无效',
@@ -66,7 +91,7 @@ export function inputIssue(issue: SchemaIssue, locale: Locale): InputIssue {
   const zh = locale === 'zh-CN' ? ZH[code] : undefined;
   return {
     path,
-    message: zh ? zh(issue) : issue.message,
+    message: boundMessage(code, issue, path, locale) ?? (zh ? zh(issue) : issue.message),
     code,
     ...(issue.minimum === undefined ? {} : { minimum: limit(issue.minimum) }),
     ...(issue.maximum === undefined ? {} : { maximum: limit(issue.maximum) }),

@@ -170,6 +170,61 @@ export const ruleMessages = {
 
 export type InputRule = keyof typeof ruleMessages;
 
+/** What a bound's wording uses: what is bounded (a field, `limit` or `voucherCodes[3]`; none at the root), its kind and the limit. */
+export interface Bound {
+  subject?: string;
+  /** zod's origin: number, int, bigint, string, array, set, file… */
+  origin?: string;
+  limit: number;
+  /** False for an exclusive bound (a positive number: greater than 0). */
+  inclusive: boolean;
+  /** An exact length (too small and too big at once). */
+  exact: boolean;
+}
+
+const countOf = (count: number, one: string, many: string) => `${count} ${count === 1 ? one : many}`;
+
+/** How many of what a bounded string or list holds, in English. */
+function englishSize({ origin, limit }: Bound): string | null {
+  if (origin === 'string') return countOf(limit, 'character', 'characters');
+  if (origin === 'array' || origin === 'set') return countOf(limit, 'item', 'items');
+  return null;
+}
+
+/**
+ * The validation issues TOO_SMALL and TOO_BIG, worded from their limits as the catalog's
+ * own bounds are ("first must be at most 100"): zod's wording ("Too big: expected number
+ * to be <=200") stays out of answers.
+ */
+export const boundMessages = {
+  TOO_SMALL: {
+    en: (b: Bound) => {
+      const size = englishSize(b);
+      const subject = b.subject ?? 'the value';
+      if (size) return b.exact ? `${subject} must have exactly ${size}` : `${subject} must have at least ${size}`;
+      return b.inclusive ? `${subject} must be at least ${b.limit}` : `${subject} must be greater than ${b.limit}`;
+    },
+    'zh-CN': (b: Bound) => {
+      if (b.origin === 'string') return b.exact ? `长度必须为 ${b.limit}` : `长度至少为 ${b.limit}`;
+      if (b.origin === 'array' || b.origin === 'set') return b.exact ? `必须恰好 ${b.limit} 项` : `至少需要 ${b.limit} 项`;
+      return b.inclusive ? `不能小于 ${b.limit}` : `必须大于 ${b.limit}`;
+    },
+  },
+  TOO_BIG: {
+    en: (b: Bound) => {
+      const size = englishSize(b);
+      const subject = b.subject ?? 'the value';
+      if (size) return b.exact ? `${subject} must have exactly ${size}` : `${subject} must have at most ${size}`;
+      return b.inclusive ? `${subject} must be at most ${b.limit}` : `${subject} must be less than ${b.limit}`;
+    },
+    'zh-CN': (b: Bound) => {
+      if (b.origin === 'string') return b.exact ? `长度必须为 ${b.limit}` : `长度最多为 ${b.limit}`;
+      if (b.origin === 'array' || b.origin === 'set') return b.exact ? `必须恰好 ${b.limit} 项` : `最多 ${b.limit} 项`;
+      return b.inclusive ? `不能大于 ${b.limit}` : `必须小于 ${b.limit}`;
+    },
+  },
+} satisfies Record<string, Record<Locale, (bound: Bound) => string>>;
+
 /** The problem's message in the caller's language; its code where the catalog has no entry (a test checks there is none). */
 export function problemMessage(problem: Problem, locale: Locale): string {
   return problemMessages[problem.code]?.[locale](problem) ?? problem.code;
