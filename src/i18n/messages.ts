@@ -166,6 +166,41 @@ export const ruleMessages = {
     en: () => 'a TIMED prize other than the CONSOLATION prize needs an hourlyQuota',
     'zh-CN': () => '定时（TIMED）活动中除安慰奖外的奖品都需要 hourlyQuota',
   },
+  ACTIVITY_ID_TAKEN: { en: (v: RuleValues) => `activity ${v.id} exists already`, 'zh-CN': (v: RuleValues) => `活动 ${v.id} 已存在` },
+  VOUCHER_CODE_IN_ANOTHER_POOL: {
+    en: () => 'a voucher code is already in the pool of another goods item',
+    'zh-CN': () => '有券码已在其他商品的券码池中',
+  },
+  REQUEST_ID_OF_ANOTHER_ITEM: {
+    en: (v: RuleValues) => `requestId ${v.requestId} was already used to redeem another goods item`,
+    'zh-CN': (v: RuleValues) => `requestId ${v.requestId} 已用于兑换其他商品`,
+  },
+  REQUEST_ID_OF_ANOTHER_AWARD: {
+    en: (v: RuleValues) => `requestId ${v.requestId} was already used for another award`,
+    'zh-CN': (v: RuleValues) => `requestId ${v.requestId} 已用于另一笔积分发放`,
+  },
+  REQUEST_ID_OF_ANOTHER_CREDIT: {
+    en: (v: RuleValues) => `requestId ${v.requestId} was already used for another credit`,
+    'zh-CN': (v: RuleValues) => `requestId ${v.requestId} 已用于另一笔钱包入账`,
+  },
+  BALANCE_BELOW_ZERO: { en: () => 'the balance would go below zero', 'zh-CN': () => '积分余额将低于 0' },
+  BALANCE_ABOVE_MAX: { en: (v: RuleValues) => `the balance would exceed ${v.max}`, 'zh-CN': (v: RuleValues) => `积分余额将超过 ${v.max}` },
+  WALLET_ABOVE_MAX: {
+    en: (v: RuleValues) => `the wallet would hold more than ${v.max} cents`,
+    'zh-CN': (v: RuleValues) => `钱包余额将超过 ${v.max} 分`,
+  },
+  PAYMENT_OF_ANOTHER_SEAT: {
+    en: () => "this paymentRef is another user's or another team's payment",
+    'zh-CN': () => '该 paymentRef 是其他用户或其他团的付款',
+  },
+  PAYMENT_SEATED_ANOTHER: {
+    en: () => 'this paymentRef already confirmed another member of the team',
+    'zh-CN': () => '该 paymentRef 已确认过该团的另一名成员',
+  },
+  LATE_PAYMENT_SEATS_NO_ONE: {
+    en: () => 'this payment came after its seat lock ended and is being refunded; seat the buyer without it, or with a new payment',
+    'zh-CN': () => '该付款在座位锁定结束后才到达，正在退款；请不带该付款为买家入座，或使用新的付款',
+  },
 } satisfies Record<string, Record<Locale, (values: RuleValues) => string>>;
 
 export type InputRule = keyof typeof ruleMessages;

@@ -1,5 +1,6 @@
 import { builder } from '../builder.ts';
 import { type GroupBuyActivity, groupBuyActivityInput } from '../domain/teams/activities.ts';
+import { rethrowInLocale } from '../i18n/issues.ts';
 import { serverNow, serverTimeNote } from './common.ts';
 import { keysetConnection } from './connections.ts';
 
@@ -48,7 +49,7 @@ builder.mutationField('createGroupBuyActivity', (t) =>
     description: 'Operators: defines a group-buy; its teams are opened with openTeam(input: { activityId }).',
     args: { input: t.arg({ type: CreateGroupBuyActivityInput, required: true }) },
     // Parsed again for its types: the input was validated, its defaults filled in by GraphQL.
-    resolve: (_root, { input }, { app }) => app.teams.createActivity(groupBuyActivityInput.parse(input)),
+    resolve: (_root, { input }, { app, locale }) => app.teams.createActivity(groupBuyActivityInput.parse(input)).catch(rethrowInLocale(locale)),
   }),
 );
 

@@ -3,6 +3,7 @@ import { awardPointsArgs, createGoodsInput, listLimit, listOffset, redeemPointsA
 import { InsufficientPoints, OutOfStock, PerUserLimitReached } from '../domain/points/problems.ts';
 import { NotFound } from '../domain/problems.ts';
 import { RedemptionStatus } from '../generated/prisma/enums.ts';
+import { rethrowInLocale } from '../i18n/issues.ts';
 import { isOperator } from '../infra/auth/tokens.ts';
 import { asProblem, watchExisting } from './common.ts';
 
@@ -136,7 +137,7 @@ builder.mutationField('awardPoints', (t) =>
       },
       awardPointsArgs,
     ),
-    resolve: (_root, award, { app }) => app.points.award(award),
+    resolve: (_root, award, { app, locale }) => app.points.award(award).catch(rethrowInLocale(locale)),
   }),
 );
 
@@ -145,7 +146,7 @@ builder.mutationField('createGoods', (t) =>
     type: Goods,
     description: 'Operators: a goods item of the points shop.',
     args: { input: t.arg({ type: CreateGoodsInput, required: true }) },
-    resolve: (_root, { input }, { app, viewer }) => app.points.createGoods(viewer.userId, input),
+    resolve: (_root, { input }, { app, viewer, locale }) => app.points.createGoods(viewer.userId, input).catch(rethrowInLocale(locale)),
   }),
 );
 
@@ -159,7 +160,7 @@ builder.mutationField('redeemPoints', (t) =>
       union: { name: 'RedeemPointsResult' },
     },
     args: t.validate({ goodsId: t.arg.id({ required: true }), requestId: t.arg.string({ required: true }) }, redeemPointsArgs),
-    resolve: (_root, { goodsId, requestId }, { app, viewer }) => app.points.redeem(viewer.userId, goodsId, requestId),
+    resolve: (_root, { goodsId, requestId }, { app, viewer, locale }) => app.points.redeem(viewer.userId, goodsId, requestId).catch(rethrowInLocale(locale)),
   }),
 );
 

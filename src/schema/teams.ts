@@ -239,7 +239,7 @@ builder.mutationField('confirmTeamSeat', (t) =>
       userId: t.arg.id({ required: true, validate: userIdSchema }),
       paymentRef: t.arg.string({ required: true, validate: paymentRefSchema }),
     },
-    resolve: (_root, { teamId, userId, paymentRef }, { app }) => app.teams.confirm(String(userId), String(teamId), paymentRef),
+    resolve: (_root, { teamId, userId, paymentRef }, { app, locale }) => app.teams.confirm(String(userId), String(teamId), paymentRef).catch(rethrowInLocale(locale)),
   }),
 );
 

@@ -3,6 +3,7 @@
  * (a wallet is not a hot path: no Redis), and operators' credits.
  */
 import { Prisma, type PrismaClient, type WalletLedger } from '../../generated/prisma/client.ts';
+import { ruleInputIssue } from '../../i18n/issues.ts';
 import { type KeysetPage, keysetArgs, numericId } from '../../infra/db/pages.ts';
 import type { Logger } from '../../infra/logger.ts';
 import { BadInputError } from '../errors.ts';
@@ -45,8 +46,8 @@ export class WalletService {
       return posted.balance;
     }
     const first = await this.prisma.walletLedger.findUnique({ where: { entryKey } });
-    if (!first) throw new BadInputError(`the wallet would hold more than ${MAX_BALANCE_CENTS} cents`);
-    if (first.userId !== userId || first.deltaCents !== amountCents) throw new BadInputError(`requestId ${requestId} was already used for another credit`);
+    if (!first) throw BadInputError.of([ruleInputIssue(['amountCents'], 'WALLET_ABOVE_MAX', { max: MAX_BALANCE_CENTS })]);
+    if (first.userId !== userId || first.deltaCents !== amountCents) throw BadInputError.of([ruleInputIssue(['requestId'], 'REQUEST_ID_OF_ANOTHER_CREDIT', { requestId })]);
     return walletBalance(this.prisma, userId);
   }
 }

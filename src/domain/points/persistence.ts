@@ -1,4 +1,5 @@
 import type { Prisma, PrismaClient } from '../../generated/prisma/client.ts';
+import { ruleInputIssue } from '../../i18n/issues.ts';
 import { unnest } from '../../infra/db/unnest.ts';
 import { BadInputError } from '../errors.ts';
 import { allBuckets, bucketOf, initialShare } from './buckets.ts';
@@ -42,8 +43,12 @@ export async function recordAward(prisma: PrismaClient, award: Award): Promise<'
     SELECT EXISTS (SELECT 1 FROM ledger) AS inserted, COALESCE((SELECT balance FROM current), 0) AS before`;
   if (outcome!.inserted) return 'applied';
   const first = await prisma.pointsLedger.findUnique({ where: { requestId: award.requestId } });
-  if (!first) throw new BadInputError(outcome!.before + award.amount < 0 ? 'the balance would go below zero' : `the balance would exceed ${MAX_POINTS}`);
-  if (first.userId !== award.userId || first.delta !== award.amount) throw new BadInputError(`requestId ${award.requestId} was already used for another award`);
+  if (!first) {
+    throw BadInputError.of([outcome!.before + award.amount < 0 ? ruleInputIssue(['amount'], 'BALANCE_BELOW_ZERO') : ruleInputIssue(['amount'], 'BALANCE_ABOVE_MAX', { max: MAX_POINTS })]);
+  }
+  if (first.userId !== award.userId || first.delta !== award.amount) {
+    throw BadInputError.of([ruleInputIssue(['requestId'], 'REQUEST_ID_OF_ANOTHER_AWARD', { requestId: award.requestId })]);
+  }
   return 'replayed';
 }
 
@@ -159,5 +164,5 @@ async function insertPool(tx: Prisma.TransactionClient, goodsId: string, codes: 
     SELECT pool.code, ${goodsId}, pool.position, pool.position % ${buckets}::int
     FROM ${unnest('pool', rows, { code: ['text', (row) => row.code], position: ['int', (row) => row.position] })}
     ON CONFLICT (code) DO NOTHING`;
-  if (inserted !== codes.length) throw new BadInputError('a voucher code is already in the pool of another goods item');
+  if (inserted !== codes.length) throw BadInputError.of([ruleInputIssue(['input', 'voucherCodes'], 'VOUCHER_CODE_IN_ANOTHER_POOL')]);
 }

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Goods, Prisma, Redemption, RedemptionStatus } from '../../generated/prisma/client.ts';
+import { ruleInputIssue } from '../../i18n/issues.ts';
 import { Campaign } from '../../infra/campaign/campaign.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
 import type { CampaignDeps } from '../deps.ts';
@@ -24,7 +25,7 @@ function redemptionTopic(redemptionId: string): string {
 }
 
 /** A requestId names one redemption: reused for another goods item, it is the client's mistake, not a retry. */
-const requestIdOfAnotherItem = (requestId: string) => new BadInputError(`requestId ${requestId} was already used to redeem another goods item`);
+const requestIdOfAnotherItem = (requestId: string) => BadInputError.of([ruleInputIssue(['requestId'], 'REQUEST_ID_OF_ANOTHER_ITEM', { requestId })]);
 
 export class RedemptionNotConfirmedError extends ServiceUnavailableError {}
 

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { Prisma } from '../../generated/prisma/client.ts';
-import { ruleIssue } from '../../i18n/issues.ts';
+import { ruleInputIssue, ruleIssue } from '../../i18n/issues.ts';
 import { rebuildOnce } from '../../infra/campaign/rebuild.ts';
 import { type KeysetPage, keysetArgs } from '../../infra/db/pages.ts';
 import { keysExpireAt, retainUntil } from '../../infra/redis/keys.ts';
@@ -72,7 +72,7 @@ export class GroupBuyActivities {
     try {
       return await this.deps.prisma.groupBuyActivity.create({ data: { id: id ?? randomUUID(), ...input } });
     } catch (error) {
-      if (error instanceof Prisma.PrismaClientKnownRequestError && error.code === 'P2002') throw BadInputError.of([{ path: ['input', 'id'], message: `activity ${id} exists already` }]);
+      if (error instanceof Prisma.PrismaClientKnownRequestError && error.code === 'P2002') throw BadInputError.of([ruleInputIssue(['input', 'id'], 'ACTIVITY_ID_TAKEN', { id: String(id) })]);
       throw error;
     }
   }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.ts';
+import type { InputRule } from '../../i18n/messages.ts';
 import { type KeysetPage, keysetArgs, keysetArgsFromAnyRow, notACursorOfTheList } from '../../infra/db/pages.ts';
 import { unnest } from '../../infra/db/unnest.ts';
 import { conflictingEntries, entryKind } from '../../infra/journal/entryKind.ts';
@@ -232,23 +233,26 @@ function teamRefundsOwed(members: string): Prisma.Sql {
     JOIN payment p ON p.payment_ref = m.payment_ref AND p.user_id = m.user_id AND p.team_id = m.team_id AND p.status = 'SUCCEEDED'`;
 }
 
-/** An operator's seat with a payment that came too late, which is owed back. */
-export const LATE_PAYMENT_SEATS_NO_ONE = 'this payment came after its seat lock ended and is being refunded; seat the buyer without it, or with a new payment';
+/**
+ * The rule of the catalog an operator's seat breaks with its payment (src/i18n/messages.ts).
+ */
+export type SeatPaymentRule = Extract<InputRule, 'PAYMENT_OF_ANOTHER_SEAT' | 'LATE_PAYMENT_SEATS_NO_ONE'>;
 
 /**
  * Why an operator may not seat `userId` in the team with `paymentRef`, or null. A reference
  * the provider knows must be that user's payment for that team, and not one owed back as
  * too late: the buyer would keep the seat and the refund, or be refunded twice.
  */
-export async function operatorSeatPaymentProblem(prisma: PrismaClient, teamId: string, userId: string, paymentRef: string): Promise<string | null> {
+export async function operatorSeatPaymentProblem(prisma: PrismaClient, teamId: string, userId: string, paymentRef: string): Promise<SeatPaymentRule | null> {
   // PostgreSQL text holds no NUL, so no payment has such a reference (and asking would fail):
   // the seat's journal entry is refused instead, like any entry PostgreSQL cannot take.
   if (paymentRef.includes('\u0000')) return null;
   const payment = await prisma.payment.findUnique({ where: { paymentRef }, select: { userId: true, teamId: true } });
   if (!payment) return null;
-  if (payment.userId !== userId || payment.teamId !== teamId) return "this paymentRef is another user's or another team's payment";
+  if (payment.userId !== userId || payment.teamId !== teamId) return 'PAYMENT_OF_ANOTHER_SEAT';
   const refunded = await prisma.refund.findUnique({ where: { sourceKey: lateSeatPaymentKey(paymentRef) }, select: { id: true } });
-  return refunded ? LATE_PAYMENT_SEATS_NO_ONE : null;
+  // An operator's seat with a payment that came too late, which is owed back.
+  return refunded ? 'LATE_PAYMENT_SEATS_NO_ONE' : null;
 }
 
 /** Just the teams an entry names, read apart from its full schema: an entry that schema refuses changed them too. */

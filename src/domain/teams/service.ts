@@ -1,4 +1,5 @@
 import { randomFillSync, randomUUID } from 'node:crypto';
+import { ruleInputIssue } from '../../i18n/issues.ts';
 import type { Missing } from '../../infra/campaign/campaign.ts';
 import type { KeysetPage } from '../../infra/db/pages.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
@@ -8,7 +9,7 @@ import type { GroupBuyActivity, GroupBuyActivityInput } from './activities.ts';
 import { TeamCampaign, type TeamDeps } from './campaign.ts';
 import { DeadlineSweeper } from './deadlines.ts';
 import { LockExpirySweeper } from './lockExpiry.ts';
-import { LATE_PAYMENT_SEATS_NO_ONE, insertTeam, listTeams, operatorSeatPaymentProblem, recentlyLockedTeams, teamsOfUser, teamsPage } from './persistence.ts';
+import { insertTeam, listTeams, operatorSeatPaymentProblem, recentlyLockedTeams, teamsOfUser, teamsPage } from './persistence.ts';
 import { AlreadyMember, GroupBuyNotActive, NoSeatLock, SeatLockLimitReached, TeamClosed, TeamFull, TeamLimitReached } from './problems.ts';
 import { type ConfirmReply, type ConfirmedBy, type SeatLockView, type TeamRef, type TeamState, type TeamStatus, activityKeys, teamStateOf } from './store.ts';
 
@@ -160,7 +161,7 @@ export class TeamService {
     const ref = await this.teams.refOf(teamId);
     if (!ref) throw new NotFound('team', teamId);
     const problem = await operatorSeatPaymentProblem(this.deps.prisma, teamId, userId, paymentRef);
-    if (problem) throw new BadInputError(problem);
+    if (problem) throw BadInputError.of([ruleInputIssue(['paymentRef'], problem)]);
     const reply = await this.teams.journaled(ref, () => this.confirmOnce(ref, userId, paymentRef, {}));
     if (!reply) throw new NotFound('team', teamId);
     switch (reply.kind) {
@@ -168,9 +169,9 @@ export class TeamService {
       case 'teamFailed':
         throw new Error(`an operator confirmation cannot be ${reply.kind}`);
       case 'paymentRefTaken':
-        throw new BadInputError('this paymentRef already confirmed another member of the team');
+        throw BadInputError.of([ruleInputIssue(['paymentRef'], 'PAYMENT_SEATED_ANOTHER')]);
       case 'paymentRefunded':
-        throw new BadInputError(LATE_PAYMENT_SEATS_NO_ONE);
+        throw BadInputError.of([ruleInputIssue(['paymentRef'], 'LATE_PAYMENT_SEATS_NO_ONE')]);
       case 'noSeatLock':
         throw new NoSeatLock(reply.nextUnlockAtMs === null ? null : new Date(reply.nextUnlockAtMs));
       case 'closed':
