@@ -11,6 +11,7 @@ import { ErrorCode, graphqlError } from './errors.ts';
 import type PrismaTypes from './generated/pothos-prisma-types.ts';
 import { getDatamodel } from './generated/pothos-prisma-types.ts';
 import { inputIssue } from './i18n/issues.ts';
+import { errorMessage } from './i18n/messages.ts';
 import { AuthFailure, isOperator } from './infra/auth/tokens.ts';
 import { businessRefusals } from './infra/metrics.ts';
 
@@ -40,9 +41,7 @@ export const builder = new SchemaBuilder<{
       admin: isOperator(context.viewer),
     }),
     unauthorizedError: (_parent, context) =>
-      context.viewer
-        ? graphqlError(ErrorCode.forbidden, 'you do not have the role this operation needs')
-        : unauthenticated(AuthFailure.missing, 'sign in: send Authorization: Bearer <token>'),
+      context.viewer ? graphqlError(ErrorCode.forbidden, errorMessage('ROLE_MISSING', context.locale)) : unauthenticated(AuthFailure.missing, 'SIGN_IN', context.locale),
   },
   // Only the problem classes a field lists become union members; anything else stays a GraphQL error.
   // Every problem a field answers with passes here, once: the one place refusals are counted.

@@ -1,7 +1,7 @@
 import type { GraphQLError } from 'graphql';
 import type { App } from './app.ts';
 import { ErrorCode, graphqlError, unavailableError } from './errors.ts';
-import { DEFAULT_LOCALE, type Locale, localeOf } from './i18n/messages.ts';
+import { DEFAULT_LOCALE, type ErrorWording, type Locale, type RuleValues, errorMessage, localeOf } from './i18n/messages.ts';
 import { AuthFailure, TokenRefusedError, type Viewer, bearerToken } from './infra/auth/tokens.ts';
 import { requestIdOrNew } from './requestId.ts';
 
@@ -93,18 +93,18 @@ export async function buildContext(app: App, authorization: string | undefined, 
     return context;
   };
   const token = bearerToken(authorization);
-  if (!token) return refused(unauthenticated(AuthFailure.malformed, 'send Authorization: Bearer <token>'));
+  if (!token) return refused(unauthenticated(AuthFailure.malformed, 'BEARER_EXPECTED', locale));
   try {
     context.viewer = await app.tokens.verify(token);
     return context;
   } catch (error) {
-    if (error instanceof TokenRefusedError) return refused(unauthenticated(error.reason, error.message));
+    if (error instanceof TokenRefusedError) return refused(unauthenticated(error.reason, error.wording, locale, error.values));
     app.log.warn({ err: error }, 'cannot verify a token');
-    return refused(unavailableError('cannot verify tokens right now; retry shortly'));
+    return refused(unavailableError(errorMessage('TOKENS_UNVERIFIABLE', locale)));
   }
 }
 
-/** UNAUTHENTICATED with its reason in `extensions.reason`. */
-export function unauthenticated(reason: AuthFailure, message: string) {
-  return graphqlError(ErrorCode.unauthenticated, message, { reason });
+/** UNAUTHENTICATED with its reason in `extensions.reason`, worded in `locale` (English by default). */
+export function unauthenticated(reason: AuthFailure, wording: ErrorWording, locale: Locale = DEFAULT_LOCALE, values: RuleValues = {}) {
+  return graphqlError(ErrorCode.unauthenticated, errorMessage(wording, locale, values), { reason });
 }

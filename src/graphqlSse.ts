@@ -7,6 +7,7 @@ import type { App } from './app.ts';
 import { buildContext, unauthenticated } from './context.ts';
 import { ErrorCode, graphqlError } from './errors.ts';
 import { rateLimited } from './guards/rateLimits.ts';
+import { type ErrorWording, errorMessage, localeOf } from './i18n/messages.ts';
 import { AuthFailure } from './infra/auth/tokens.ts';
 import type { TrustedDocuments } from './trustedDocuments.ts';
 
@@ -106,11 +107,12 @@ export function useGraphqlSse(app: App, trusted: TrustedDocuments): Plugin {
         void handler(drop);
       });
       /** The caller's user id, or the answer refusing them: 401, or 503 when tokens cannot be checked right now. */
-      async function signedIn(request: Request, why: string): Promise<string | SseResponse> {
-        const { viewer, credentialError } = await buildContext(app, request.headers.get('authorization') ?? undefined);
+      async function signedIn(request: Request, why: ErrorWording): Promise<string | SseResponse> {
+        const locale = localeOf(request.headers.get('accept-language'));
+        const { viewer, credentialError } = await buildContext(app, request.headers.get('authorization') ?? undefined, locale);
         if (viewer) return viewer.userId;
         const outage = credentialError?.extensions.code === ErrorCode.unavailable;
-        return errorAnswer(outage ? 503 : 401, [credentialError ?? unauthenticated(AuthFailure.missing, why)]);
+        return errorAnswer(outage ? 503 : 401, [credentialError ?? unauthenticated(AuthFailure.missing, why, locale)]);
       }
       handler = createHandler(
         {
@@ -119,21 +121,23 @@ export function useGraphqlSse(app: App, trusted: TrustedDocuments): Plugin {
           // who reserved it; one naming none is a stream of its own (distinct connection mode).
           async authenticate(req) {
             if (req.method === 'PUT') {
-              const userId = await signedIn(req.raw, 'reserving a stream needs a signed-in caller');
+              const userId = await signedIn(req.raw, 'SIGN_IN_TO_RESERVE_STREAM');
               if (typeof userId !== 'string') return userId;
               const retryAfterMs = app.config.SSE_RESERVATION_TIMEOUT_MS;
               return (
                 reservations.reserve(userId) ??
-                errorAnswer(429, [rateLimited(`at most ${RESERVATIONS_PER_USER} reserved streams waiting to connect per user`, retryAfterMs)], {
+                errorAnswer(429, [rateLimited(errorMessage('TOO_MANY_RESERVED_STREAMS', localeOf(req.headers.get('accept-language')), { max: RESERVATIONS_PER_USER }), retryAfterMs)], {
                   'retry-after': String(Math.ceil(retryAfterMs / 1000)),
                 })
               );
             }
             const named = req.headers.get(TOKEN_HEADER_KEY) ?? new URL(req.url).searchParams.get(TOKEN_QUERY_KEY);
             if (!named || drops.has(req.raw)) return named || randomUUID();
-            const userId = await signedIn(req.raw, 'a reserved stream answers only the user who reserved it');
+            const userId = await signedIn(req.raw, 'SIGN_IN_TO_RESERVED_STREAM');
             if (typeof userId !== 'string') return userId;
-            if (!reservations.isOwner(named, userId)) return errorAnswer(403, [graphqlError(ErrorCode.forbidden, 'this stream was reserved by another user, or in another server process')]);
+            if (!reservations.isOwner(named, userId)) {
+              return errorAnswer(403, [graphqlError(ErrorCode.forbidden, errorMessage('STREAM_OF_ANOTHER', localeOf(req.headers.get('accept-language'))))]);
+            }
             if (req.headers.get('accept') === 'text/event-stream') reservations.settle(named);
             return named;
           },

@@ -6,6 +6,7 @@ import type { Config } from './config.ts';
 import type { Context } from './context.ts';
 import { retryAfterSeconds } from './errorMasking.ts';
 import { ErrorCode, graphqlError, rebuiltError } from './errors.ts';
+import { errorMessage } from './i18n/messages.ts';
 import { isOperator } from './infra/auth/tokens.ts';
 
 /** What both HTTP lanes can read of a request: a WHATWG Request, or the fast lane's view of a Node one. */
@@ -209,9 +210,10 @@ function useOperatorIntrospection(config: Config): Plugin<Context> {
   return {
     onExecute({ args, setResultAndStopExecution }) {
       if (config.NODE_ENV !== 'production' || !asksForIntrospection(args.document)) return;
-      if (isOperator((args.contextValue as Context).viewer)) return;
+      const { viewer, locale } = args.contextValue as Context;
+      if (isOperator(viewer)) return;
       setResultAndStopExecution({
-        errors: [graphqlError(ErrorCode.forbidden, 'introspection is disabled; only operators may introspect the schema')],
+        errors: [graphqlError(ErrorCode.forbidden, errorMessage('INTROSPECTION_FOR_OPERATORS', locale))],
       });
     },
   };

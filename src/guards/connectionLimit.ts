@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Context as WsContext } from 'graphql-ws';
 import type { WebSocket, WebSocketServer } from 'ws';
 import type { App } from '../app.ts';
+import { errorMessage, localeOf } from '../i18n/messages.ts';
 import { rateLimited as rateLimitedRequests } from '../infra/metrics.ts';
 import { budgetOf, clientAddress } from './clientAddress.ts';
 import { rateLimited } from './rateLimits.ts';
@@ -77,12 +78,13 @@ export class WebSocketLimits {
     };
     return ({ req }, verdict) => {
       const address = this.addressOf(req);
+      const locale = localeOf(req.headers['accept-language']);
       if (perAddress > 0 && (this.openPerAddress.get(address) ?? 0) >= perAddress) {
-        return refuse(verdict, 'ws-open', `at most ${perAddress} open connections from this address; close one first`, this.app.config.RATE_LIMIT_WINDOW_MS);
+        return refuse(verdict, 'ws-open', errorMessage('TOO_MANY_OPEN_CONNECTIONS', locale, { max: perAddress }), this.app.config.RATE_LIMIT_WINDOW_MS);
       }
       if (!limiter.enabled) return verdict(true);
       limiter.consume('ws-connection', address).then(
-        ({ allowed, retryAfterMs }) => (allowed ? verdict(true) : refuse(verdict, 'ws-connection', 'too many new connections from this address; retry later', retryAfterMs)),
+        ({ allowed, retryAfterMs }) => (allowed ? verdict(true) : refuse(verdict, 'ws-connection', errorMessage('TOO_MANY_NEW_CONNECTIONS', locale), retryAfterMs)),
         (error: unknown) => {
           this.app.log.warn({ err: error }, 'cannot count a new WebSocket connection; refusing it');
           verdict(false, 503, undefined, { 'Retry-After': '1' });

@@ -12,7 +12,9 @@ import {
   isObjectType,
 } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
+import type { Context } from '../context.ts';
 import { ErrorCode, graphqlError } from '../errors.ts';
+import { errorMessage } from '../i18n/messages.ts';
 import { LIST_SIZE_EXTENSION, PAGE_SIZE } from '../schema/connections.ts';
 import { fragmentsOf, operationOf } from './operation.ts';
 
@@ -123,7 +125,7 @@ export function useOperationCost(maxCost: number): Plugin {
     args,
     setResultAndStopExecution,
   }: {
-    args: { schema: GraphQLSchema; document: DocumentNode; operationName?: string | null; variableValues?: Variables };
+    args: { schema: GraphQLSchema; document: DocumentNode; operationName?: string | null; variableValues?: Variables; contextValue?: unknown };
     setResultAndStopExecution(result: unknown): void;
   }) => {
     const operation = operationOf(args);
@@ -136,7 +138,7 @@ export function useOperationCost(maxCost: number): Plugin {
     }
     if (cost > maxCost) {
       setResultAndStopExecution({
-        errors: [graphqlError(ErrorCode.badUserInput, `the operation costs ${cost}, more than the limit of ${maxCost}: ask for fewer items (limit) or fewer fields`, { cost, maxCost })],
+        errors: [graphqlError(ErrorCode.badUserInput, errorMessage('OPERATION_TOO_COSTLY', (args.contextValue as Context | undefined)?.locale, { cost, maxCost }), { cost, maxCost })],
       });
     }
   };

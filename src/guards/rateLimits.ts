@@ -3,6 +3,7 @@ import type { Plugin } from 'graphql-yoga';
 import type { App } from '../app.ts';
 import type { Context } from '../context.ts';
 import { ErrorCode, graphqlError, unavailableError } from '../errors.ts';
+import { errorMessage } from '../i18n/messages.ts';
 import { rateLimited as rateLimitedRequests } from '../infra/metrics.ts';
 import type { RateLimiter } from '../infra/rateLimit.ts';
 import { budgetOf, clientAddress, requestOf } from './clientAddress.ts';
@@ -35,6 +36,7 @@ export function useRateLimits(app: App): Plugin<Context> {
   const { mutations, anonymous } = app.rateLimits;
   const trustedProxies = app.config.TRUST_PROXY;
   const refuseOver = async (payload: Payload, limit: 'mutation' | 'anonymous', decided: Promise<{ allowed: boolean; retryAfterMs: number }>, message: string) => {
+    const { locale } = payload.args.contextValue as Context;
     try {
       const decision = await decided;
       if (!decision.allowed) {
@@ -44,7 +46,7 @@ export function useRateLimits(app: App): Plugin<Context> {
     } catch (error) {
       // Without Redis the budget cannot be counted; the request would fail at Redis next anyway.
       (payload.args.contextValue as Context).app.log.warn({ err: error }, 'cannot count a request against its rate limit');
-      payload.setResultAndStopExecution({ errors: [unavailableError('the service is briefly unavailable; retry shortly')] });
+      payload.setResultAndStopExecution({ errors: [unavailableError(errorMessage('BRIEFLY_UNAVAILABLE', locale))] });
     }
   };
   const limit = (payload: Payload): Promise<void> | undefined => {
@@ -56,13 +58,12 @@ export function useRateLimits(app: App): Plugin<Context> {
       if (operation?.operation !== 'mutation') return undefined;
       const count = rootFieldCount(args.document, operation);
       if (count === 0) return undefined;
-      const message =
-        count > mutations.limit ? `this operation has ${count} mutations, more than the ${mutations.limit} allowed per window; send fewer at once` : 'too many requests; slow down';
+      const message = count > mutations.limit ? errorMessage('TOO_MANY_MUTATIONS', context.locale, { count, limit: mutations.limit }) : errorMessage('SLOW_DOWN', context.locale);
       return refuseOver(payload, 'mutation', mutations.consume('mutation', context.viewer.userId, count), message);
     }
     if (!anonymous.enabled) return undefined;
     const address = budgetOf(clientAddress(requestOf(context), trustedProxies));
-    return refuseOver(payload, 'anonymous', anonymous.consume('anonymous', address), 'too many requests without a token from this address; slow down or sign in');
+    return refuseOver(payload, 'anonymous', anonymous.consume('anonymous', address), errorMessage('SLOW_DOWN_OR_SIGN_IN', context.locale));
   };
   return { onExecute: limit, onSubscribe: limit };
 }

@@ -1,9 +1,10 @@
 import type { Plugin } from 'graphql-yoga';
 import type { Context } from '../context.ts';
 import { ErrorCode, graphqlError } from '../errors.ts';
+import { type Locale, errorMessage } from '../i18n/messages.ts';
 
-function tooMany(limit: number, per: 'user' | 'connection') {
-  return graphqlError(ErrorCode.rateLimited, `at most ${limit} subscriptions per ${per} at once; close one first`, { limit });
+function tooMany(limit: number, per: 'user' | 'connection', locale: Locale) {
+  return graphqlError(ErrorCode.rateLimited, errorMessage(per === 'user' ? 'TOO_MANY_SUBSCRIPTIONS_OF_USER' : 'TOO_MANY_SUBSCRIPTIONS_ON_SOCKET', locale, { limit }), { limit });
 }
 
 /** The stream, calling `release` once when it ends: done, failed, or closed by return() (at once, not after the source's next event). */
@@ -50,8 +51,8 @@ export function useSubscriptionLimits(perUser: number, perSocket: number): Plugi
       const context = args.contextValue as Context & { socket?: object };
       const user = perUser > 0 ? context.viewer?.userId : undefined;
       const socket = perSocket > 0 ? context.socket : undefined;
-      if (user !== undefined && (byUser.get(user) ?? 0) >= perUser) return setResultAndStopExecution({ errors: [tooMany(perUser, 'user')] });
-      if (socket !== undefined && (bySocket.get(socket) ?? 0) >= perSocket) return setResultAndStopExecution({ errors: [tooMany(perSocket, 'connection')] });
+      if (user !== undefined && (byUser.get(user) ?? 0) >= perUser) return setResultAndStopExecution({ errors: [tooMany(perUser, 'user', context.locale)] });
+      if (socket !== undefined && (bySocket.get(socket) ?? 0) >= perSocket) return setResultAndStopExecution({ errors: [tooMany(perSocket, 'connection', context.locale)] });
       if (user === undefined && socket === undefined) return;
 
       if (user !== undefined) byUser.set(user, (byUser.get(user) ?? 0) + 1);

@@ -260,6 +260,90 @@ export const boundMessages = {
   },
 } satisfies Record<string, Record<Locale, (bound: Bound) => string>>;
 
+/**
+ * GraphQL errors that are not about one input issue, under a stable key: refusals of
+ * sign-in (UNAUTHENTICATED, its `extensions.reason` from the token's failure), of a role
+ * (FORBIDDEN), of a budget (RATE_LIMITED), of a too costly operation (BAD_USER_INPUT).
+ * The English wording is the default, as it always was.
+ */
+export const errorMessages = {
+  SIGN_IN: { en: () => 'sign in: send Authorization: Bearer <token>', 'zh-CN': () => '请先登录：发送 Authorization: Bearer <token>' },
+  BEARER_EXPECTED: { en: () => 'send Authorization: Bearer <token>', 'zh-CN': () => '请按 Authorization: Bearer <token> 的格式发送令牌' },
+  SIGN_IN_TO_RESERVE_STREAM: { en: () => 'reserving a stream needs a signed-in caller', 'zh-CN': () => '预留事件流需要先登录' },
+  SIGN_IN_TO_RESERVED_STREAM: { en: () => 'a reserved stream answers only the user who reserved it', 'zh-CN': () => '预留的事件流只应答预留它的用户，请先登录' },
+  TOKEN_WITHOUT_SUB: {
+    en: () => 'the token has no usable sub (1 to 128 characters, no control characters)',
+    'zh-CN': () => '令牌没有可用的 sub（1 到 128 个字符，不含控制字符）',
+  },
+  TOKEN_LIVES_TOO_LONG: {
+    en: (v: RuleValues) => `the token lives longer than the ${v.maxSeconds} s accepted (from iat, or from now)`,
+    'zh-CN': (v: RuleValues) => `令牌的有效期超过允许的 ${v.maxSeconds} 秒（从 iat 或当前时间算起）`,
+  },
+  TOKEN_EXPIRED: { en: () => 'the token has expired', 'zh-CN': () => '令牌已过期' },
+  TOKEN_NOT_YET_VALID: { en: () => 'the token is not valid yet (nbf)', 'zh-CN': () => '令牌尚未生效（nbf）' },
+  TOKEN_WRONG_ISSUER: { en: () => 'the token was issued by another issuer', 'zh-CN': () => '令牌由其他签发者签发' },
+  TOKEN_WRONG_AUDIENCE: { en: () => 'the token is meant for another audience', 'zh-CN': () => '令牌的受众（aud）不是本服务' },
+  TOKEN_CLAIM_UNUSABLE: {
+    en: (v: RuleValues) => `the token's ${v.claim} claim is unusable: ${v.detail}`,
+    'zh-CN': (v: RuleValues) => `令牌的 ${v.claim} 声明不可用：${v.detail}`,
+  },
+  TOKEN_BAD_SIGNATURE: { en: () => 'the token was not signed by a key this server trusts', 'zh-CN': () => '令牌的签名密钥不受本服务信任' },
+  TOKEN_ALGORITHM_REFUSED: {
+    en: (v: RuleValues) => `the token's algorithm is not accepted: ${v.detail}`,
+    'zh-CN': (v: RuleValues) => `不接受令牌的签名算法：${v.detail}`,
+  },
+  TOKEN_NOT_A_JWT: { en: () => 'the token is not a well-formed JWT', 'zh-CN': () => '令牌不是格式正确的 JWT' },
+  ROLE_MISSING: { en: () => 'you do not have the role this operation needs', 'zh-CN': () => '你没有执行该操作所需的角色' },
+  SHOP_PACKET_FOR_OPERATORS: { en: () => 'only operators create shop-funded red packets', 'zh-CN': () => '只有运营人员可以创建商城出资的红包' },
+  INTROSPECTION_FOR_OPERATORS: {
+    en: () => 'introspection is disabled; only operators may introspect the schema',
+    'zh-CN': () => '内省已关闭；只有运营人员可以内省 schema',
+  },
+  STREAM_OF_ANOTHER: {
+    en: () => 'this stream was reserved by another user, or in another server process',
+    'zh-CN': () => '该事件流由其他用户预留，或预留在另一个服务进程中',
+  },
+  SLOW_DOWN: { en: () => 'too many requests; slow down', 'zh-CN': () => '请求过于频繁，请放慢速度' },
+  TOO_MANY_MUTATIONS: {
+    en: (v: RuleValues) => `this operation has ${v.count} mutations, more than the ${v.limit} allowed per window; send fewer at once`,
+    'zh-CN': (v: RuleValues) => `该操作包含 ${v.count} 个变更，超过每个时间窗口允许的 ${v.limit} 个；请分开发送`,
+  },
+  SLOW_DOWN_OR_SIGN_IN: {
+    en: () => 'too many requests without a token from this address; slow down or sign in',
+    'zh-CN': () => '该地址未登录的请求过于频繁，请放慢速度或先登录',
+  },
+  TOO_MANY_RESERVED_STREAMS: {
+    en: (v: RuleValues) => `at most ${v.max} reserved streams waiting to connect per user`,
+    'zh-CN': (v: RuleValues) => `每个用户最多预留 ${v.max} 个等待连接的事件流`,
+  },
+  TOO_MANY_SUBSCRIPTIONS_OF_USER: {
+    en: (v: RuleValues) => `at most ${v.limit} subscriptions per user at once; close one first`,
+    'zh-CN': (v: RuleValues) => `每个用户最多同时 ${v.limit} 个订阅，请先关闭一个`,
+  },
+  TOO_MANY_SUBSCRIPTIONS_ON_SOCKET: {
+    en: (v: RuleValues) => `at most ${v.limit} subscriptions per connection at once; close one first`,
+    'zh-CN': (v: RuleValues) => `每个连接最多同时 ${v.limit} 个订阅，请先关闭一个`,
+  },
+  TOO_MANY_OPEN_CONNECTIONS: {
+    en: (v: RuleValues) => `at most ${v.max} open connections from this address; close one first`,
+    'zh-CN': (v: RuleValues) => `该地址最多 ${v.max} 个打开的连接，请先关闭一个`,
+  },
+  TOO_MANY_NEW_CONNECTIONS: { en: () => 'too many new connections from this address; retry later', 'zh-CN': () => '该地址新建连接过于频繁，请稍后重试' },
+  OPERATION_TOO_COSTLY: {
+    en: (v: RuleValues) => `the operation costs ${v.cost}, more than the limit of ${v.maxCost}: ask for fewer items (limit) or fewer fields`,
+    'zh-CN': (v: RuleValues) => `该操作的开销为 ${v.cost}，超过上限 ${v.maxCost}：请减少条数（limit）或字段`,
+  },
+  TOKENS_UNVERIFIABLE: { en: () => 'cannot verify tokens right now; retry shortly', 'zh-CN': () => '暂时无法校验令牌，请稍后重试' },
+  BRIEFLY_UNAVAILABLE: { en: () => 'the service is briefly unavailable; retry shortly', 'zh-CN': () => '服务暂时不可用，请稍后重试' },
+} satisfies Record<string, Record<Locale, (values: RuleValues) => string>>;
+
+export type ErrorWording = keyof typeof errorMessages;
+
+/** An error's message in `locale` (English by default). */
+export function errorMessage(wording: ErrorWording, locale: Locale = DEFAULT_LOCALE, values: RuleValues = {}): string {
+  return errorMessages[wording][locale](values);
+}
+
 /** The problem's message in the caller's language; its code where the catalog has no entry (a test checks there is none). */
 export function problemMessage(problem: Problem, locale: Locale): string {
   return problemMessages[problem.code]?.[locale](problem) ?? problem.code;

@@ -7,6 +7,7 @@ import { AlreadyGrabbed, RedPacketEmpty, RedPacketExpired } from '../domain/redP
 import type { GrabbedShare } from '../domain/redPackets/service.ts';
 import { LATEST_SHARES_MAX, type RedPacketShareView, type RedPacketState, redPacketStatus } from '../domain/redPackets/store.ts';
 import { ErrorCode, graphqlError } from '../errors.ts';
+import { errorMessage } from '../i18n/messages.ts';
 import { isOperator } from '../infra/auth/tokens.ts';
 import { asProblem, serverNow, serverTimeNote, shownUserId, watchExisting } from './common.ts';
 import { LIST_SIZE_EXTENSION, keysetConnection } from './connections.ts';
@@ -165,8 +166,8 @@ builder.mutationField('createRedPacket', (t) =>
       "Splits the amount now; the caller is the sender. A WALLET packet debits the caller's wallet by the total in the same transaction (InsufficientFunds, and no packet, when it holds less); SHOP packets are for operators (FORBIDDEN for users).",
     errors: { types: [InsufficientFunds], directResult: true, union: { name: 'CreateRedPacketResult' } },
     args: { input: t.arg({ type: CreateRedPacketInput, required: true }) },
-    resolve: (_root, { input }, { app, viewer }) => {
-      if (input.fundedBy === 'SHOP' && !isOperator(viewer)) throw graphqlError(ErrorCode.forbidden, 'only operators create shop-funded red packets');
+    resolve: (_root, { input }, { app, viewer, locale }) => {
+      if (input.fundedBy === 'SHOP' && !isOperator(viewer)) throw graphqlError(ErrorCode.forbidden, errorMessage('SHOP_PACKET_FOR_OPERATORS', locale));
       return app.redPackets.create(viewer.userId, input);
     },
   }),

@@ -1,6 +1,7 @@
 import { webcrypto } from 'node:crypto';
 import { type JWTPayload, type JWTVerifyGetKey, type JWTVerifyOptions, SignJWT, createRemoteJWKSet, errors, jwtVerify } from 'jose';
 import { unacceptableCharacter } from '../../domain/text.ts';
+import { DEFAULT_LOCALE, type ErrorWording, type RuleValues, errorMessage } from '../../i18n/messages.ts';
 
 export const ADMIN_ROLE = 'admin';
 
@@ -35,12 +36,14 @@ export const AuthFailure = {
 } as const;
 export type AuthFailure = (typeof AuthFailure)[keyof typeof AuthFailure];
 
+/** A refused token: its reason, and the catalog's wording of why (in English as its message). */
 export class TokenRefusedError extends Error {
   constructor(
     readonly reason: AuthFailure,
-    message: string,
+    readonly wording: ErrorWording,
+    readonly values: RuleValues = {},
   ) {
-    super(message);
+    super(errorMessage(wording, DEFAULT_LOCALE, values));
   }
 }
 
@@ -127,13 +130,13 @@ export class TokenVerifier {
     }
     const exp = payload.exp!;
     if (typeof payload.sub !== 'string' || payload.sub.length === 0 || payload.sub.length > 128 || unacceptableCharacter(payload.sub, true)) {
-      throw new TokenRefusedError(AuthFailure.malformed, 'the token has no usable sub (1 to 128 characters, no control characters)');
+      throw new TokenRefusedError(AuthFailure.malformed, 'TOKEN_WITHOUT_SUB');
     }
     // Counted from now at the latest: a token dated in the future must not stretch its lifetime.
     const nowSeconds = Math.floor(Date.now() / 1000);
     const lifetime = exp - Math.min(payload.iat ?? nowSeconds, nowSeconds);
     if (lifetime > this.rules.maxLifetimeSeconds) {
-      throw new TokenRefusedError(AuthFailure.lifetimeTooLong, `the token lives longer than the ${this.rules.maxLifetimeSeconds} s accepted (from iat, or from now)`);
+      throw new TokenRefusedError(AuthFailure.lifetimeTooLong, 'TOKEN_LIVES_TOO_LONG', { maxSeconds: this.rules.maxLifetimeSeconds });
     }
     const roles = Array.isArray(payload.roles) ? payload.roles.filter((role): role is string => typeof role === 'string') : [];
     const viewer = { userId: payload.sub, roles };
@@ -150,19 +153,19 @@ export class TokenVerifier {
 
 /** jose's verdict as a reason; errors that are not about the token are passed on. */
 function refusal(error: unknown): unknown {
-  if (error instanceof errors.JWTExpired) return new TokenRefusedError(AuthFailure.expired, 'the token has expired');
+  if (error instanceof errors.JWTExpired) return new TokenRefusedError(AuthFailure.expired, 'TOKEN_EXPIRED');
   if (error instanceof errors.JWTClaimValidationFailed) {
-    if (error.claim === 'iss') return new TokenRefusedError(AuthFailure.wrongIssuer, 'the token was issued by another issuer');
-    if (error.claim === 'aud') return new TokenRefusedError(AuthFailure.wrongAudience, 'the token is meant for another audience');
-    if (error.claim === 'nbf') return new TokenRefusedError(AuthFailure.expired, 'the token is not valid yet (nbf)');
-    return new TokenRefusedError(AuthFailure.malformed, `the token's ${error.claim} claim is unusable: ${error.message}`);
+    if (error.claim === 'iss') return new TokenRefusedError(AuthFailure.wrongIssuer, 'TOKEN_WRONG_ISSUER');
+    if (error.claim === 'aud') return new TokenRefusedError(AuthFailure.wrongAudience, 'TOKEN_WRONG_AUDIENCE');
+    if (error.claim === 'nbf') return new TokenRefusedError(AuthFailure.expired, 'TOKEN_NOT_YET_VALID');
+    return new TokenRefusedError(AuthFailure.malformed, 'TOKEN_CLAIM_UNUSABLE', { claim: error.claim, detail: error.message });
   }
   if (error instanceof errors.JWSSignatureVerificationFailed || error instanceof errors.JWKSNoMatchingKey) {
-    return new TokenRefusedError(AuthFailure.badSignature, 'the token was not signed by a key this server trusts');
+    return new TokenRefusedError(AuthFailure.badSignature, 'TOKEN_BAD_SIGNATURE');
   }
-  if (error instanceof errors.JOSEAlgNotAllowed) return new TokenRefusedError(AuthFailure.badSignature, `the token's algorithm is not accepted: ${error.message}`);
+  if (error instanceof errors.JOSEAlgNotAllowed) return new TokenRefusedError(AuthFailure.badSignature, 'TOKEN_ALGORITHM_REFUSED', { detail: error.message });
   if (error instanceof errors.JWSInvalid || error instanceof errors.JWTInvalid || error instanceof errors.JOSENotSupported) {
-    return new TokenRefusedError(AuthFailure.malformed, 'the token is not a well-formed JWT');
+    return new TokenRefusedError(AuthFailure.malformed, 'TOKEN_NOT_A_JWT');
   }
   return error;
 }
