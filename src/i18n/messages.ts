@@ -31,6 +31,9 @@ const CAMPAIGN_ZH: Record<CampaignKind, string> = {
 
 const yuan = (cents: number) => (cents / 100).toFixed(2);
 
+/** "once", "2 times": English counts its times by number. */
+const times = (count: number) => (count === 1 ? 'once' : `${count} times`);
+
 export const problemMessages: Record<string, Wording<Problem>> = {
   NOT_FOUND: wording<NotFound>({ en: (p) => `${p.what} ${p.id} does not exist`, 'zh-CN': (p) => `${CAMPAIGN_ZH[p.what]} ${p.id} 不存在` }),
   TEAM_FULL: wording({ en: () => 'every seat of this team is taken or locked by a paying buyer', 'zh-CN': () => '该团的座位已满或正被其他买家锁定付款中' }),
@@ -84,7 +87,7 @@ export const problemMessages: Record<string, Wording<Problem>> = {
     'zh-CN': (p) => `你今天已中奖 ${p.dailyWinLimit} 次，已达每日上限，明天再来`,
   }),
   DRAW_LIMIT_REACHED: wording<DrawLimitReached>({
-    en: (p) => `you have drawn ${p.dailyDrawLimit} times today, the daily limit`,
+    en: (p) => `you have drawn ${times(p.dailyDrawLimit)} today, the daily limit`,
     'zh-CN': (p) => `你今天已抽奖 ${p.dailyDrawLimit} 次，已达每日上限`,
   }),
   INSUFFICIENT_POINTS: wording<InsufficientPoints>({
