@@ -165,6 +165,10 @@ export const ruleMessages = {
     'zh-CN': () => 'hourlyQuota 仅用于定时（TIMED）活动中按小时发放的奖品',
   },
   TOTAL_STOCK_TOO_BIG: { en: (v: RuleValues) => `a prize's totalStock is at most ${v.max}`, 'zh-CN': (v: RuleValues) => `奖品总库存最多为 ${v.max}` },
+  WALLET_BALANCE_LIMIT: {
+    en: (v: RuleValues) => `a wallet holds at most ${yuan(Number(v.maxCents))} yuan; this one holds ${yuan(Number(v.balanceCents))}, so it can take ${yuan(Number(v.roomCents))} more`,
+    'zh-CN': (v: RuleValues) => `钱包余额最多为 ${yuan(Number(v.maxCents))} 元；当前余额 ${yuan(Number(v.balanceCents))} 元，最多还能存入 ${yuan(Number(v.roomCents))} 元`,
+  },
   TIMED_PRIZE_NEEDS_QUOTA: {
     en: () => 'a TIMED prize other than the CONSOLATION prize needs an hourlyQuota',
     'zh-CN': () => '定时（TIMED）活动中除安慰奖外的奖品都需要 hourlyQuota',

@@ -5,9 +5,18 @@
  * committed twice, a retried request) posts nothing, and the balance always equals the
  * ledger's sum. The CHECK on the balance means no movement overdraws a wallet: a debit
  * that would is refused (debitWallet) or fails its whole statement.
+ *
+ * The balance is a 32-bit integer (as is GraphQL's Int): no credit may take it past
+ * MAX_BALANCE_CENTS, or its whole statement fails (22003). Every credit checks first, each
+ * as its flow decides: an operator's credit and a top-up are refused, a top-up paid anyway
+ * is owed back, a grab's share and a refund wait in the refund outbox for room
+ * (walletFitCtes, docs/payments.md "A full wallet").
  */
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.ts';
+import { ruleInputIssue } from '../../i18n/issues.ts';
 import { unnest } from '../../infra/db/unnest.ts';
+import { BadInputError } from '../errors.ts';
+import { MAX_BALANCE_CENTS } from './input.ts';
 import { InsufficientFunds } from './problems.ts';
 
 /** Why money moved; stored in wallet_ledger.reason. */
@@ -44,7 +53,8 @@ export function walletPostingCtes(source: string, options: { withNote?: boolean 
       RETURNING entry_key, user_id, delta_cents
     ),
     wallet_sums AS (
-      SELECT user_id, SUM(delta_cents)::int AS delta FROM wallet_posted GROUP BY user_id
+      -- bigint: a sum past 32 bits fails only where the balance it makes would not fit.
+      SELECT user_id, SUM(delta_cents)::bigint AS delta FROM wallet_posted GROUP BY user_id
     ),
     wallet_moved AS (
       -- PostgreSQL checks the balance CHECK on the proposed row before it finds the conflict
@@ -58,13 +68,44 @@ export function walletPostingCtes(source: string, options: { withNote?: boolean 
 }
 
 /**
+ * Two CTEs that tell which credits of the relation `source` (columns user_id, delta_cents,
+ * and the column `order`) the wallets can hold: `wallet_fits` is `source` with a column
+ * fits, true for a row whose wallet, with the rows of that user before it by `order`,
+ * stays within MAX_BALANCE_CENTS (a row that does not fit still counts for those after it,
+ * so they wait with it: never more than the wallet holds). The wallets are locked first
+ * (user order, as the posting locks them), so the balances read are those the posting
+ * moves and no statement can raise them in between: a credit that fits is posted, never a
+ * 22003. A wallet that does not exist yet has no row to lock: two statements creating one
+ * at once with credits that only together pass the ceiling (over 21 million yuan arriving
+ * in the same instant in a wallet that never held a cent) fail the later one.
+ */
+export function walletFitCtes(source: string, order: string): Prisma.Sql {
+  const from = Prisma.raw(source);
+  return Prisma.sql`
+    wallet_locked AS (
+      SELECT user_id, balance_cents FROM wallet_account WHERE user_id IN (SELECT user_id FROM ${from}) ORDER BY user_id FOR UPDATE
+    ),
+    wallet_fits AS (
+      SELECT s.*, COALESCE(w.balance_cents, 0)::bigint + SUM(s.delta_cents::bigint) OVER (PARTITION BY s.user_id ORDER BY s.${Prisma.raw(order)} ROWS UNBOUNDED PRECEDING)
+               <= ${MAX_BALANCE_CENTS} AS fits
+      FROM ${from} s LEFT JOIN wallet_locked w ON w.user_id = s.user_id
+    )`;
+}
+
+/**
  * Posts movements on their own; the keys posted now (a key posted before is skipped).
  * A movement that would overdraw a wallet fails the statement (CHECK violation, 23514).
+ * `onlyWhatFits`: a credit the wallet cannot hold (walletFitCtes) is not posted, and the
+ * caller, seeing its key missing, decides what becomes of it; without it, such a credit
+ * fails the statement (22003).
  */
-export async function postToWallets(db: Db, postings: readonly WalletPosting[]): Promise<string[]> {
+export async function postToWallets(db: Db, postings: readonly WalletPosting[], options: { onlyWhatFits?: boolean } = {}): Promise<string[]> {
   if (postings.length === 0) return [];
+  const fitting = options.onlyWhatFits
+    ? Prisma.sql`${walletFitCtes('wanted', 'entry_key')}, postings AS (SELECT entry_key, user_id, delta_cents, reason FROM wallet_fits WHERE fits),`
+    : Prisma.sql`postings AS (SELECT * FROM wanted),`;
   const rows = await db.$queryRaw<{ entry_key: string }[]>(Prisma.sql`
-    WITH postings AS (
+    WITH wanted AS (
       SELECT * FROM ${unnest('p', postings, {
         entry_key: ['text', (posting) => posting.entryKey],
         user_id: ['text', (posting) => posting.userId],
@@ -72,6 +113,7 @@ export async function postToWallets(db: Db, postings: readonly WalletPosting[]):
         reason: ['text', (posting) => posting.reason],
       })}
     ),
+    ${fitting}
     ${walletPostingCtes('postings')}
     SELECT entry_key FROM wallet_posted`);
   return rows.map((row) => row.entry_key);
@@ -97,3 +139,16 @@ export async function debitWallet(tx: Prisma.TransactionClient, posting: Omit<Wa
 export async function walletBalance(db: Db, userId: string): Promise<number> {
   return (await db.walletAccount.findUnique({ where: { userId }, select: { balanceCents: true } }))?.balanceCents ?? 0;
 }
+
+/**
+ * The refusal of a credit the wallet could not hold: BAD_USER_INPUT with one issue at
+ * `path`, coded WALLET_BALANCE_LIMIT (worded in the caller's language by the resolver's
+ * rethrowInLocale), with the balance, the ceiling and the room left.
+ */
+export function walletLimitError(path: string, balanceCents: number): BadInputError {
+  const roomCents = Math.max(0, MAX_BALANCE_CENTS - balanceCents);
+  return BadInputError.of([ruleInputIssue([path], 'WALLET_BALANCE_LIMIT', { balanceCents, maxCents: MAX_BALANCE_CENTS, roomCents })]);
+}
+
+/** Whether the wallet holding `balanceCents` can take `amountCents` more. */
+export const walletHolds = (balanceCents: number, amountCents: number) => balanceCents + amountCents <= MAX_BALANCE_CENTS;
