@@ -48,7 +48,8 @@ const Refund = builder.prismaObject('Refund', {
     userId: t.exposeID('userId'),
     amountCents: t.exposeInt('amountCents'),
     reason: t.exposeString('reason', {
-      description: 'TEAM_FAILED, LATE_PAYMENT, DUPLICATE_PAYMENT or PACKET_EXPIRED; DOUBLE_SEAT_REFUND marks a second refund of one seat payment paid before this was prevented.',
+      description:
+        'TEAM_FAILED, LATE_PAYMENT, DUPLICATE_PAYMENT, PACKET_EXPIRED, or WALLET_FULL (a top-up paid into a wallet that could not hold it, owed back; a red packet share the wallet could not hold, paid in once it has room); DOUBLE_SEAT_REFUND marks a second refund of one seat payment paid before this was prevented.',
     }),
     status: t.expose('status', { type: RefundStatusEnum }),
     paidTo: t.expose('paidTo', { type: RefundDestinationEnum, nullable: true }),
@@ -92,7 +93,8 @@ builder.queryField('refunds', (t) =>
 
 builder.mutationField('creditWallet', (t) =>
   t.withAuth({ admin: true }).int({
-    description: "Operators: credits a user's wallet. Idempotent per requestId (the same requestId for another user or amount is BAD_USER_INPUT). The new balance.",
+    description:
+      "Operators: credits a user's wallet. Idempotent per requestId (the same requestId for another user or amount is BAD_USER_INPUT). A credit that would take the wallet past 2,147,483,647 cents is BAD_USER_INPUT (issue WALLET_BALANCE_LIMIT). The new balance.",
     args: t.validate(
       {
         userId: t.arg.id({ required: true }),

@@ -8,10 +8,15 @@
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.ts';
 import { unnest } from '../../infra/db/unnest.ts';
 
-export type RefundReason = 'TEAM_FAILED' | 'LATE_PAYMENT' | 'DUPLICATE_PAYMENT' | 'PACKET_EXPIRED';
+/**
+ * WALLET_FULL: a credit the wallet could not hold (MAX_BALANCE_CENTS): a top-up's payment,
+ * owed back ('payment:<ref>'), or a red packet share ('grab:<grant id>'), paid in once
+ * the wallet has room.
+ */
+export type RefundReason = 'TEAM_FAILED' | 'LATE_PAYMENT' | 'DUPLICATE_PAYMENT' | 'PACKET_EXPIRED' | 'WALLET_FULL';
 
 export interface RefundOwed {
-  /** Why it is owed, unique across refunds: 'team:<team>:<user>', 'payment:<ref>', 'packet:<id>'. */
+  /** Why it is owed, unique across refunds: 'team:<team>:<user>', 'payment:<ref>', 'packet:<id>', 'grab:<grant id>'. */
   sourceKey: string;
   userId: string;
   /** > 0. */
@@ -23,6 +28,9 @@ export interface RefundOwed {
 
 /** The source key of a seat payment that came too late to seat anyone, and is owed back. */
 export const lateSeatPaymentKey = (paymentRef: string) => `payment:${paymentRef}`;
+
+/** The source key of a top-up paid into a wallet that could not hold it, owed back (WALLET_FULL). */
+export const unheldTopUpKey = (paymentRef: string) => `payment:${paymentRef}`;
 
 /** The source key of a failed team's refund to one member (teamRefundsOwed builds it in SQL). */
 export const failedTeamRefundKey = (teamId: string, userId: string) => `team:${teamId}:${userId}`;

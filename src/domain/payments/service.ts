@@ -1,8 +1,8 @@
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.ts';
 import type { Database } from '../../infra/db/database.ts';
 import type { Logger } from '../../infra/logger.ts';
-import { failedTeamRefundKey, lateSeatPaymentKey, oweRefunds } from '../money/refunds.ts';
-import { postToWallets } from '../money/wallets.ts';
+import { failedTeamRefundKey, lateSeatPaymentKey, oweRefunds, unheldTopUpKey } from '../money/refunds.ts';
+import { postToWallets, walletBalance, walletHolds, walletLimitError } from '../money/wallets.ts';
 import type { TeamService } from '../teams/service.ts';
 import { mintPaymentRef } from '../teams/service.ts';
 import { NotifyRefused, type PaymentIntent, type PaymentNotice, type PaymentProvider, signNotify } from './provider.ts';
@@ -10,7 +10,7 @@ import { NotifyRefused, type PaymentIntent, type PaymentNotice, type PaymentProv
 /** How long a top-up intent may be paid; a later payment is credited all the same (money in is never refused). */
 const TOP_UP_TTL_MS = 30 * 60 * 1000;
 
-/** What a notify did, in the 2xx answer: SEATED, REFUND_OWED (late), CREDITED (top-up), FAILED, DUPLICATE_REFUND_OWED. */
+/** What a notify did, in the 2xx answer: SEATED, REFUND_OWED (late, or a top-up the wallet cannot hold), CREDITED (top-up), FAILED, DUPLICATE_REFUND_OWED. */
 export type NotifyOutcome = 'SEATED' | 'REFUND_OWED' | 'CREDITED' | 'FAILED' | 'DUPLICATE_REFUND_OWED';
 
 export interface NotifyAnswer {
@@ -46,7 +46,17 @@ interface PaymentDeps {
 export class PaymentService {
   constructor(private readonly deps: PaymentDeps) {}
 
+  /**
+   * A top-up intent, refused (BAD_USER_INPUT, issue WALLET_BALANCE_LIMIT) when the wallet
+   * could not hold it now. Nothing is reserved: intents paid later, or credits meanwhile,
+   * may still fill the wallet first, and the notify owes back what it cannot hold.
+   */
   async topUp(userId: string, amountCents: number): Promise<PaymentIntent> {
+    const balance = await walletBalance(this.deps.prisma, userId);
+    if (!walletHolds(balance, amountCents)) {
+      this.deps.log.info({ userId, amountCents, balance }, 'a top-up the wallet could not hold refused');
+      throw walletLimitError('amountCents', balance);
+    }
     const payment = await this.deps.prisma.payment.create({
       data: { paymentRef: mintPaymentRef(), userId, purpose: 'WALLET_TOP_UP', amountCents, expiresAt: new Date(Date.now() + TOP_UP_TTL_MS) },
     });
@@ -124,12 +134,30 @@ export class PaymentService {
     });
   }
 
+  /**
+   * A top-up paid: credited (entry 'topup:<ref>'), or, when the wallet cannot hold it (it
+   * filled up after the intent), owed back through the refund outbox (WALLET_FULL, source
+   * 'payment:<ref>'); either way the payment succeeds in the same transaction, and the
+   * answer is a 200, never a retry loop over money the provider has taken. The payment row
+   * is locked first, so notifies of one reference decide one after the other, and what the
+   * first decided stands: a retry never credits a top-up already owed back, even if the
+   * wallet has room by then.
+   */
   private async credit(userId: string, notice: PaymentNotice): Promise<NotifyOutcome> {
-    await this.deps.prisma.$transaction(async (tx) => {
+    const entryKey = `topup:${notice.paymentRef}`;
+    const sourceKey = unheldTopUpKey(notice.paymentRef);
+    const outcome = await this.deps.prisma.$transaction(async (tx): Promise<NotifyOutcome> => {
+      await tx.$queryRaw`SELECT 1 FROM payment WHERE payment_ref = ${notice.paymentRef} FOR UPDATE`;
       await this.succeed(tx, notice);
-      await postToWallets(tx, [{ entryKey: `topup:${notice.paymentRef}`, userId, deltaCents: notice.amountCents, reason: 'TOP_UP' }]);
+      if (await tx.walletLedger.findUnique({ where: { entryKey }, select: { id: true } })) return 'CREDITED';
+      if (await tx.refund.findUnique({ where: { sourceKey }, select: { id: true } })) return 'REFUND_OWED';
+      const posted = await postToWallets(tx, [{ entryKey, userId, deltaCents: notice.amountCents, reason: 'TOP_UP' }], { onlyWhatFits: true });
+      if (posted.length > 0) return 'CREDITED';
+      await oweRefunds(tx, [{ sourceKey, userId, amountCents: notice.amountCents, reason: 'WALLET_FULL', paymentRef: notice.paymentRef }]);
+      return 'REFUND_OWED';
     });
-    return 'CREDITED';
+    if (outcome === 'REFUND_OWED') this.deps.log.warn({ paymentRef: notice.paymentRef, userId, amountCents: notice.amountCents }, 'a top-up the wallet cannot hold is owed back');
+    return outcome;
   }
 
   /**
