@@ -3,7 +3,7 @@ import { Prisma, type PrismaClient } from '../../generated/prisma/client.ts';
 import { unnest } from '../../infra/db/unnest.ts';
 import { conflictingEntries, entryKind } from '../../infra/journal/entryKind.ts';
 import { refundsOwedFrom } from '../money/refunds.ts';
-import { walletPostingCtes } from '../money/wallets.ts';
+import { walletFitCtes, walletPostingCtes } from '../money/wallets.ts';
 import { type CommittedRedPacket, LATEST_SHARES_MAX, type RedPacketSnapshot, committedSharesOf } from './store.ts';
 
 /** What lua/grabRedPacket.lua journals for one grant. */
@@ -24,6 +24,10 @@ const grabFields = z.object({
  * settled (that would break grabs + refund = total). Unique keys on the grant id,
  * (packet, user) and (packet, share) make replays no-ops, and only rows inserted now
  * are credited; a grab that clashes with a different durable grab is reported as a conflict.
+ * A share its grabber's wallet cannot hold (MAX_BALANCE_CENTS) is still the grabber's:
+ * the grab commits, and the share is owed to them in the refund outbox instead (WALLET_FULL,
+ * source 'grab:<grant id>'), paid in once the wallet has room, so a valid grab is never
+ * refused by PostgreSQL (no dead letter) and the packet's books still balance.
  */
 export const grabJournalKind = entryKind({
   kind: 'redPacket.grab',
@@ -49,9 +53,15 @@ export const grabJournalKind = entryKind({
         ON CONFLICT DO NOTHING
         RETURNING id, user_id, amount
       ),
-      credits AS (
+      shares AS (
         SELECT 'grab:' || id AS entry_key, user_id, amount AS delta_cents, 'RED_PACKET_GRAB' AS reason FROM inserted
       ),
+      ${walletFitCtes('shares', 'entry_key')},
+      credits AS (SELECT entry_key, user_id, delta_cents, reason FROM wallet_fits WHERE fits),
+      unheld AS (
+        SELECT entry_key AS source_key, user_id, delta_cents AS amount_cents, 'WALLET_FULL'::text AS reason, NULL::text AS payment_ref FROM wallet_fits WHERE NOT fits
+      ),
+      owed AS (${refundsOwedFrom('unheld')}),
       ${walletPostingCtes('credits')}
       SELECT id FROM inserted`);
     return conflictingEntries(
