@@ -9,13 +9,20 @@
  * every attempt, marked PAID on a 2xx. A worker that dies between the provider's 2xx and
  * the PAID commit sends it again once its lease runs out; the provider dedupes by the key.
  * Every instance must run with the same REFUND_WEBHOOK_URL, so a refund has one destination.
+ *
+ * A wallet that cannot hold a refund (it would pass MAX_BALANCE_CENTS) is not paid: the
+ * refund stays PENDING, its last_error says why, and it is retried on the outbox's backoff
+ * (at most ten minutes apart) until the wallet has room. With a provider, a refund of a
+ * provider payment never goes to the wallet, so this concerns wallet money and setups
+ * without REFUND_WEBHOOK_URL.
  */
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.ts';
 import type { Logger } from '../../infra/logger.ts';
 import { type DeliveryOutcome, Outbox, type OutboxOptions, RECORDED } from '../../infra/outbox/outbox.ts';
 import { postToWebhook } from '../../infra/webhooks/post.ts';
 import { signatureHeader } from '../../infra/webhooks/signature.ts';
-import { walletPostingCtes } from './wallets.ts';
+import { MAX_BALANCE_CENTS } from './input.ts';
+import { walletFitCtes, walletPostingCtes } from './wallets.ts';
 
 /** A refund in the hands of one worker. */
 export interface LeasedRefund {
@@ -60,21 +67,41 @@ export class WebhookRefundProvider implements RefundProvider {
   }
 }
 
+/** A refund to a wallet that cannot hold it now (MAX_BALANCE_CENTS): retried, its lastError says why. */
+export class WalletCannotHold extends Error {
+  constructor(refund: LeasedRefund, balanceCents: number) {
+    super(`the wallet of ${refund.user_id} holds ${balanceCents} cents and cannot hold ${refund.amount_cents} more (at most ${MAX_BALANCE_CENTS}); retried until it can`);
+  }
+}
+
 /**
- * Pays leased refunds into their users' wallets and marks them PAID, in one statement.
- * Only under this worker's lease: a refund another worker took over is left to it.
+ * Pays leased refunds into their users' wallets and marks them PAID, in one statement,
+ * those the wallets can hold (walletFitCtes, in id order per user); the others stay
+ * PENDING with the balance that stopped them. Only under this worker's lease: a refund
+ * another worker took over is left to it.
  */
-async function payToWallets(prisma: PrismaClient, refunds: LeasedRefund[]): Promise<string[]> {
-  const rows = await prisma.$queryRaw<{ entry_key: string }[]>(Prisma.sql`
-    WITH paid AS (
+async function payToWallets(prisma: PrismaClient, refunds: LeasedRefund[]): Promise<{ paid: string[]; unheld: Map<string, number> }> {
+  const rows = await prisma.$queryRaw<{ id: string; balance: number | null }[]>(Prisma.sql`
+    WITH mine AS (
+      SELECT r.id, r.user_id, r.amount_cents AS delta_cents, mine.lease
+      FROM refund r JOIN unnest(${refunds.map((refund) => refund.id)}::text[], ${refunds.map((refund) => refund.locked_until)}::timestamptz[]) AS mine(id, lease) ON r.id = mine.id
+      WHERE r.status = 'PENDING' AND r.locked_until = mine.lease
+    ),
+    ${walletFitCtes('mine', 'id')},
+    paid AS (
       UPDATE refund r SET status = 'PAID', paid_to = 'WALLET', paid_at = now(), locked_until = NULL, last_error = NULL
-      FROM unnest(${refunds.map((refund) => refund.id)}::text[], ${refunds.map((refund) => refund.locked_until)}::timestamptz[]) AS mine(id, lease)
-      WHERE r.id = mine.id AND r.status = 'PENDING' AND r.locked_until = mine.lease
+      FROM wallet_fits f
+      WHERE f.fits AND r.id = f.id AND r.status = 'PENDING' AND r.locked_until = f.lease
       RETURNING 'refund:' || r.id AS entry_key, r.user_id, r.amount_cents AS delta_cents, 'REFUND'::text AS reason
     ),
     ${walletPostingCtes('paid')}
-    SELECT entry_key FROM wallet_posted`);
-  return rows.map((row) => row.entry_key.slice('refund:'.length));
+    SELECT substr(entry_key, length('refund:') + 1) AS id, NULL::int AS balance FROM wallet_posted
+    UNION ALL
+    SELECT f.id, COALESCE(w.balance_cents, 0) FROM wallet_fits f LEFT JOIN wallet_locked w ON w.user_id = f.user_id WHERE NOT f.fits`);
+  return {
+    paid: rows.filter((row) => row.balance === null).map((row) => row.id),
+    unheld: new Map(rows.filter((row) => row.balance !== null).map((row) => [row.id, row.balance!])),
+  };
 }
 
 /** The outbox of refunds: to the provider when `provider` is given and the refund returns a provider payment, else to the wallet. */
@@ -92,19 +119,26 @@ export function refundDelivery(prisma: PrismaClient, provider: RefundProvider | 
       async deliver(refunds) {
         const paid = (refund: LeasedRefund, to: string) => log.info({ refundId: refund.id, userId: refund.user_id, amountCents: refund.amount_cents, to }, 'refund paid');
         const wallet = refunds.filter((refund) => !toProvider(refund));
-        const paidToWallets: Promise<DeliveryOutcome> =
+        const paidToWallets: Promise<PromiseSettledResult<{ unheld: Map<string, number> }>> =
           wallet.length === 0
-            ? Promise.resolve({ status: 'fulfilled', value: RECORDED })
+            ? Promise.resolve({ status: 'fulfilled', value: { unheld: new Map() } })
             : payToWallets(prisma, wallet).then(
-                (ids) => {
+                ({ paid: ids, unheld }) => {
                   for (const refund of wallet) if (ids.includes(refund.id)) paid(refund, 'WALLET');
-                  return { status: 'fulfilled', value: RECORDED };
+                  return { status: 'fulfilled', value: { unheld } };
                 },
                 (error: unknown) => ({ status: 'rejected', reason: error }),
               );
         return Promise.all(
           refunds.map(async (refund): Promise<DeliveryOutcome> => {
-            if (!toProvider(refund)) return paidToWallets;
+            if (!toProvider(refund)) {
+              const outcome = await paidToWallets;
+              if (outcome.status === 'rejected') return outcome;
+              const balanceCents = outcome.value.unheld.get(refund.id);
+              // The outbox logs it (warn) and writes its message to last_error.
+              if (balanceCents !== undefined) return { status: 'rejected', reason: new WalletCannotHold(refund, balanceCents) };
+              return { status: 'fulfilled', value: RECORDED };
+            }
             const { id: refundId, payment_ref: paymentRef, user_id: userId, amount_cents: amountCents, reason } = refund;
             return provider!.refund({ refundId, paymentRef: paymentRef!, userId, amountCents, reason }).then(
               () => {
