@@ -29,8 +29,9 @@ async function expectNone(sql: pg.Pool, what: string, query: string): Promise<vo
  * Every money invariant of docs/architecture.md, checked in PostgreSQL once the flows
  * have settled (journals drained), after storms, crashes or a Redis loss:
  * - each wallet's balance is its ledger's sum, and none is negative;
- * - every durable grab is credited once, to its grabber, with its amount, and every
- *   grab credit has its grab; every WALLET packet was debited its total from its sender
+ * - every durable grab is credited once, to its grabber, with its amount (to the wallet,
+ *   or owed as a WALLET_FULL refund when the wallet could not hold it), and every grab
+ *   credit has its grab; every WALLET packet was debited its total from its sender
  *   exactly once, SHOP packets from no one; a settled WALLET packet with a remainder owes
  *   it to its sender in the refund outbox, a SHOP packet owes nothing;
  * - conservation: the money put in (`moneyInCents`, what the test credited) plus what
@@ -53,7 +54,16 @@ export async function expectMoneyInvariants(sql: pg.Pool, moneyInCents: number):
     'grabs without their credit, or credits without their grab',
     `SELECT g.id, g.user_id, g.amount, l.entry_key, l.user_id AS credited_user, l.delta_cents
      FROM red_packet_grab g FULL JOIN (SELECT * FROM wallet_ledger WHERE reason = 'RED_PACKET_GRAB') l ON l.entry_key = 'grab:' || g.id
-     WHERE g.id IS NULL OR l.entry_key IS NULL OR l.user_id <> g.user_id OR l.delta_cents <> g.amount`,
+     WHERE g.id IS NULL OR (l.entry_key IS NULL AND NOT EXISTS (SELECT 1 FROM refund r WHERE r.source_key = 'grab:' || g.id))
+        OR l.user_id <> g.user_id OR l.delta_cents <> g.amount`,
+  );
+  await expectNone(
+    sql,
+    'grabs credited twice (to the wallet and owed), or owed wrong (WALLET_FULL: the grab, to its grabber, of its amount, from no payment)',
+    `SELECT r.source_key, r.user_id, r.amount_cents, r.reason, g.id AS grab, l.entry_key
+     FROM refund r LEFT JOIN red_packet_grab g ON r.source_key = 'grab:' || g.id LEFT JOIN wallet_ledger l ON l.entry_key = r.source_key
+     WHERE r.source_key LIKE 'grab:%'
+       AND (g.id IS NULL OR l.entry_key IS NOT NULL OR r.user_id <> g.user_id OR r.amount_cents <> g.amount OR r.reason <> 'WALLET_FULL' OR r.payment_ref IS NOT NULL)`,
   );
   await expectNone(
     sql,

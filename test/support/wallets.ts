@@ -59,11 +59,12 @@ export function testWallets(env: TestEnv) {
 /**
  * The money invariants in PostgreSQL: every balance equals its ledger's sum and is never
  * negative; every refund PAID to a wallet has exactly one ledger entry of its amount, and
- * no other refund has one; the wallets hold exactly the credits plus the refunds paid to them.
+ * no other refund has one; the wallets hold exactly the operator credits and top-ups, plus
+ * red packet grabs less what red packets took, plus the refunds paid to them.
  */
 export async function expectWalletInvariants(stores: Stores): Promise<void> {
   const { rows: balances } = await stores.sql.query<{ user_id: string; balance: number; ledger: number }>(`
-    SELECT a.user_id, a.balance_cents AS balance, COALESCE(SUM(l.delta_cents), 0)::int AS ledger
+    SELECT a.user_id, a.balance_cents AS balance, COALESCE(SUM(l.delta_cents), 0)::bigint::float8 AS ledger
     FROM wallet_account a LEFT JOIN wallet_ledger l ON l.user_id = a.user_id GROUP BY a.user_id, a.balance_cents`);
   for (const row of balances) {
     expect(row.balance, row.user_id).toBe(row.ledger);
@@ -81,7 +82,7 @@ export async function expectWalletInvariants(stores: Stores): Promise<void> {
     rows: [money],
   } = await stores.sql.query<{ wallets: number; credits: number; refunded: number; stray: number }>(`
     SELECT (SELECT COALESCE(SUM(balance_cents), 0) FROM wallet_account)::bigint::float8 AS wallets,
-           (SELECT COALESCE(SUM(delta_cents), 0) FROM wallet_ledger WHERE reason = 'OPERATOR_CREDIT')::bigint::float8 AS credits,
+           (SELECT COALESCE(SUM(delta_cents), 0) FROM wallet_ledger WHERE reason IN ('OPERATOR_CREDIT', 'TOP_UP', 'RED_PACKET_GRAB', 'RED_PACKET_SENT'))::bigint::float8 AS credits,
            (SELECT COALESCE(SUM(amount_cents), 0) FROM refund WHERE status = 'PAID' AND paid_to = 'WALLET')::bigint::float8 AS refunded,
            (SELECT COUNT(*) FROM wallet_ledger WHERE entry_key LIKE 'refund:%' AND substr(entry_key, 8) NOT IN (SELECT id FROM refund))::int AS stray`);
   expect(money!.stray).toBe(0);
