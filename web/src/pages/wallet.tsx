@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { request } from '../api.ts';
 import { yuan } from '../clock.ts';
 import type { WebWalletQuery } from '../gql/graphql.ts';
@@ -43,15 +43,31 @@ export function Wallet() {
   const [entries, setEntries] = useState<Entry[]>([]);
   const [next, setNext] = useState<string | null>(null);
   const [problem, setProblem] = useState<string | null>(null);
+  // A second tap on "加载更多" before the first page arrives would ask for the same page again
+  // and append it twice. The ref stops the tap at once; the state disables the button.
+  const loading = useRef(false);
+  const [busy, setBusy] = useState(false);
 
   async function load(after: string | null) {
+    if (loading.current) return;
+    loading.current = true;
+    setBusy(true);
+    setProblem(null);
     try {
       const { wallet } = (await request(WalletQuery, { after })).me;
       setBalance(wallet.balanceCents);
-      setEntries((list) => (after ? [...list, ...wallet.entries.nodes] : wallet.entries.nodes));
+      // Entries are immutable and keyed by id: one already shown is never shown twice.
+      setEntries((list) => {
+        if (!after) return wallet.entries.nodes;
+        const shown = new Set(list.map((entry) => entry.id));
+        return [...list, ...wallet.entries.nodes.filter((entry) => !shown.has(entry.id))];
+      });
       setNext(wallet.entries.pageInfo.hasNextPage ? (wallet.entries.pageInfo.endCursor ?? null) : null);
     } catch (error) {
       setProblem((error as Error).message);
+    } finally {
+      loading.current = false;
+      setBusy(false);
     }
   }
 
@@ -88,8 +104,8 @@ export function Wallet() {
         ))}
       </ul>
       {next && (
-        <button type="button" class="secondary" onClick={() => load(next)}>
-          加载更多
+        <button type="button" class="secondary" onClick={() => load(next)} disabled={busy}>
+          {busy ? '加载中…' : '加载更多'}
         </button>
       )}
       {problem && <p class="problem">{problem}</p>}
