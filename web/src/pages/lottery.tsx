@@ -132,7 +132,7 @@ export function Lottery({ activityId }: { activityId: string }) {
           style={{ background: `conic-gradient(${gradient})`, transform: `rotate(${turn}deg)`, transition: `transform ${SPIN_MS}ms cubic-bezier(0.2, 0.8, 0.2, 1)` }}
         >
           {sectors.map((sector, i) => (
-            <span key={sector.id ?? 'none'} style={{ transform: `rotate(${(i + 0.5) * slice}deg) translateY(-110px)` }}>
+            <span key={sector.id ?? 'none'} style={{ transform: `rotate(${(i + 0.5) * slice}deg) translateY(-39.3cqw)` }}>
               {sector.title}
             </span>
           ))}
@@ -148,7 +148,7 @@ export function Lottery({ activityId }: { activityId: string }) {
         </p>
       )}
       <h3>中奖名单</h3>
-      <ul class="plain" data-testid="winners">
+      <ul class="plain pairs" data-testid="winners">
         {winners.map((win) => (
           <li key={win.drawId}>
             <span>{handle(win.userId, '用户')}</span>
