@@ -7,20 +7,31 @@ const GRAPHQL_PATH = '/graphql';
 /** The answer of a server that cannot run a documentId (persisted documents off, or another build's): the text is sent instead. */
 const PERSISTED_QUERY_NOT_FOUND = 'PERSISTED_QUERY_NOT_FOUND';
 
-type GraphqlError = { message: string; extensions?: { code?: unknown } };
+/** One invalid input of a BAD_USER_INPUT error (extensions.issues): where it is and what is wrong, in the app's language. */
+export type InputIssue = { path?: (string | number)[]; message: string };
+
+type GraphqlError = { message: string; extensions?: { code?: unknown; issues?: unknown } };
 
 export class ApiError extends Error {
   constructor(
     message: string,
     readonly code: string | undefined,
+    readonly issues: InputIssue[] = [],
   ) {
     super(message);
   }
 }
 
+/** The app's language, whatever the device's: the server's problems come back in the language of the app around them. */
+const APP_LANGUAGE = 'zh-CN';
+
+/** What a request that never reached the server (offline, server down) says, and its code. */
+export const NETWORK_PROBLEM = '网络连接失败，请检查网络后重试';
+export const NETWORK = 'NETWORK';
+
 function headers(): Record<string, string> {
   const token = currentSession()?.token;
-  return { 'content-type': 'application/json', 'accept-language': navigator.language, ...(token ? { authorization: `Bearer ${token}` } : {}) };
+  return { 'content-type': 'application/json', 'accept-language': APP_LANGUAGE, ...(token ? { authorization: `Bearer ${token}` } : {}) };
 }
 
 /**
@@ -40,13 +51,25 @@ const codeOf = (error: GraphqlError | undefined) => (typeof error?.extensions?.c
 function apiError(error: GraphqlError | undefined, fallback: string): ApiError {
   const code = codeOf(error);
   if (code === 'UNAUTHENTICATED' && currentSession()) endSession();
-  return new ApiError(error?.message ?? fallback, code);
+  const issues = Array.isArray(error?.extensions?.issues) ? (error.extensions.issues as InputIssue[]) : [];
+  return new ApiError(error?.message ?? fallback, code, issues);
 }
 
 async function post<Result>(payload: SubscribePayload): Promise<{ status: number; data?: Result; errors?: GraphqlError[] }> {
   const { query, ...rest } = payload;
-  const response = await fetch(GRAPHQL_PATH, { method: 'POST', headers: headers(), body: JSON.stringify(query ? payload : rest) });
-  return { status: response.status, ...((await response.json()) as { data?: Result; errors?: GraphqlError[] }) };
+  let response: Response;
+  try {
+    response = await fetch(GRAPHQL_PATH, { method: 'POST', headers: headers(), body: JSON.stringify(query ? payload : rest) });
+  } catch {
+    // fetch rejects only when no answer came at all: "Failed to fetch" means nothing to a user.
+    throw new ApiError(NETWORK_PROBLEM, NETWORK);
+  }
+  try {
+    return { status: response.status, ...((await response.json()) as { data?: Result; errors?: GraphqlError[] }) };
+  } catch {
+    // A proxy's error page, or a body cut off: no GraphQL answer to read.
+    throw new ApiError(`服务器暂时无法响应（HTTP ${response.status}），请稍后重试`, NETWORK);
+  }
 }
 
 /** One query or mutation over HTTP; GraphQL errors become an ApiError carrying extensions.code. */
@@ -54,7 +77,7 @@ export async function request<Result, Variables>(document: TypedDocumentNode<Res
   let answer = await post<Result>(operation(document, variables));
   if (codeOf(answer.errors?.[0]) === PERSISTED_QUERY_NOT_FOUND) answer = await post<Result>(operation(document, variables, true));
   const error = answer.errors?.[0];
-  if (error || !answer.data) throw apiError(error, `HTTP ${answer.status}`);
+  if (error || !answer.data) throw apiError(error, `服务器暂时无法响应（HTTP ${answer.status}），请稍后重试`);
   return answer.data;
 }
 
@@ -101,8 +124,11 @@ export function subscribe<Result, Variables>(
       // The server refuses an operation with its GraphQL errors; anything else is the socket failing.
       error: (error) => {
         const refusal = Array.isArray(error) ? (error[0] as GraphqlError | undefined) : undefined;
-        if (!asText && codeOf(refusal) === PERSISTED_QUERY_NOT_FOUND) stop = start(true);
-        else onError(refusal ? apiError(refusal, '') : new ApiError('实时连接已断开，请刷新页面', undefined));
+        if (!asText && codeOf(refusal) === PERSISTED_QUERY_NOT_FOUND) {
+          stop = start(true);
+          return;
+        }
+        onError(refusal ? apiError(refusal, '') : new ApiError('实时连接已断开，请刷新页面', NETWORK));
       },
       complete: () => undefined,
     });

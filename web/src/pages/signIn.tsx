@@ -1,5 +1,10 @@
 import { useState } from 'preact/hooks';
+import { NETWORK_PROBLEM } from '../api.ts';
 import { type Session, saveSession } from '../session.ts';
+
+/** The development sign-in's rule for a name (src/webApp.ts): checked here, so a refusal reads as what to type. */
+const validName = (name: string) => name.length >= 1 && name.length <= 64 && /^[\p{L}\p{N}_.-]+$/u.test(name);
+const NAME_RULE = '昵称：请用 1 到 64 个字母、数字、汉字或 “_” “-” “.”，不能有空格';
 
 /**
  * Development: mints a token for any name (POST /app/dev-token, which only a development
@@ -16,11 +21,21 @@ export function SignIn({ onSignedIn }: { onSignedIn: (session: Session) => void 
     setProblem(null);
     let minted = token.trim();
     if (!minted) {
-      const response = await fetch('/app/dev-token', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name, operator }) });
-      if (!response.ok) return setProblem(response.status === 404 ? '此服务器不签发开发令牌：请粘贴登录令牌 (paste a token)' : await response.text());
+      if (!validName(name.trim())) return setProblem(NAME_RULE);
+      let response: Response;
+      try {
+        response = await fetch('/app/dev-token', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: name.trim(), operator }) });
+      } catch {
+        return setProblem(NETWORK_PROBLEM);
+      }
+      if (!response.ok) {
+        return setProblem(
+          response.status === 404 ? '此服务器不签发开发令牌：请粘贴登录令牌 (paste a token)' : response.status === 400 ? NAME_RULE : `登录失败（HTTP ${response.status}），请稍后重试`,
+        );
+      }
       minted = ((await response.json()) as { token: string }).token;
     }
-    const session = { name: name || 'token', token: minted };
+    const session = { name: name.trim() || 'token', token: minted };
     saveSession(session);
     onSignedIn(session);
     // Signed in from a shared link (a packet, a team), the user stays on it.
@@ -40,7 +55,11 @@ export function SignIn({ onSignedIn }: { onSignedIn: (session: Session) => void 
       <button type="submit" disabled={!name && !token}>
         登录
       </button>
-      {problem && <p class="problem">{problem}</p>}
+      {problem && (
+        <p class="problem" role="alert" data-testid="sign-in-problem">
+          {problem}
+        </p>
+      )}
     </form>
   );
 }
