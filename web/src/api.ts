@@ -83,6 +83,35 @@ export async function request<Result, Variables>(document: TypedDocumentNode<Res
 
 let socket: { client: Client; token: string | undefined } | null = null;
 
+/**
+ * Whether the live updates are interrupted: a page subscribes, and the socket is closed (and
+ * being retried) or the device is offline. The pages say so; what they show may be stale.
+ */
+const live = {
+  subscriptions: 0,
+  /** idle: not yet connected, or closed with no subscription left (graphql-ws is lazy); closed: lost while subscribed. */
+  socket: 'idle' as 'idle' | 'open' | 'closed',
+  listeners: new Set<(down: boolean) => void>(),
+  down: false,
+};
+
+function updateLive(): void {
+  const down = live.subscriptions > 0 && (live.socket === 'closed' || !navigator.onLine);
+  if (down === live.down) return;
+  live.down = down;
+  for (const listener of live.listeners) listener(down);
+}
+
+/** Calls `listener` with whether the live updates are interrupted, now and on every change; returns the unsubscribe. */
+export function watchLiveConnection(listener: (down: boolean) => void): () => void {
+  live.listeners.add(listener);
+  listener(live.down);
+  return () => live.listeners.delete(listener);
+}
+
+addEventListener('offline', updateLive);
+addEventListener('online', updateLive);
+
 /** The longest wait between two reconnects to a server that is down. */
 const RETRY_WAIT_MAX_MS = 10_000;
 
@@ -104,7 +133,19 @@ function socketClient(): Client {
     retryWait: (retries) => new Promise((resolve) => setTimeout(resolve, Math.min(RETRY_WAIT_MAX_MS, 500 * 2 ** retries) * (0.5 + Math.random() / 2))),
     connectionParams: () => headers(),
   });
+  // A disposed client's events (the user changed) say nothing about the current one.
+  client.on('connected', () => {
+    if (socket?.client !== client) return;
+    live.socket = 'open';
+    updateLive();
+  });
+  client.on('closed', () => {
+    if (socket?.client !== client) return;
+    live.socket = live.subscriptions > 0 ? 'closed' : 'idle';
+    updateLive();
+  });
   socket = { client, token };
+  live.socket = 'idle';
   return client;
 }
 
@@ -115,6 +156,15 @@ export function subscribe<Result, Variables>(
   onData: (data: Result) => void,
   onError: (error: ApiError) => void,
 ): () => void {
+  // Counted while it runs: the socket being down matters only while some page subscribes.
+  let running = true;
+  const finish = () => {
+    if (!running) return;
+    running = false;
+    live.subscriptions--;
+    updateLive();
+  };
+  live.subscriptions++;
   const start = (asText: boolean): (() => void) =>
     socketClient().subscribe<Result>(operation(document, variables, asText), {
       next: (event) => {
@@ -128,12 +178,17 @@ export function subscribe<Result, Variables>(
           stop = start(true);
           return;
         }
+        finish();
         onError(refusal ? apiError(refusal, '') : new ApiError('实时连接已断开，请刷新页面', NETWORK));
       },
-      complete: () => undefined,
+      complete: finish,
     });
   let stop = start(false);
-  return () => stop();
+  updateLive();
+  return () => {
+    finish();
+    stop();
+  };
 }
 
 /** The offset of the server's clock from this device's, so countdowns agree with the server. */

@@ -1,5 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { GroupBuyActivities, GroupBuyTeams } from './pages/groupBuy.tsx';
+import { Reconnecting } from './live.tsx';
 import { Lottery } from './pages/lottery.tsx';
 import { RedPacketPage } from './pages/redPacket.tsx';
 import { SendRedPacket } from './pages/sendRedPacket.tsx';
@@ -71,6 +72,8 @@ export function App() {
       </nav>
       <main>
         {session && <p class="muted">{session.name}</p>}
+        {/* Shown while a page that subscribes (a packet, a team, the wheel, the shop) is cut off from its live updates. */}
+        <Reconnecting />
         {body}
       </main>
     </>
