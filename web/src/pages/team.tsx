@@ -1,8 +1,9 @@
-import { useEffect, useState } from 'preact/hooks';
-import { request, serverOffsetMs, subscribe } from '../api.ts';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { ApiError, NETWORK, request, serverOffsetMs, subscribe } from '../api.ts';
 import { countdown, useServerNow, yuan } from '../clock.ts';
 import type { WebTeamFieldsFragment } from '../gql/graphql.ts';
 import { graphql } from '../gql/index.ts';
+import { useLiveDown } from '../live.tsx';
 import { handle } from '../users.ts';
 
 graphql(`
@@ -35,6 +36,17 @@ const TeamQuery = graphql(`
     }
     team(id: $id) {
       ...WebTeamFields
+    }
+  }
+`);
+
+// A Team names its activity by id only: a shared link shows what is being bought from this.
+const TeamActivityQuery = graphql(`
+  query WebTeamActivity($id: ID!) {
+    groupBuyActivity(id: $id) {
+      id
+      title
+      groupPriceCents
     }
   }
 `);
@@ -111,35 +123,76 @@ export function TeamPage({ teamId }: { teamId: string }) {
   const [me, setMe] = useState<string | null>(null);
   const [offsetMs, setOffsetMs] = useState(0);
   const [payment, setPayment] = useState<Payment | null>(() => storedPayment(teamId));
+  const [activity, setActivity] = useState<{ title: string; groupPriceCents: number } | null>(null);
   const [message, setMessage] = useState<string | null>(null);
+  // A request that never reached the server: shown until the connection is back or a request gets through.
+  const [networkProblem, setNetworkProblem] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
   // This team takes no more locks of mine: the button would only be refused again.
   const [lockLimitReached, setLockLimitReached] = useState(false);
+  const liveDown = useLiveDown();
+
+  const showError = (error: Error) => {
+    if (error instanceof ApiError && error.code === NETWORK) setNetworkProblem(error.message);
+    else setMessage(error.message);
+  };
+
+  // States may arrive out of order (the query's answer after a pushed change): keep the newest.
+  const accept = (next: WebTeamFieldsFragment) => {
+    setOffsetMs(serverOffsetMs(next.serverTime));
+    setTeam((current) => (current && current.version > next.version ? current : next));
+    setNetworkProblem(null);
+  };
+
+  const load = () =>
+    request(TeamQuery, { id: teamId }).then((data) => {
+      setMe(data.me.userId);
+      if (data.team) accept(data.team);
+      else setMessage('团不存在');
+    }, showError);
 
   useEffect(() => {
-    // States may arrive out of order (the query's answer after a pushed change): keep the newest.
-    const accept = (next: WebTeamFieldsFragment) => {
-      setOffsetMs(serverOffsetMs(next.serverTime));
-      setTeam((current) => (current && current.version > next.version ? current : next));
-    };
-    request(TeamQuery, { id: teamId }).then(
-      (data) => {
-        setMe(data.me.userId);
-        if (data.team) accept(data.team);
-        else setMessage('团不存在');
-      },
-      (error: Error) => setMessage(error.message),
-    );
-    return subscribe(
-      TeamStatus,
-      { teamId },
-      ({ teamStatus }) => accept(teamStatus),
-      (error) => setMessage(error.message),
-    );
+    void load();
+    return subscribe(TeamStatus, { teamId }, ({ teamStatus }) => accept(teamStatus), showError);
   }, [teamId]);
 
+  // The connection is back: what failed for want of it is no longer the news, and a page
+  // that never learnt who I am asks again.
+  const wasDown = useRef(false);
+  useEffect(() => {
+    if (wasDown.current && !liveDown) {
+      setNetworkProblem(null);
+      if (me === null) void load();
+    }
+    wasDown.current = liveDown;
+  }, [liveDown]);
+
+  const activityId = team?.activityId;
+  useEffect(() => {
+    if (!activityId) return;
+    request(TeamActivityQuery, { id: activityId }).then(
+      ({ groupBuyActivity }) => setActivity(groupBuyActivity),
+      () => undefined,
+    );
+  }, [activityId]);
+
+  // A message answers an action under the team's status then ("支付成功，你已入团" while it
+  // filled); once the team completes or fails, the status line says what holds now.
+  const status = team?.status;
+  const shownStatus = useRef(status);
+  useEffect(() => {
+    if (shownStatus.current && status !== shownStatus.current) setMessage(null);
+    shownStatus.current = status;
+  }, [status]);
+
   const now = useServerNow(offsetMs, team?.status === 'OPEN');
-  if (!team) return <div class="card">{message ?? '…'}</div>;
+  if (!team) {
+    return (
+      <div class="card" role="status">
+        {networkProblem ?? message ?? '…'}
+      </div>
+    );
+  }
 
   const myLock = team.locks.find((lock) => lock.userId === me);
   const member = team.members.some((seat) => seat.userId === me);
@@ -157,8 +210,9 @@ export function TeamPage({ teamId }: { teamId: string }) {
     setMessage(null);
     try {
       await action();
+      setNetworkProblem(null);
     } catch (error) {
-      setMessage((error as Error).message);
+      showError(error as Error);
     } finally {
       setBusy(false);
     }
@@ -187,8 +241,14 @@ export function TeamPage({ teamId }: { teamId: string }) {
   return (
     <div class="card">
       <h2>
+        {activity ? `${activity.title} · ` : ''}
         {team.capacity} 人团 <span class={`tag ${team.status.toLowerCase()}`}>{STATUS[team.status]}</span>
       </h2>
+      {activity && (
+        <p data-testid="team-price">
+          拼团价 <span class="big">¥{yuan(activity.groupPriceCents)}</span>
+        </p>
+      )}
       <p data-testid="team-status" data-status={team.status}>
         {team.status === 'OPEN'
           ? `还差 ${team.capacity - team.members.length} 人成团，${countdown(Date.parse(team.deadline), now)} 后截止`
@@ -238,9 +298,15 @@ export function TeamPage({ teamId }: { teamId: string }) {
       </ul>
       {team.status === 'OPEN' && !member && payable && (
         <>
-          <button type="button" onClick={pay} disabled={busy}>
+          {/* Cut off from the live updates, the page cannot tell whether the lock still holds. */}
+          <button type="button" onClick={pay} disabled={busy || liveDown}>
             沙箱支付 ¥{yuan(payable.amountCents)}
           </button>
+          {liveDown && (
+            <p class="muted" data-testid="pay-stale">
+              座位状态可能已变化：连接恢复后再支付
+            </p>
+          )}
           <button type="button" class="secondary" onClick={release} disabled={busy}>
             放弃座位
           </button>
@@ -252,8 +318,13 @@ export function TeamPage({ teamId }: { teamId: string }) {
         </button>
       )}
       {message && (
-        <p class="notice" data-testid="team-message">
+        <p class="notice" role="status" aria-live="polite" data-testid="team-message">
           {message}
+        </p>
+      )}
+      {networkProblem && (
+        <p class="problem" role="alert" data-testid="team-network-problem">
+          {networkProblem}
         </p>
       )}
       <p class="muted">
