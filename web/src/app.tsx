@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
-import { GroupBuyActivities, GroupBuyTeams } from './pages/groupBuy.tsx';
 import { Reconnecting } from './live.tsx';
+import { GroupBuyActivities, GroupBuyTeams } from './pages/groupBuy.tsx';
 import { Lottery } from './pages/lottery.tsx';
 import { RedPacketPage } from './pages/redPacket.tsx';
 import { SendRedPacket } from './pages/sendRedPacket.tsx';
@@ -64,11 +64,14 @@ export function App() {
   return (
     <>
       <nav>
-        {PAGES.map((item) => (
-          <a key={item.path} href={`#/${item.path}`} class={page === item.path || (page === 'team' && item.path === 'groupbuy') ? 'active' : ''}>
-            {item.title}
-          </a>
-        ))}
+        {PAGES.map((item) => {
+          const current = page === item.path || (page === 'team' && item.path === 'groupbuy');
+          return (
+            <a key={item.path} href={`#/${item.path}`} class={current ? 'active' : ''} aria-current={current ? 'page' : undefined}>
+              {item.title}
+            </a>
+          );
+        })}
       </nav>
       <main>
         {session && <p class="muted">{session.name}</p>}

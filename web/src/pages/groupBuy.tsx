@@ -65,7 +65,13 @@ export function GroupBuyActivities() {
       (error: Error) => setProblem(error.message),
     );
   }, []);
-  if (!activities) return <div class="card">{problem ?? '…'}</div>;
+  if (!activities) {
+    return (
+      <div class="card" role="status">
+        {problem ?? '…'}
+      </div>
+    );
+  }
   return (
     <div class="card">
       <h2>拼团活动</h2>
@@ -110,7 +116,13 @@ export function GroupBuyTeams({ activityId }: { activityId: string }) {
   }
 
   const activity = data?.groupBuyActivity;
-  if (!data || !activity) return <div class="card">{problem ?? (data ? '活动不存在' : '…')}</div>;
+  if (!data || !activity) {
+    return (
+      <div class="card" role="status">
+        {problem ?? (data ? '活动不存在' : '…')}
+      </div>
+    );
+  }
   return (
     <>
       <div class="card">
@@ -122,7 +134,11 @@ export function GroupBuyTeams({ activityId }: { activityId: string }) {
         <button type="button" onClick={open} disabled={busy}>
           我要开团
         </button>
-        {problem && <p class="problem">{problem}</p>}
+        {problem && (
+          <p class="problem" role="alert">
+            {problem}
+          </p>
+        )}
       </div>
       <div class="card">
         <h3>正在拼团</h3>

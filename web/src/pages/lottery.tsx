@@ -115,7 +115,13 @@ export function Lottery({ activityId }: { activityId: string }) {
     }
   }
 
-  if (!activity) return <div class="card">{message ?? '…'}</div>;
+  if (!activity) {
+    return (
+      <div class="card" role="status">
+        {message ?? '…'}
+      </div>
+    );
+  }
   const sectors = sectorsOf(activity);
   const slice = 360 / sectors.length;
   const gradient = sectors.map((_, i) => `${COLOURS[i % COLOURS.length]} ${i * slice}deg ${(i + 1) * slice}deg`).join(', ');
@@ -126,6 +132,7 @@ export function Lottery({ activityId }: { activityId: string }) {
       <div class="wheel-frame">
         <div class="pointer" />
         <div
+          aria-hidden="true"
           class="wheel"
           data-testid="wheel"
           data-landed={landed ? (landed.id ?? 'none') : ''}
@@ -141,12 +148,25 @@ export function Lottery({ activityId }: { activityId: string }) {
       <button type="button" onClick={draw} disabled={activity.status !== 'ACTIVE'}>
         {activity.status === 'ACTIVE' ? '抽奖' : '活动未进行'}
       </button>
-      {landed && <p data-testid="draw-result">{landed.id ? `恭喜你抽中 ${landed.title}` : '谢谢参与'}</p>}
+      {landed && (
+        <p role="status" aria-live="polite" data-testid="draw-result">
+          {landed.id ? `恭喜你抽中 ${landed.title}` : '谢谢参与'}
+        </p>
+      )}
       {message && (
-        <p class="problem" data-testid="draw-problem">
+        <p class="problem" role="alert" data-testid="draw-problem">
           {message}
         </p>
       )}
+      {/* The wheel cuts a long title short: every prize, in full. */}
+      <h3>奖品</h3>
+      <ul class="plain" data-testid="prizes">
+        {activity.prizes.map((prize) => (
+          <li key={prize.id}>
+            <span>{prize.title}</span>
+          </li>
+        ))}
+      </ul>
       <h3>中奖名单</h3>
       <ul class="plain pairs" data-testid="winners">
         {winners.map((win) => (

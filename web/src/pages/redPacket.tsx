@@ -107,12 +107,18 @@ export function RedPacketPage({ packetId }: { packetId: string }) {
     }
   }
 
-  if (!packet) return <div class="card">{problem ?? '…'}</div>;
+  if (!packet) {
+    return (
+      <div class="card" role="status">
+        {problem ?? '…'}
+      </div>
+    );
+  }
   return (
     <div class="card">
       <h2>{packet.greeting || '红包'}</h2>
       {share !== null && (
-        <p>
+        <p role="status">
           你抢到{' '}
           <span class="big" data-testid="my-share">
             {yuan(share)}
@@ -141,7 +147,11 @@ export function RedPacketPage({ packetId }: { packetId: string }) {
       <p class="muted">
         分享链接：<span data-testid="share-link">{location.href}</span>
       </p>
-      {problem && <p class="problem">{problem}</p>}
+      {problem && (
+        <p class="problem" role="alert">
+          {problem}
+        </p>
+      )}
     </div>
   );
 }

@@ -91,7 +91,13 @@ export function Shop() {
     }
   }
 
-  if (!shop) return <div class="card">{outcome ?? '…'}</div>;
+  if (!shop) {
+    return (
+      <div class="card" role="status">
+        {outcome ?? '…'}
+      </div>
+    );
+  }
   return (
     <>
       <div class="card">
@@ -117,7 +123,11 @@ export function Shop() {
             </li>
           ))}
         </ul>
-        {outcome && <p data-testid="outcome">{outcome}</p>}
+        {outcome && (
+          <p role="status" aria-live="polite" data-testid="outcome">
+            {outcome}
+          </p>
+        )}
         {delivery && (
           <p class="muted" data-testid="delivery">
             {DELIVERY_TEXT[delivery]}

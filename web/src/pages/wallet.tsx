@@ -75,7 +75,13 @@ export function Wallet() {
     void load(null);
   }, []);
 
-  if (balance === null) return <div class="card">{problem ?? '…'}</div>;
+  if (balance === null) {
+    return (
+      <div class="card" role="status">
+        {problem ?? '…'}
+      </div>
+    );
+  }
   return (
     <div class="card">
       <h2>我的钱包</h2>
@@ -108,7 +114,11 @@ export function Wallet() {
           {busy ? '加载中…' : '加载更多'}
         </button>
       )}
-      {problem && <p class="problem">{problem}</p>}
+      {problem && (
+        <p class="problem" role="alert">
+          {problem}
+        </p>
+      )}
     </div>
   );
 }
