@@ -8,7 +8,7 @@ import { Shop } from './pages/shop.tsx';
 import { SignIn } from './pages/signIn.tsx';
 import { TeamPage } from './pages/team.tsx';
 import { Wallet } from './pages/wallet.tsx';
-import { SESSION_ENDED, type Session, currentSession } from './session.ts';
+import { SESSION_ENDED, type Session, currentSession, saveSession } from './session.ts';
 
 /** The page a hash names: #/packets/<id>, #/shop… (hash routes need nothing from the server). */
 function route(): string[] {
@@ -26,9 +26,14 @@ const PAGES = [
 export function App() {
   const [path, setPath] = useState(route());
   const [session, setSession] = useState<Session | null>(currentSession());
+  // The server refused the token (it expired, say): the sign-in screen says why it is back.
+  const [expired, setExpired] = useState(false);
   useEffect(() => {
     const onHash = () => setPath(route());
-    const onEnded = () => setSession(null);
+    const onEnded = () => {
+      setSession(null);
+      setExpired(true);
+    };
     addEventListener('hashchange', onHash);
     addEventListener(SESSION_ENDED, onEnded);
     return () => {
@@ -37,11 +42,21 @@ export function App() {
     };
   }, []);
 
+  const signedIn = (next: Session) => {
+    setExpired(false);
+    setSession(next);
+  };
+  const signOut = () => {
+    saveSession(null);
+    setExpired(false);
+    setSession(null);
+  };
+
   const [page = 'packets', id] = path;
   const body = !session ? (
-    <SignIn onSignedIn={setSession} />
+    <SignIn onSignedIn={signedIn} notice={expired ? '登录已过期，请重新登录' : null} />
   ) : page === 'signin' ? (
-    <SignIn onSignedIn={setSession} />
+    <SignIn onSignedIn={signedIn} notice={null} />
   ) : page === 'shop' ? (
     <Shop />
   ) : page === 'wallet' ? (
@@ -64,7 +79,8 @@ export function App() {
   return (
     <>
       <nav>
-        {PAGES.map((item) => {
+        {/* Signed in, "登录" would only sign in again: the name line beneath offers to sign out instead. */}
+        {PAGES.filter((item) => !(session && item.path === 'signin')).map((item) => {
           const current = page === item.path || (page === 'team' && item.path === 'groupbuy');
           return (
             <a key={item.path} href={`#/${item.path}`} class={current ? 'active' : ''} aria-current={current ? 'page' : undefined}>
@@ -74,7 +90,14 @@ export function App() {
         })}
       </nav>
       <main>
-        {session && <p class="muted">{session.name}</p>}
+        {session && (
+          <p class="muted account">
+            <span>{session.name}</span>
+            <button type="button" class="link" onClick={signOut}>
+              退出登录
+            </button>
+          </p>
+        )}
         {/* Shown while a page that subscribes (a packet, a team, the wheel, the shop) is cut off from its live updates. */}
         <Reconnecting />
         {body}

@@ -10,7 +10,7 @@ const NAME_RULE = '昵称：请用 1 到 64 个字母、数字、汉字或 “_�
  * Development: mints a token for any name (POST /app/dev-token, which only a development
  * server answers). Production: the shop's own login hands the app a token, pasted here.
  */
-export function SignIn({ onSignedIn }: { onSignedIn: (session: Session) => void }) {
+export function SignIn({ onSignedIn, notice }: { onSignedIn: (session: Session) => void; notice: string | null }) {
   const [name, setName] = useState('');
   const [operator, setOperator] = useState(false);
   const [token, setToken] = useState('');
@@ -45,6 +45,11 @@ export function SignIn({ onSignedIn }: { onSignedIn: (session: Session) => void 
   return (
     <form class="card" onSubmit={signIn}>
       <h2>登录 Sign in</h2>
+      {notice && (
+        <p class="notice" role="status" data-testid="sign-in-notice">
+          {notice}
+        </p>
+      )}
       <label for="name">昵称 Name</label>
       <input id="name" value={name} onInput={(event) => setName(event.currentTarget.value)} placeholder="alice" />
       <label>
