@@ -17,6 +17,21 @@ const LotteryQuery = graphql(`
         title
       }
     }
+    # My newest draws, to show this activity's last result after a reload (mid-spin, say): the
+    # server committed it when drawLottery answered, whatever the wheel was doing.
+    me {
+      draws(first: 20) {
+        nodes {
+          id
+          activityId
+          won
+          prize {
+            id
+            title
+          }
+        }
+      }
+    }
   }
 `);
 
@@ -51,6 +66,7 @@ const Winners = graphql(`
 `);
 
 type Activity = NonNullable<WebLotteryQuery['lotteryActivity']>;
+type DrawRecord = WebLotteryQuery['me']['draws']['nodes'][number];
 /** The wheel's sectors: every prize, and "no prize" when a draw can lose. */
 type Sector = { id: string | null; title: string };
 
@@ -62,18 +78,38 @@ function sectorsOf(activity: Activity): Sector[] {
   return activity.noPrizeWeight > 0 ? [...prizes, { id: null, title: '谢谢参与' }] : prizes;
 }
 
+/** Where the wheel stops for a result: the sector's index (a prize no longer on the wheel: the first) and the angle that puts its middle under the pointer at the top. */
+function landing(sectors: Sector[], prizeId: string | null): { index: number; angle: number } {
+  const index = Math.max(
+    0,
+    sectors.findIndex((sector) => sector.id === prizeId),
+  );
+  return { index, angle: 360 - (index + 0.5) * (360 / sectors.length) };
+}
+
 /** A wheel that spins to the result the server committed; the wheel decides nothing. */
 export function Lottery({ activityId }: { activityId: string }) {
   const [activity, setActivity] = useState<Activity | null>(null);
   const [turn, setTurn] = useState(0);
   const [landed, setLanded] = useState<Sector | null>(null);
+  // My last draw here before this page was (re)loaded; the wheel rests on it, not spun.
+  const [lastDraw, setLastDraw] = useState<DrawRecord | null>(null);
+  const [animated, setAnimated] = useState(false);
   const [message, setMessage] = useState<string | null>(null);
   const [winners, setWinners] = useState<{ drawId: string; userId: string; prize: string }[]>([]);
   const spinning = useRef(false);
 
   useEffect(() => {
     request(LotteryQuery, { id: activityId }).then(
-      ({ lotteryActivity }) => (lotteryActivity ? setActivity(lotteryActivity) : setMessage('活动不存在')),
+      ({ lotteryActivity, me }) => {
+        if (!lotteryActivity) return setMessage('活动不存在');
+        const last = me.draws.nodes.find((record) => record.activityId === activityId) ?? null;
+        if (last) {
+          setLastDraw(last);
+          setTurn(landing(sectorsOf(lotteryActivity), last.prize?.id ?? null).angle);
+        }
+        setActivity(lotteryActivity);
+      },
       (error: Error) => setMessage(error.message),
     );
     return subscribe(
@@ -91,6 +127,8 @@ export function Lottery({ activityId }: { activityId: string }) {
     spinning.current = true;
     setMessage(null);
     setLanded(null);
+    setLastDraw(null);
+    setAnimated(true);
     try {
       const { drawLottery: result } = await request(Draw, { activityId, requestId: crypto.randomUUID() });
       if (result.__typename !== 'LotteryWin' && result.__typename !== 'LotteryLose') {
@@ -98,13 +136,8 @@ export function Lottery({ activityId }: { activityId: string }) {
         return;
       }
       const sectors = sectorsOf(activity);
-      const won = result.__typename === 'LotteryWin' ? result.prize.id : null;
-      const index = Math.max(
-        0,
-        sectors.findIndex((sector) => sector.id === won),
-      );
+      const { index, angle } = landing(sectors, result.__typename === 'LotteryWin' ? result.prize.id : null);
       // Whole turns, then the sector's middle under the pointer at the top.
-      const angle = 360 - (index + 0.5) * (360 / sectors.length);
       setTurn((previous) => previous - (previous % 360) + 5 * 360 + angle);
       await new Promise((resolve) => setTimeout(resolve, SPIN_MS));
       setLanded(sectors[index]!);
@@ -136,7 +169,7 @@ export function Lottery({ activityId }: { activityId: string }) {
           class="wheel"
           data-testid="wheel"
           data-landed={landed ? (landed.id ?? 'none') : ''}
-          style={{ background: `conic-gradient(${gradient})`, transform: `rotate(${turn}deg)`, transition: `transform ${SPIN_MS}ms cubic-bezier(0.2, 0.8, 0.2, 1)` }}
+          style={{ background: `conic-gradient(${gradient})`, transform: `rotate(${turn}deg)`, transition: animated ? `transform ${SPIN_MS}ms cubic-bezier(0.2, 0.8, 0.2, 1)` : 'none' }}
         >
           {sectors.map((sector, i) => (
             <span key={sector.id ?? 'none'} style={{ transform: `rotate(${(i + 0.5) * slice}deg) translateY(-39.3cqw)` }}>
@@ -151,6 +184,11 @@ export function Lottery({ activityId }: { activityId: string }) {
       {landed && (
         <p role="status" aria-live="polite" data-testid="draw-result">
           {landed.id ? `恭喜你抽中 ${landed.title}` : '谢谢参与'}
+        </p>
+      )}
+      {lastDraw && (
+        <p role="status" data-testid="last-draw">
+          上次抽奖：{lastDraw.won && lastDraw.prize ? `抽中 ${lastDraw.prize.title}` : '谢谢参与'}
         </p>
       )}
       {message && (
