@@ -8,7 +8,7 @@ import { Shop } from './pages/shop.tsx';
 import { SignIn } from './pages/signIn.tsx';
 import { TeamPage } from './pages/team.tsx';
 import { Wallet } from './pages/wallet.tsx';
-import { SESSION_ENDED, type Session, currentSession, saveSession } from './session.ts';
+import { SESSION_ENDED, type Session, currentSession, saveSession, sessionExpired } from './session.ts';
 
 /** The page a hash names: #/packets/<id>, #/shop… (hash routes need nothing from the server). */
 function route(): string[] {
@@ -27,7 +27,7 @@ export function App() {
   const [path, setPath] = useState(route());
   const [session, setSession] = useState<Session | null>(currentSession());
   // The server refused the token (it expired, say): the sign-in screen says why it is back.
-  const [expired, setExpired] = useState(false);
+  const [expired, setExpired] = useState(sessionExpired);
   useEffect(() => {
     const onHash = () => setPath(route());
     const onEnded = () => {

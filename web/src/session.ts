@@ -15,9 +15,19 @@ export function currentSession(): Session | null {
   }
 }
 
+/** Set when the server refused the token, until the next sign-in or sign-out: a reload still says why sign-in is back. */
+const ENDED_KEY = 'campaign.sessionEnded';
+
+/** Signs in (a session) or out (null); either way, the ended session is no longer the news. */
 export function saveSession(session: Session | null): void {
   if (session) localStorage.setItem(KEY, JSON.stringify(session));
   else localStorage.removeItem(KEY);
+  localStorage.removeItem(ENDED_KEY);
+}
+
+/** Whether the last session ended because the server refused its token (it expired, say). */
+export function sessionExpired(): boolean {
+  return localStorage.getItem(ENDED_KEY) !== null;
 }
 
 /** Dispatched on window when the server refuses the session's token: the app shows sign-in. */
@@ -25,5 +35,6 @@ export const SESSION_ENDED = 'campaign:session-ended';
 
 export function endSession(): void {
   saveSession(null);
+  localStorage.setItem(ENDED_KEY, '1');
   dispatchEvent(new Event(SESSION_ENDED));
 }
