@@ -84,8 +84,68 @@ describe('what a hurried user does', () => {
       location.hash = '#/shop';
     });
     await page.reload();
-    await expect.poll(() => page.getByRole('button', { name: '登录' }).count()).toBe(1);
+    await expect.poll(() => page.getByRole('button', { name: '登录', exact: true }).count()).toBe(1);
     expect(new URL(page.url()).hash).toBe('#/shop');
+    // Said whether the refusal came before the reload or after it.
+    expect(await page.getByTestId('sign-in-notice').textContent()).toBe('登录已过期，请重新登录');
+    await page.getByLabel('昵称 Name').fill('hank');
+    await page.getByRole('button', { name: '登录', exact: true }).click();
+    await page.getByText('hank', { exact: true }).waitFor();
+    await page.reload();
+    await page.getByText('hank', { exact: true }).waitFor();
+    expect(await page.getByTestId('sign-in-notice').count()).toBe(0);
+  });
+
+  it('signs out from beside the name; signed in, the nav offers no second sign-in', { timeout: 60_000 }, async () => {
+    const page = await app.signedIn('ines');
+    const nav = page.getByRole('navigation');
+    expect(await nav.getByRole('link', { name: '登录' }).count()).toBe(0);
+    expect(await nav.locator('[aria-current="page"]').textContent()).toBe('红包');
+    await page.getByRole('button', { name: '退出登录' }).click();
+    await page.getByLabel('昵称 Name').waitFor();
+    expect(await page.evaluate(() => localStorage.getItem('campaign.session'))).toBeNull();
+    expect(await page.getByTestId('sign-in-notice').count()).toBe(0);
+  });
+
+  it('says what is wrong with a name or a packet before asking the server', { timeout: 60_000 }, async () => {
+    const page = await app.phone('jill');
+    await page.goto(appUrl);
+    await page.getByLabel('昵称 Name').fill('j b');
+    await page.getByRole('button', { name: '登录' }).click();
+    await expect.poll(() => page.getByTestId('sign-in-problem').textContent()).toContain('昵称：');
+    expect(await page.getByTestId('sign-in-problem').textContent()).not.toContain('{');
+    await page.getByLabel('昵称 Name').fill('jill');
+    await page.getByRole('button', { name: '登录' }).click();
+    await page.getByText('jill', { exact: true }).waitFor();
+
+    const sent: string[] = [];
+    page.on('request', (request) => {
+      if (request.url().endsWith('/graphql') && request.postDataJSON()?.documentId === webDocumentId('WebCreateRedPacket')) sent.push(request.url());
+    });
+    const problem = page.getByTestId('send-problem');
+    for (const [yuan, count, expected] of [
+      ['abc', '5', '总金额：'],
+      ['0', '5', '总金额：至少 0.01 元'],
+      ['1.234', '5', '总金额：'],
+      ['10', '0', '红包个数：请输入 1 到 10000 之间的整数'],
+      ['10', '2.5', '红包个数：'],
+      ['0.01', '5', '总金额：5 个红包每个至少 0.01 元，至少要 0.05 元'],
+    ] as const) {
+      await page.getByLabel('总金额（元）').fill(yuan);
+      await page.getByLabel('红包个数').fill(count);
+      await page.getByRole('button', { name: '塞钱进红包' }).click();
+      await expect.poll(() => problem.textContent()).toContain(expected);
+      expect(await problem.getAttribute('role')).toBe('alert');
+    }
+    await app.screenshot(page, 'red-packet-send-invalid');
+    // The greeting stops at the server's bound; a wallet with nothing in it is the server's to refuse, in Chinese.
+    expect(await page.locator('#greeting').getAttribute('maxlength')).toBe('64');
+    await page.getByLabel('总金额（元）').fill('1');
+    await page.getByLabel('红包个数').fill('1');
+    await page.getByRole('button', { name: '塞钱进红包' }).click();
+    await expect.poll(() => sent.length).toBe(1);
+    await expect.poll(() => problem.textContent()).toMatch(/[\u4e00-\u9fff]/);
+    expect(app.misbehaviour).toEqual([]);
   });
 });
 
@@ -136,6 +196,47 @@ describe('the lottery', () => {
     }
     await page.getByRole('button', { name: '抽奖' }).click();
     await expect.poll(() => page.getByTestId('draw-problem').textContent()).toContain('2');
+    expect(app.misbehaviour).toEqual([]);
+  });
+
+  it('fits a 320px phone with a long name and a long prize, and keeps a result across a reload mid-spin', { timeout: 90_000 }, async () => {
+    const now = Date.now();
+    // 64 characters, the longest a prize title may be, and no space to break at.
+    const prize = 'Supercalifragilisticexpialidocious一等奖iPhone16ProMax沙漠色钛金属1TBGold';
+    const activity = await lotteryAt(server.url).create('web-operator', {
+      title: '窄屏大转盘',
+      startsAt: new Date(now - 60_000).toISOString(),
+      endsAt: new Date(now + 3_600_000).toISOString(),
+      noPrizeWeight: 0,
+      dailyDrawLimit: 0,
+      prizes: [{ title: prize, weight: 1, totalStock: 100 }],
+    });
+    const name = `kate${'K'.repeat(60)}`;
+    const page = await app.signedIn(name);
+    await page.setViewportSize({ width: 320, height: 640 });
+    await page.goto(`${appUrl}#/lottery/${activity.id}`);
+    // Every prize in full beside the wheel, which cuts long titles short.
+    await expect.poll(() => page.getByTestId('prizes').locator('li').allTextContents()).toEqual([prize]);
+    await page.getByRole('button', { name: '抽奖' }).click();
+    await expect.poll(() => page.getByTestId('wheel').getAttribute('data-landed'), { timeout: STEP_MS }).not.toBe('');
+    await expect.poll(() => page.getByTestId('winners').locator('li').count()).toBe(1);
+    const fits = await page.evaluate(() => {
+      const card = document.querySelector('.card')!.getBoundingClientRect();
+      const wheel = document.querySelector('.wheel-frame')!.getBoundingClientRect();
+      return { scrollWidth: document.documentElement.scrollWidth, wheel: wheel.width, card: card.width - 32 };
+    });
+    expect(fits.scrollWidth).toBeLessThanOrEqual(320);
+    expect(fits.wheel).toBeLessThanOrEqual(fits.card);
+    await app.screenshot(page, 'lottery-320');
+
+    // The draw is committed when the mutation answers: a reload during the spin still shows it.
+    const drawId = webDocumentId('WebDrawLottery');
+    const answered = page.waitForResponse((response) => response.url().endsWith('/graphql') && response.request().postDataJSON()?.documentId === drawId);
+    await page.getByRole('button', { name: '抽奖' }).click();
+    await answered;
+    await page.reload();
+    await expect.poll(() => page.getByTestId('last-draw').textContent()).toBe(`上次抽奖：抽中 ${prize}`);
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(320);
     expect(app.misbehaviour).toEqual([]);
   });
 });

@@ -1,4 +1,4 @@
-import type { Page } from 'playwright-core';
+import type { Page, WebSocketRoute } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServerTimeDocument } from './gql/generated.ts';
 import { STEP_MS, startWebApp } from './support/browser.ts';
@@ -36,6 +36,12 @@ async function expectSeats(pages: Page[], expected: [number, number, number], ti
   }
 }
 
+/** A 64-character name, the longest the development sign-in takes, with no break opportunity. */
+const longName = (prefix: string) => `${prefix}${'W'.repeat(64 - prefix.length)}`;
+
+/** Whether the page scrolls sideways at its width (a long word, a fixed-size box). */
+const scrollsSideways = (page: Page) => page.evaluate(() => document.documentElement.scrollWidth > document.documentElement.clientWidth);
+
 /** How far a page's countdown is from the lock's expiry counted on the server's clock, in ms. */
 async function countdownError(page: Page, expiresAt: string): Promise<number> {
   const [shown, { serverTime }] = await Promise.all([page.getByTestId('seat-countdown').getAttribute('data-remaining-ms'), requestsAt(server.url).data(ServerTimeDocument, {}, 'clock')]);
@@ -67,6 +73,9 @@ describe('a group-buy team', () => {
     await buyer.waitForURL(leader.url());
     const watchers = [leader, buyer];
     await expectSeats(watchers, [1, 0, 2]);
+    // A shared link says what is bought and for how much before any seat is locked.
+    await expect.poll(() => buyer.getByRole('heading', { level: 2 }).textContent()).toContain('拼团奶茶');
+    await expect.poll(() => buyer.getByTestId('team-price').textContent()).toBe('拼团价 ¥9.90');
     // A reload would lose this: every change below must arrive live.
     for (const page of watchers) await page.evaluate(() => Object.assign(window, { notReloaded: true }));
 
@@ -127,6 +136,114 @@ describe('the wallet', () => {
     expect(entries[0]).toContain('+2.34');
     expect(entries[1]).toContain('+10.00');
     await app.screenshot(page, 'wallet');
+    expect(app.misbehaviour).toEqual([]);
+  });
+
+  it('a double tap on 加载更多 adds the next page once', { timeout: 60_000 }, async () => {
+    const wallets = walletsAt(server.url);
+    for (let i = 1; i <= 25; i++) await wallets.credit('web-operator', { userId: 'karl', amountCents: i, reason: `第 ${i} 笔` });
+    const page = await app.signedIn('karl');
+    await page.getByRole('link', { name: '钱包' }).click();
+    await expect.poll(() => page.getByTestId('wallet-entry').count()).toBe(20);
+    // Two clicks in one task: the second comes before the page could re-render a disabled button.
+    await page.getByRole('button', { name: '加载更多' }).evaluate((button: HTMLButtonElement) => {
+      button.click();
+      button.click();
+    });
+    await expect.poll(() => page.getByTestId('wallet-entry').count()).toBe(25);
+    await page.waitForTimeout(500);
+    const entries = await page.getByTestId('wallet-entry').allTextContents();
+    expect(entries).toHaveLength(25);
+    expect(new Set(entries).size).toBe(25);
+    expect(await page.getByRole('button', { name: '加载更多' }).count()).toBe(0);
+    expect(app.misbehaviour).toEqual([]);
+  });
+});
+
+describe('a team that fails', () => {
+  it('a buyer who paid reads that it failed, not that they joined', { timeout: 90_000 }, async () => {
+    const activityId = 'web-failing';
+    const teams = teamsAt(server.url);
+    // Two seats of three are taken by the deadline: the team fails, and the payment is refunded.
+    const team = await teams.open('kim', { activityId, title: '拼团失败的奶茶', capacity: 3, lockSeconds: LOCK_SECONDS, formationSeconds: 12 });
+    const buyer = await app.signedIn('lena');
+    await buyer.goto(`${appUrl}#/team/${team.id}`);
+    await buyer.getByRole('button', { name: '参团：锁定座位' }).click();
+    await buyer.getByRole('button', { name: '沙箱支付 ¥9.90' }).click();
+    await expect.poll(() => buyer.getByTestId('team-message').textContent()).toBe('支付成功，你已入团');
+    await expect.poll(() => buyer.getByTestId('team-status').getAttribute('data-status'), { timeout: 12_000 + STEP_MS }).toBe('FAILED');
+    expect(await buyer.getByTestId('team-status').textContent()).toBe('未能成团，已付的钱会退回');
+    expect(await buyer.getByTestId('team-message').count()).toBe(0);
+    await app.screenshot(buyer, 'team-failed');
+    expect(app.misbehaviour).toEqual([]);
+  });
+});
+
+describe('a team page cut off from its live updates', () => {
+  it('says it is reconnecting, holds back the pay button, and recovers', { timeout: 90_000 }, async () => {
+    const activityId = 'web-offline';
+    const teams = teamsAt(server.url);
+    const team = await teams.open('mona', { activityId, title: '断线奶茶', capacity: 3 });
+    const buyer = await app.signedIn('nina');
+    // Every socket of the page passes through here: `down` refuses new ones, as a server that is gone would.
+    const sockets: WebSocketRoute[] = [];
+    let down = false;
+    await buyer.routeWebSocket(/\/graphql$/, (socket) => {
+      if (down) return void socket.close({ code: 1006 });
+      socket.connectToServer();
+      sockets.push(socket);
+    });
+    await buyer.goto(`${appUrl}#/team/${team.id}`);
+    await buyer.getByRole('button', { name: '参团：锁定座位' }).click();
+    const pay = buyer.getByRole('button', { name: '沙箱支付 ¥9.90' });
+    await expect.poll(() => pay.isEnabled()).toBe(true);
+    expect(await buyer.getByTestId('reconnecting').isVisible()).toBe(false);
+
+    down = true;
+    for (const socket of sockets) await socket.close({ code: 1006 });
+    await expect.poll(() => buyer.getByTestId('reconnecting').textContent()).toBe('连接中断，正在重连…');
+    await expect.poll(() => buyer.getByTestId('reconnecting').isVisible()).toBe(true);
+    await expect.poll(() => pay.isDisabled()).toBe(true);
+    expect(await buyer.getByTestId('pay-stale').isVisible()).toBe(true);
+    await app.screenshot(buyer, 'team-reconnecting');
+
+    down = false;
+    // The retry waits at most 10 s; the pushed state comes first on the new socket.
+    await expect.poll(() => buyer.getByTestId('reconnecting').isVisible(), { timeout: 10_000 + STEP_MS }).toBe(false);
+    await expect.poll(() => pay.isEnabled()).toBe(true);
+
+    // A device that goes offline says so too, and a request that cannot leave reads as a network problem.
+    await buyer.context().setOffline(true);
+    await expect.poll(() => buyer.getByTestId('reconnecting').isVisible()).toBe(true);
+    await buyer.getByRole('button', { name: '放弃座位' }).click();
+    await expect.poll(() => buyer.getByTestId('team-network-problem').textContent()).toBe('网络连接失败，请检查网络后重试');
+    await buyer.context().setOffline(false);
+    await buyer.getByRole('button', { name: '放弃座位' }).click();
+    await expect.poll(() => buyer.getByTestId('team-network-problem').count()).toBe(0);
+    await expectSeats([buyer], [1, 0, 2]);
+    // The failed fetch logs a console error of its own (dropped, for the tests after this one); nothing else may.
+    const expected = (line: string) => line.includes('net::ERR_INTERNET_DISCONNECTED');
+    expect(app.misbehaviour.filter((line) => !expected(line))).toEqual([]);
+    app.misbehaviour.splice(0, app.misbehaviour.length);
+  });
+});
+
+describe('long names on a 320px phone', () => {
+  it('the team page and the wallet do not scroll sideways', { timeout: 60_000 }, async () => {
+    const leader = longName('olga');
+    const team = await teamsAt(server.url).open(leader, { activityId: 'web-narrow', title: '窄屏奶茶'.repeat(8), capacity: 3 });
+    await walletsAt(server.url).credit('web-operator', { userId: leader, amountCents: 500, reason: '超长备注'.repeat(10) });
+    const page = await app.signedIn(leader);
+    await page.setViewportSize({ width: 320, height: 640 });
+    await page.goto(`${appUrl}#/team/${team.id}`);
+    await page.getByTestId('member-seat').waitFor();
+    await page.getByTestId('team-price').waitFor();
+    expect(await scrollsSideways(page)).toBe(false);
+    await app.screenshot(page, 'team-320-long-name');
+    await page.getByRole('link', { name: '钱包' }).click();
+    await expect.poll(() => page.getByTestId('wallet-balance').textContent()).toBe('5.00');
+    expect(await scrollsSideways(page)).toBe(false);
+    await app.screenshot(page, 'wallet-320-long-name');
     expect(app.misbehaviour).toEqual([]);
   });
 });
