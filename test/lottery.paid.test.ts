@@ -127,7 +127,7 @@ describe('a paid draw', () => {
 });
 
 describe('a paid draw that could only lose', () => {
-  it('is refused and spends nothing: at the win limit, with the day\'s stock gone, with every prize gone', async () => {
+  it("is refused and spends nothing: at the win limit, with the day's stock gone, with every prize gone", async () => {
     const wins = (input: Partial<CreateLotteryInput> & Pick<CreateLotteryInput, 'prizes'>) =>
       lottery.create(OPERATOR, { title: 'sure', ...runningWindow(), noPrizeWeight: 0, drawCostPoints: COST, ...input });
     const limited = await wins({ dailyWinLimit: 1, prizes: [{ title: 'mug', weight: 1, totalStock: 100 }] });
@@ -159,9 +159,7 @@ describe('a paid draw that could only lose', () => {
 
     // Three wins paid for; the four refusals released their reservations.
     expect((await points.me('sure')).pointsBalance).toBe(10 * COST - 3 * COST);
-    const { rows } = await lot.stores.sql.query<{ status: string; n: number }>(
-      "SELECT status, count(*)::int AS n FROM draw_payment WHERE user_id = 'sure' GROUP BY status ORDER BY status",
-    );
+    const { rows } = await lot.stores.sql.query<{ status: string; n: number }>("SELECT status, count(*)::int AS n FROM draw_payment WHERE user_id = 'sure' GROUP BY status ORDER BY status");
     expect(rows).toEqual([
       { status: 'PAID', n: 3 },
       { status: 'RELEASED', n: 4 },

@@ -192,10 +192,6 @@ export const ruleMessages = {
   },
   BALANCE_BELOW_ZERO: { en: () => 'the balance would go below zero', 'zh-CN': () => '积分余额将低于 0' },
   BALANCE_ABOVE_MAX: { en: (v: RuleValues) => `the balance would exceed ${v.max}`, 'zh-CN': (v: RuleValues) => `积分余额将超过 ${v.max}` },
-  WALLET_ABOVE_MAX: {
-    en: (v: RuleValues) => `the wallet would hold more than ${v.max} cents`,
-    'zh-CN': (v: RuleValues) => `钱包余额将超过 ${v.max} 分`,
-  },
   PAYMENT_OF_ANOTHER_SEAT: {
     en: () => "this paymentRef is another user's or another team's payment",
     'zh-CN': () => '该 paymentRef 是其他用户或其他团的付款',

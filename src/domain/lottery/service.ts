@@ -119,7 +119,13 @@ export class LotteryService {
     if (!reply) throw new NotFound('lottery activity', activityId);
     switch (reply.kind) {
       case 'inactive':
-        throw new ActivityNotActive(reply.reason, new Date(reply.startsAtMs), new Date(reply.endsAtMs), new Date(reply.nowMs), reply.availableAtMs > 0 ? new Date(reply.availableAtMs) : null);
+        throw new ActivityNotActive(
+          reply.reason,
+          new Date(reply.startsAtMs),
+          new Date(reply.endsAtMs),
+          new Date(reply.nowMs),
+          reply.availableAtMs > 0 ? new Date(reply.availableAtMs) : null,
+        );
       case 'limit':
         throw new DrawLimitReached(reply.dailyDrawLimit, new Date(reply.resetsAtMs));
       case 'winLimit':
