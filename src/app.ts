@@ -146,6 +146,7 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     clock,
     log,
     payments: points.draws,
+    scheduleIntervalMs: config.LOTTERY_SCHEDULE_INTERVAL_MS,
     afterReservation: hangAfter(config.TEST_HANG_AFTER_DRAW_RESERVATIONS),
   });
 

@@ -49,6 +49,7 @@ describe('createGroupBuyActivity', () => {
     ['endsAt before startsAt', { startsAt: '2026-12-02T00:00:00Z', endsAt: '2026-12-01T00:00:00Z' }],
     ['endsAt equal to startsAt', { startsAt: '2026-12-01T00:00:00Z', endsAt: '2026-12-01T00:00:00Z' }],
     ['a window over 366 days', { startsAt: '2026-01-01T00:00:00Z', endsAt: '2027-01-03T00:00:00Z' }],
+    ['a window already over', { startsAt: new Date(Date.now() - 7_200_000).toISOString(), endsAt: new Date(Date.now() - 1_000).toISOString() }],
     ['a date that is no date', { startsAt: 'tomorrow' }],
     // Stored by PostgreSQL, but no longer read back by its driver: every list would fail.
     ['an end after the year 9999', { endsAt: '+020000-01-02T00:00:00Z' }],
@@ -127,7 +128,9 @@ describe('openTeam', () => {
     await create(activityInput(later, { startsAt: new Date(Date.now() + 3_600_000).toISOString(), endsAt: new Date(Date.now() + 7_200_000).toISOString() }));
     expect(await open('gb-leader', later)).toMatchObject({ __typename: 'GroupBuyNotActive', message: 'this group-buy has not started yet' });
     const over = newId();
-    await create(activityInput(over, { startsAt: new Date(Date.now() - 7_200_000).toISOString(), endsAt: new Date(Date.now() - 3_600_000).toISOString() }));
+    const endsAt = Date.now() + 1_000;
+    await create(activityInput(over, { startsAt: new Date(Date.now() - 7_200_000).toISOString(), endsAt: new Date(endsAt).toISOString() }));
+    await new Promise((resolve) => setTimeout(resolve, endsAt - Date.now() + 50));
     expect(await open('gb-leader', over)).toMatchObject({ __typename: 'GroupBuyNotActive', message: 'this group-buy has ended' });
     expect((await started.stores.sql.query('SELECT count(*)::int AS n FROM team')).rows[0].n).toBe(teamsBefore);
   });

@@ -129,7 +129,11 @@ describe('operators change a running activity', () => {
     expect(await results(3)).toEqual(['LotteryWin', 'LotteryWin', 'LotteryLose']);
 
     // topper-0 has drawn 4 times today, topper-1 3 times.
-    await update(activity.id, { dailyDrawLimit: 4 });
+    const limited = await update(activity.id, { dailyDrawLimit: 4 });
+    // A change to what is already so makes no new version.
+    expect(await update(activity.id, { dailyDrawLimit: 4, prizes: [{ prizeId: rare!.id, weight: toppedUp.prizes[0]!.weight }] })).toMatchObject({
+      settingsVersion: limited.settingsVersion,
+    });
     expect(await draw(activity.id, 'topper-0')).toMatchObject({ __typename: 'DrawLimitReached', dailyDrawLimit: 4 });
     expect((await draw(activity.id, 'topper-1')).__typename).toBe('LotteryLose');
 
@@ -139,6 +143,8 @@ describe('operators change a running activity', () => {
     // Ended stays ended: its subscribers were told so.
     const reopened = await lottery.raw(UpdateLotteryDocument, { activityId: activity.id, input: { endsAt: new Date(Date.now() + 86_400_000).toISOString() } }, OPERATOR, { admin: true });
     expect(reopened.body.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', issues: [{ path: ['endsAt'], code: 'ENDED_STAYS_ENDED' }] });
+    const paused = await lottery.raw(UpdateLotteryDocument, { activityId: activity.id, input: { paused: true } }, OPERATOR, { admin: true });
+    expect(paused.body.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', issues: [{ path: ['paused'], code: 'ENDED_NO_CHANGE' }] });
     expect(await draw(activity.id, 'topper-1')).toMatchObject({ __typename: 'ActivityNotActive', reason: 'ENDED' });
     // Decided again in the script, in Redis time: a change that passed the service's check
     // an instant before the end cannot land after it.
@@ -152,5 +158,14 @@ describe('operators change a running activity', () => {
     const rows = await expectLotteryInvariants(lot.stores, activity.id);
     expect(rows.map((row) => row.settings_version)).toEqual([1, 1, 1, 1, 2, 2, 2, 3]);
     expect((await loadDraws(lot.stores, activity.id)).filter((row) => row.prize_id).map((row) => row.stock_unit)).toEqual([1, 2, 3, 4, 5]);
+  });
+
+  it('removes a daily stock with 0', async () => {
+    const activity = await create({ title: 'daily', noPrizeWeight: 0, prizes: [{ title: 'cup', weight: 1, totalStock: 10, dailyStock: 1 }] });
+    const [cup] = activity.prizes;
+    expect((await draw(activity.id, 'daily-0')).__typename).toBe('LotteryWin');
+    expect((await draw(activity.id, 'daily-1')).__typename).toBe('LotteryLose');
+    expect((await update(activity.id, { prizes: [{ prizeId: cup!.id, dailyStock: 0 }] })).prizes[0]).toMatchObject({ dailyStock: null });
+    expect((await draw(activity.id, 'daily-2')).__typename).toBe('LotteryWin');
   });
 });

@@ -80,6 +80,7 @@ describe('createLotteryActivity refuses malformed input with BAD_USER_INPUT and 
     ['endsAt equal to startsAt', { ...valid, endsAt: valid.startsAt }],
     ['endsAt before startsAt', { ...valid, endsAt: new Date(now - 120_000).toISOString() }],
     ['a window over 400 days', { ...valid, endsAt: new Date(now + 401 * 86_400_000).toISOString() }],
+    ['a window already over', { ...valid, startsAt: new Date(now - 7_200_000).toISOString(), endsAt: new Date(now - 1_000).toISOString() }],
     ['no positive weight at all', { ...valid, noPrizeWeight: 0, prizes: [{ ...prize, weight: 0 }] }],
     ['a weight above the maximum', { ...valid, prizes: [{ ...prize, weight: 1_000_001 }] }],
     ['a negative totalStock', { ...valid, prizes: [{ ...prize, totalStock: -1 }] }],
@@ -159,9 +160,10 @@ describe('drawLottery', () => {
 
   it('refuses a draw after the end without counting it, long after the end too', async () => {
     const day = 86_400_000;
-    const ended = await lottery.create(OPERATOR, { ...valid, startsAt: new Date(now - 12 * day).toISOString(), endsAt: new Date(now - 10 * day).toISOString() });
-    expect(ended.status).toBe('ENDED');
-    const drawLottery = await unchanged(() => lottery.draw(PLAYER, ended.id));
+    const created = await lottery.create(OPERATOR, { ...valid, startsAt: new Date(now - 12 * day).toISOString() });
+    const ended = await lottery.update(OPERATOR, created.id, { endsAt: new Date(now - 10 * day).toISOString() });
+    expect(ended).toMatchObject({ __typename: 'LotteryActivity', status: 'ENDED' });
+    const drawLottery = await unchanged(() => lottery.draw(PLAYER, created.id));
     expect(drawLottery).toMatchObject({ __typename: 'ActivityNotActive', reason: 'ENDED' });
   });
 

@@ -133,11 +133,13 @@ export const ruleMessages = {
   DUPLICATE_PRIZE: { en: () => 'each prize at most once', 'zh-CN': () => '每个奖品最多出现一次' },
   GROUP_PRICE_ABOVE_PRICE: { en: () => 'groupPriceCents must not exceed priceCents', 'zh-CN': () => '拼团价不能高于原价' },
   ENDS_BEFORE_STARTS: { en: () => 'endsAt must be after startsAt', 'zh-CN': () => '结束时间必须晚于开始时间' },
+  ENDS_IN_THE_PAST: { en: () => 'endsAt has passed: an activity cannot be created already ended', 'zh-CN': () => '结束时间已过，不能创建已结束的活动' },
   ACTIVITY_TOO_LONG: { en: (v: RuleValues) => `an activity lasts at most ${v.days} days`, 'zh-CN': (v: RuleValues) => `活动最长 ${v.days} 天` },
   TIMED_STARTS_IN_THE_PAST: {
     en: () => 'a TIMED lottery starts at most an hour ago: the prizes of every hour before would all be released at once',
     'zh-CN': () => '按时段发放的抽奖最多从一小时前开始：之前每小时的奖品会一次全部放出',
   },
+  ENDED_NO_CHANGE: { en: () => 'the activity has ended: its settings no longer change', 'zh-CN': () => '活动已结束，设置不能再修改' },
   ENDED_STAYS_ENDED: {
     en: () => 'the activity has ended: its end cannot move, or its winners and their subscribers would see it start again',
     'zh-CN': () => '活动已结束：结束时间不能再修改，否则已结束的活动会重新开始',

@@ -218,8 +218,10 @@ const PrizeUpdateInput = builder.inputType('PrizeUpdateInput', {
     prizeId: t.id({ required: true }),
     weight: t.int(),
     addStock: t.int({ description: 'Units added to totalStock (and to what is left).' }),
-    dailyStock: t.int(),
-    hourlyQuota: t.intList({ description: 'TIMED: applies to the hours not scheduled yet.' }),
+    dailyStock: t.int({ description: 'WEIGHTED: wins per local day at most; 0 removes the daily stock.' }),
+    hourlyQuota: t.intList({
+      description: 'TIMED: applies to the hours not scheduled yet. An hour is scheduled shortly before it begins (twice LOTTERY_SCHEDULE_INTERVAL_MS, one minute by default).',
+    }),
   }),
 });
 

@@ -36,7 +36,10 @@ export function firstSettings(input: CreateLotteryInput): LotterySettings {
   };
 }
 
-export type SettingsChange = { kind: 'changed'; settings: LotterySettings; topUps: Map<string, number> } | { kind: 'invalid'; issues: RuleInputIssue[] };
+export type SettingsChange =
+  | { kind: 'changed'; settings: LotterySettings; topUps: Map<string, number> }
+  | { kind: 'unchanged' }
+  | { kind: 'invalid'; issues: RuleInputIssue[] };
 
 /**
  * The next version of an activity's settings with an operator's change applied, and the
@@ -50,8 +53,10 @@ export function changeSettings(current: LotterySettings, input: UpdateLotteryInp
   };
   onlyFor(weighted || input.noPrizeWeight == null, ['noPrizeWeight'], 'ONLY_WEIGHTED', { field: 'noPrizeWeight' });
   // Subscribers of an ended activity were told it ended; a TIMED one would also release
-  // every hour since its end at once.
-  onlyFor(input.endsAt == null || current.endsAtMs > nowMs, ['endsAt'], 'ENDED_STAYS_ENDED');
+  // every hour since its end at once. Nothing else of it changes either.
+  const ended = current.endsAtMs <= nowMs;
+  onlyFor(input.endsAt == null || !ended, ['endsAt'], 'ENDED_STAYS_ENDED');
+  for (const field of ['paused', 'noPrizeWeight', 'dailyDrawLimit', 'dailyWinLimit', 'prizes'] as const) onlyFor(input[field] == null || !ended, [field], 'ENDED_NO_CHANGE');
 
   const topUps = new Map<string, number>();
   const prizes = current.prizes.map((prize) => ({ ...prize }));
@@ -90,6 +95,8 @@ export function changeSettings(current: LotterySettings, input: UpdateLotteryInp
   // to endsAt, which for an end millennia away would hold the event loop for minutes.
   issues.push(...settingsIssues(changed));
   if (issues.length > 0) return { kind: 'invalid', issues };
+  // A change to what is already so makes no new version (and tells no subscriber anything).
+  if (topUps.size === 0 && JSON.stringify({ ...changed, version: current.version, retainUntilMs: current.retainUntilMs }) === JSON.stringify(current)) return { kind: 'unchanged' };
   const utcOffsets = endsAtMs === current.endsAtMs ? current.utcOffsets : utcOffsetTable(current.timezone, current.startsAtMs, endsAtMs);
   return { kind: 'changed', settings: { ...changed, utcOffsets }, topUps };
 }

@@ -63,7 +63,8 @@ const prizeUpdate = z.object({
   prizeId: z.string().min(1).max(64),
   weight: weight.nullish(),
   addStock: z.number().int().min(1, 'addStock must be positive').max(L.maxStock).nullish(),
-  dailyStock: dailyStock.nullish(),
+  /** 0 removes the prize's daily stock. */
+  dailyStock: z.number().int().min(0).max(L.maxStock).nullish(),
   hourlyQuota: hourlyQuota.nullish(),
 });
 

@@ -8,8 +8,12 @@ import { type LotterySettings, RELEASE_RANDOM_RANGE } from './settings.ts';
 import type { LotterySnapshot, LotteryStore, ScheduleReply } from './store.ts';
 import { ONE_HOUR_MS, localHourOfDay, localHourStart } from './timezone.ts';
 
-/** The scheduler fills every hour that starts within this much of now. */
-const SCHEDULE_LOOK_AHEAD_MS = ONE_HOUR_MS;
+/**
+ * The scheduler fills every hour that starts within two of its runs from now (at most an
+ * hour): its releases are placed before it begins, and an operator's new quota still
+ * reaches every hour more than that away.
+ */
+const lookAheadMs = (scheduleIntervalMs: number) => Math.min(2 * scheduleIntervalMs, ONE_HOUR_MS);
 
 /** What a schedule that clashed with PostgreSQL comes to: the hour was scheduled elsewhere. */
 const SCHEDULED_ELSEWHERE = { kind: 'already' } as const;
@@ -37,7 +41,7 @@ export class LotteryScheduler {
   async scheduleDue(): Promise<number> {
     const nowMs = await this.deps.clock.nowMs();
     let released = 0;
-    for (const activityId of await timedActivitiesToSchedule(this.deps.prisma, nowMs, SCHEDULE_LOOK_AHEAD_MS)) {
+    for (const activityId of await timedActivitiesToSchedule(this.deps.prisma, nowMs, lookAheadMs(this.deps.scheduleIntervalMs))) {
       released += await this.scheduleActivity(activityId, nowMs);
     }
     return released;
@@ -48,7 +52,7 @@ export class LotteryScheduler {
     const settings = await this.activities.read(activityId, () => this.store.readSettings(activityId));
     if (settings?.strategy !== 'TIMED') return 0;
     const scheduled = await this.store.scheduledHours(activityId);
-    const until = Math.min(nowMs + SCHEDULE_LOOK_AHEAD_MS, settings.endsAtMs);
+    const until = Math.min(nowMs + lookAheadMs(this.deps.scheduleIntervalMs), settings.endsAtMs);
     let released = 0;
     for (let hour = localHourStart(settings.utcOffsets, settings.startsAtMs); hour < until; hour += ONE_HOUR_MS) {
       if (!scheduled.has(hour)) released += await this.scheduleHour(activityId, hour, nowMs);

@@ -29,9 +29,14 @@ export interface LotteryDeps extends CampaignDeps {
   clock: ScriptClock;
   /** Where paid draws reserve their points (src/domain/points/drawPayments.ts). */
   payments: DrawPayments;
+  /** How often the TIMED schedule runs (LOTTERY_SCHEDULE_INTERVAL_MS): hours are scheduled this far ahead, twice over. */
+  scheduleIntervalMs: number;
   /** Tests only: runs between a paid draw's reservation and its draw (a crash test stops the process there). */
   afterReservation?: () => Promise<void>;
 }
+
+/** What an operator's change that changes nothing comes to: no script call, no new version. */
+const UNCHANGED = { kind: 'unchanged' } as const;
 
 /** How far back a new TIMED activity may start: a start typed a little late is not refused. */
 const TIMED_START_GRACE_MS = 60 * 60 * 1000;
@@ -73,6 +78,7 @@ export class LotteryService {
     // The scheduler releases every hour since startsAt that is not released yet, which
     // after downtime is what it should do; for a new activity dated back months it would
     // release months of prizes at once (and write them all, in this request).
+    if (input.endsAt.getTime() <= nowMs) throw BadInputError.of([ruleInputIssue(['endsAt'], 'ENDS_IN_THE_PAST')]);
     if (input.strategy === 'TIMED' && input.startsAt.getTime() < nowMs - TIMED_START_GRACE_MS) {
       throw BadInputError.of([ruleInputIssue(['startsAt'], 'TIMED_STARTS_IN_THE_PAST')]);
     }
@@ -162,6 +168,7 @@ export class LotteryService {
         this.store.overCurrentSettings(activityId, async (current) => {
           const change = changeSettings(current, input, await this.deps.clock.nowMs());
           if (change.kind === 'invalid') throw BadInputError.of(change.issues);
+          if (change.kind === 'unchanged') return UNCHANGED;
           // The end may move: the sweeper watches the journal as long as the keys are kept.
           await this.deps.journal.trackStream(lotteryKeys(activityId).journal, change.settings.retainUntilMs);
           return this.store.updateSettings(activityId, current.version, change.settings, changedBy, change.topUps, await this.deps.clock.offsetMs());
@@ -172,7 +179,7 @@ export class LotteryService {
     if (!reply) throw new NotFound('lottery activity', activityId);
     if (reply.kind === 'stale') throw changedMeanwhile();
     if (reply.kind === 'ended') throw BadInputError.of([ruleInputIssue(['endsAt'], 'ENDED_STAYS_ENDED')]);
-    this.winnersTicker.settingsChanged(activityId);
+    if (reply.kind === 'applied') this.winnersTicker.settingsChanged(activityId);
     return (await this.get(activityId))!;
   }
 

@@ -69,6 +69,8 @@ export class GroupBuyActivities {
   constructor(private readonly deps: TeamDeps) {}
 
   async create({ id, ...input }: GroupBuyActivityInput): Promise<GroupBuyActivity> {
+    // An activity is never changed after: one created ended would stay in the lists for good.
+    if (input.endsAt.getTime() <= Date.now()) throw BadInputError.of([ruleInputIssue(['input', 'endsAt'], 'ENDS_IN_THE_PAST')]);
     try {
       return await this.deps.prisma.groupBuyActivity.create({ data: { id: id ?? randomUUID(), ...input } });
     } catch (error) {
