@@ -36,10 +36,7 @@ export function firstSettings(input: CreateLotteryInput): LotterySettings {
   };
 }
 
-export type SettingsChange =
-  | { kind: 'changed'; settings: LotterySettings; topUps: Map<string, number> }
-  | { kind: 'unchanged' }
-  | { kind: 'invalid'; issues: RuleInputIssue[] };
+export type SettingsChange = { kind: 'changed'; settings: LotterySettings; topUps: Map<string, number> } | { kind: 'unchanged' } | { kind: 'invalid'; issues: RuleInputIssue[] };
 
 /**
  * The next version of an activity's settings with an operator's change applied, and the
