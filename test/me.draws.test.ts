@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { DrawNotActiveDocument, LotteryActivitiesDocument, type LotteryStatus, MyDrawsDocument, type MyDrawsQuery, ServerTimesDocument } from './gql/generated.ts';
 import { errorCodes, requestsAt } from './support/client.ts';
@@ -123,6 +124,16 @@ describe('lotteryActivities', () => {
     expect(rest.edges.map((edge) => edge.node.id)).toEqual([upcoming, losing, winning]);
     const lastActive = (await data(LotteryActivitiesDocument, { status: 'ACTIVE', last: 1 }, 'browser')).lotteryActivities;
     expect(lastActive.edges.map((edge) => edge.node.id)).toEqual([winning]);
+
+    // The cursor's activity leaves the status between two pages: the next page still starts after it.
+    const firstActive = await list('ACTIVE', 1);
+    expect(firstActive.edges.map((edge) => edge.node.id)).toEqual([losing]);
+    await lotteryAt(started.server.url).update(OPERATOR, losing, { paused: true });
+    const nextActive = (await data(LotteryActivitiesDocument, { status: 'ACTIVE', first: 10, after: firstActive.pageInfo.endCursor }, 'browser')).lotteryActivities;
+    expect(nextActive.edges.map((edge) => edge.node.id)).toEqual([winning]);
+    await lotteryAt(started.server.url).update(OPERATOR, losing, { paused: false });
+    const unknown = Buffer.from(`c1:${randomUUID()}`).toString('base64url');
+    expect(errorCodes(await raw(LotteryActivitiesDocument, { first: 5, after: unknown }, 'browser'))).toEqual(['BAD_USER_INPUT']);
 
     expect(errorCodes(await raw(LotteryActivitiesDocument, { first: 5 }))).toEqual(['UNAUTHENTICATED']);
     expect(errorCodes(await raw(LotteryActivitiesDocument, { first: 101 }, 'browser'))).toEqual(['BAD_USER_INPUT']);

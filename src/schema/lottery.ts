@@ -259,7 +259,7 @@ builder.queryField('lotteryActivities', (t) =>
         (page) => app.lottery.list(status ?? null, page),
         (activity) => activity.id,
         locale,
-      ),
+      ).catch(rethrowInLocale(locale)),
   }),
 );
 

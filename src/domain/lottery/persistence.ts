@@ -1,5 +1,5 @@
 import type { Prisma, PrismaClient } from '../../generated/prisma/client.ts';
-import { type KeysetPage, keysetArgs, keysetArgsFromAnyRow, notACursorOfTheList } from '../../infra/db/pages.ts';
+import { type KeysetPage, keysetArgsFromAnyRow, notACursorOfTheList } from '../../infra/db/pages.ts';
 import type { LotterySettings, LotteryStatus } from './settings.ts';
 import type { LotterySnapshot, PrizeSnapshot } from './store.ts';
 import { localDate, localDay } from './timezone.ts';
@@ -223,10 +223,13 @@ function statusFilter(status: LotteryStatus, now: Date): Prisma.LotteryActivityW
 
 /** A page of the activities' ids, newest first, of one status at `nowMs` (or all). */
 export async function lotteryActivityIds(prisma: PrismaClient, status: LotteryStatus | null, nowMs: number, page: KeysetPage): Promise<string[]> {
+  // A status changes with time and with a pause: the cursor's activity may have left it since.
+  if (page.cursor !== undefined && !(await prisma.lotteryActivity.findUnique({ where: { id: page.cursor }, select: { id: true } }))) throw notACursorOfTheList(page);
+  const { notCursor, args } = keysetArgsFromAnyRow(page, [{ createdAt: 'desc' }, { id: 'desc' }]);
   const rows = await prisma.lotteryActivity.findMany({
-    where: status === null ? {} : statusFilter(status, new Date(nowMs)),
+    where: { ...(status === null ? {} : statusFilter(status, new Date(nowMs))), ...notCursor },
     select: { id: true },
-    ...keysetArgs(page, [{ createdAt: 'desc' }, { id: 'desc' }], (id) => ({ id })),
+    ...args,
   });
   return rows.map((row) => row.id);
 }
