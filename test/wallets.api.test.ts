@@ -66,6 +66,21 @@ describe('who may call what', () => {
     }
   });
 
+  it('tells the user what each refund is owed for: a team, a red packet, or neither', async () => {
+    const [teamId, packetId] = [randomUUID(), randomUUID()];
+    await oweRefunds(db.prisma, [
+      { sourceKey: `team:${teamId}:subject-owner`, userId: 'subject-owner', amountCents: 7, reason: 'TEAM_FAILED', paymentRef: 'pay-subject' },
+      { sourceKey: `packet:${packetId}`, userId: 'subject-owner', amountCents: 8, reason: 'PACKET_EXPIRED', paymentRef: null },
+      { sourceKey: `payment:${randomUUID()}`, userId: 'subject-owner', amountCents: 9, reason: 'WALLET_FULL', paymentRef: 'pay-of-no-team' },
+    ]);
+    const { nodes } = await wallets.myRefunds('subject-owner', { first: 10 });
+    expect(nodes.map(({ amountCents, teamId, packetId }) => ({ amountCents, teamId, packetId })).sort((a, b) => a.amountCents - b.amountCents)).toEqual([
+      { amountCents: 7, teamId, packetId: null },
+      { amountCents: 8, teamId: null, packetId },
+      { amountCents: 9, teamId: null, packetId: null },
+    ]);
+  });
+
   it("keeps a refund's payment reference and last error for operators", async () => {
     await oweRefunds(db.prisma, [{ sourceKey: `payment:${randomUUID()}`, userId: 'mallory', amountCents: 5, reason: 'LATE_PAYMENT', paymentRef: 'pay-1' }]);
     for (const field of ['paymentRef', 'lastError']) {
