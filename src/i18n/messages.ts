@@ -83,7 +83,7 @@ export const problemMessages: Record<string, Wording<Problem>> = {
       })[p.reason],
   }),
   WIN_LIMIT_REACHED: wording<WinLimitReached>({
-    en: (p) => `you have won ${p.dailyWinLimit === 1 ? 'once' : `${p.dailyWinLimit} times`} today, the daily limit; come back tomorrow`,
+    en: (p) => `you have won ${times(p.dailyWinLimit)} today, the daily limit; come back tomorrow`,
     'zh-CN': (p) => `你今天已中奖 ${p.dailyWinLimit} 次，已达每日上限，明天再来`,
   }),
   DRAW_LIMIT_REACHED: wording<DrawLimitReached>({

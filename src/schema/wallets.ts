@@ -59,12 +59,12 @@ const Refund = builder.prismaObject('Refund', {
     teamId: t.id({
       nullable: true,
       description: 'The group-buy team it is owed for: a seat payment, or a team that failed; null otherwise.',
-      resolve: async (refund, _args, { app }) => (await app.refunds.subjectOf(refund)).teamId,
+      resolve: (refund, _args, { app }) => app.refunds.teamOf(refund),
     }),
     packetId: t.id({
       nullable: true,
       description: "The red packet it is owed for: an expired packet's remainder, or a share the wallet could not hold; null otherwise.",
-      resolve: async (refund, _args, { app }) => (await app.refunds.subjectOf(refund)).packetId,
+      resolve: (refund, _args, { app }) => app.refunds.packetOf(refund),
     }),
     paymentRef: t.exposeString('paymentRef', { nullable: true, authScopes: { admin: true }, description: 'Operators only: the provider payment it returns.' }),
     lastError: t.exposeString('lastError', { nullable: true, authScopes: { admin: true }, description: 'Operators only: why the last attempt failed.' }),

@@ -15,7 +15,7 @@ export class ActivityNotActive extends Problem {
   }
 }
 
-/** The user's wins today reached the limit, and the draw could only have lost (a paid draw, or no losing weight). */
+/** A paid draw at the user's daily win limit, which could only have lost. */
 export class WinLimitReached extends Problem {
   constructor(
     readonly dailyWinLimit: number,

@@ -30,24 +30,23 @@ export class RefundService {
   }
 
   /**
-   * What a refund is owed for, so a user can tell one from another: the team of a seat
-   * payment or of a failed team, the red packet of an expired remainder or of a share
-   * the wallet could not hold. Read from its source key ('team:<team>:<user>',
-   * 'packet:<id>', 'grab:<grant id>', 'payment:<ref>[:txn:<txn>]').
+   * The group-buy team a refund is owed for, so a user can tell one from another: a failed
+   * team's ('team:<team>:<user>'), or a seat payment's ('payment:<ref>[:txn:<txn>]', read
+   * from the payment). Each of teamOf and packetOf reads only what its own field needs.
    */
-  async subjectOf(refund: Pick<Refund, 'sourceKey' | 'paymentRef'>): Promise<{ teamId: string | null; packetId: string | null }> {
+  async teamOf(refund: Pick<Refund, 'sourceKey' | 'paymentRef'>): Promise<string | null> {
     const [kind, id] = refund.sourceKey.split(':');
-    if (kind === 'team') return { teamId: id ?? null, packetId: null };
-    if (kind === 'packet') return { teamId: null, packetId: id ?? null };
-    if (kind === 'grab' && id) {
-      const grab = await this.prisma.redPacketGrab.findUnique({ where: { id }, select: { packetId: true } });
-      return { teamId: null, packetId: grab?.packetId ?? null };
-    }
-    if (kind === 'payment' && refund.paymentRef) {
-      const payment = await this.prisma.payment.findUnique({ where: { paymentRef: refund.paymentRef }, select: { teamId: true } });
-      return { teamId: payment?.teamId ?? null, packetId: null };
-    }
-    return { teamId: null, packetId: null };
+    if (kind === 'team') return id ?? null;
+    if (kind !== 'payment' || !refund.paymentRef) return null;
+    return (await this.prisma.payment.findUnique({ where: { paymentRef: refund.paymentRef }, select: { teamId: true } }))?.teamId ?? null;
+  }
+
+  /** The red packet a refund is owed for: an expired remainder ('packet:<id>'), or a share the wallet could not hold ('grab:<grant id>'). */
+  async packetOf(refund: Pick<Refund, 'sourceKey'>): Promise<string | null> {
+    const [kind, id] = refund.sourceKey.split(':');
+    if (kind === 'packet') return id ?? null;
+    if (kind !== 'grab' || !id) return null;
+    return (await this.prisma.redPacketGrab.findUnique({ where: { id }, select: { packetId: true } }))?.packetId ?? null;
   }
 
   /** One round of the delivery worker over the refunds due. */
