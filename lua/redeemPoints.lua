@@ -14,8 +14,8 @@
   bucket's share of the item's stock.
   KEYS[1] {shop}:balance:<user>          the user's spendable points
   KEYS[2] {shop}:goods:<goods>           hash: pointsCost, perUserLimit, pooled (1/0), stock (the bucket's
-                                         allotment), remaining; without a pool the next stock unit of the
-                                         bucket is stock - remaining
+                                         allotment), remaining, onSale (0: off sale; absent: on sale);
+                                         without a pool the next stock unit of the bucket is stock - remaining
   KEYS[3] {shop}:goods:<goods>:codes     list of the pool's codes not handed out yet
   KEYS[4] {shop}:goods:<goods>:users     hash: user -> the user's last sequence number (kept when perUserLimit > 0)
   KEYS[5] {shop}:answer:<user>:<request> the remembered answer, '<goods id>|<answer>'
@@ -30,6 +30,7 @@
 
   Returns
     {'missing'}                          the balance or the goods item is missing: rebuild from PostgreSQL, then retry
+    {'offSale'}                          an operator took the item off sale: nothing changed, nothing remembered
     {'dry'}                              (ARGV[7] = '1') the bucket has no stock: nothing changed, nothing remembered
     {'redeemed', entryId, entryFields}
     {'answered', remembered}             a retry: '<goods id>|' and the first answer, 'redeemed:<journal entry id>' or a refusal
@@ -54,7 +55,10 @@ local function refuse(answer)
   return {'refused', answer, redis.call('XADD', KEYS[6], '*', unpack(fields)), fields}
 end
 
-local goods = redis.call('HMGET', KEYS[2], 'pointsCost', 'perUserLimit', 'pooled', 'stock', 'remaining')
+local goods = redis.call('HMGET', KEYS[2], 'pointsCost', 'perUserLimit', 'pooled', 'stock', 'remaining', 'onSale')
+if goods[6] == '0' then
+  return {'offSale'}
+end
 local cost, limit, stock, remaining = tonumber(goods[1]), tonumber(goods[2]), tonumber(goods[4]), tonumber(goods[5])
 if remaining <= 0 then
   if ARGV[7] == '1' then

@@ -201,8 +201,8 @@ describe('over HTTP, the refusals the catalog words since the review', () => {
     const otherId = other.body.data!.createGoods.id;
 
     for (const [headers, message] of [
-      [{}, 'a voucher code is already in the pool of another goods item'],
-      [ZH, '有券码已在其他商品的券码池中'],
+      [{}, "a voucher code is already in a goods item's pool (this one's or another's)"],
+      [ZH, '有券码已在商品的券码池中（本商品或其他商品）'],
     ] as const) {
       const again = await gql(started.server.url, CreateGoodsDocument, { input: { title: '券', pointsCost: 1, stock: 1, voucherCodes: ['i18n-code-2'] } }, operator, headers);
       expect(refusalOf(again)).toEqual({ message, code: 'BAD_USER_INPUT', issues: [{ path: ['input', 'voucherCodes'], code: 'VOUCHER_CODE_IN_ANOTHER_POOL', message }] });

@@ -91,8 +91,10 @@ function validMutations(): Record<string, { caller: Caller; args: Record<string,
     openTeam: { caller: 'other', args: { input: { activityId: 'chars-activity' } } },
     redeemPoints: { caller: 'buyer', args: { goodsId, requestId: 'redeem-1' } },
     releaseTeamSeat: { caller: 'buyer', args: { teamId } },
+    restockGoods: { caller: 'admin', args: { input: { goodsId, requestId: 'restock-1', units: 1, voucherCodes: ['V-3'] } } },
     sandboxPay: { caller: 'buyer', args: { paymentRef: 'pay_chars' } },
     topUpWallet: { caller: 'buyer', args: { amountCents: 100 } },
+    updateGoods: { caller: 'admin', args: { goodsId, input: { title: 'Voucher 2' } } },
     updateLotteryActivity: { caller: 'admin', args: { activityId, input: { prizes: [{ prizeId, weight: 2 }] } } },
   };
 }

@@ -212,3 +212,55 @@ describe('a server killed between the two halves of a stock transfer', () => {
     await expectPointsInvariants(stores, BUCKETS);
   });
 });
+
+describe('restocks across four buckets', () => {
+  it('restocks racing a storm: every unit stocked is sold exactly once, in its bucket', async () => {
+    const goods = await points.createGoods('operator', { title: 'restocked lamp', pointsCost: 1, stock: 40, perUserLimit: 0 });
+    const users = skewedUsers('relamp', 150);
+    await award(users, 100);
+    // Five restocks of 20 mid-storm, one of them sent twice: 80 units more.
+    const restocks = ['r1', 'r2', 'r3', 'r4', 'r1'].map((requestId, i) =>
+      new Promise((resolve) => setTimeout(resolve, 20 * i)).then(() => points.restock('operator', { goodsId: goods.id, requestId, units: 20 })),
+    );
+    const storm = await Promise.all(users.flatMap((user) => ['a', 'b'].map((requestId) => points.tryRedeem(user, goods.id, requestId))));
+    for (const answer of await Promise.all(restocks)) expect(answer.__typename).toBe('Goods');
+    for (const { errors, failed } of storm) expect(errors ?? failed).toBeUndefined();
+    expect(storm.every(({ result }) => ['Redemption', 'OutOfStock'].includes(typename(result)!))).toBe(true);
+
+    // What the storm left is sold to the last unit, and no further.
+    const rest = await Promise.all(users.map((user) => points.tryRedeem(user, goods.id, 'c')));
+    expect(await redemptionCount(goods.id)).toBe(120);
+    expect(rest.filter(({ result }) => typename(result) === 'OutOfStock').length).toBeGreaterThan(0);
+    expect(await points.goods(users[0]!, goods.id)).toMatchObject({ stock: 120, remainingStock: 0 });
+    expect((await allotments(goods.id)).reduce((sum, units) => sum + units, 0)).toBe(120);
+    await waitFor('the journals to be empty', journalsEmpty);
+    await expectPointsInvariants(stores, BUCKETS);
+  });
+
+  it('a restock committed by a server that died before giving it: the sweeper gives its codes', async () => {
+    const codes = voucherCodes('SWEPT', 5);
+    const goods = await points.createGoods('operator', { title: 'swept card', pointsCost: 1, stock: 5, voucherCodes: codes });
+    // What restockGoods commits before its gives, for two new codes (positions 5 and 6: buckets 1 and 2).
+    await stores.sql.query(
+      `WITH restock AS (INSERT INTO goods_restock (id, goods_id, request_id, units, codes, created_by) VALUES ('dead', $1, 'dead', 2, ARRAY['SWEPT-N5', 'SWEPT-N6'], 'operator')),
+            stock AS (UPDATE goods SET stock = stock + 2 WHERE id = $1),
+            pool AS (INSERT INTO voucher_code (code, goods_id, position, bucket) VALUES ('SWEPT-N5', $1, 5, NULL), ('SWEPT-N6', $1, 6, NULL))
+       INSERT INTO goods_stock_transfer (id, goods_id, from_bucket, to_bucket, units, codes, taken_at)
+       VALUES ('dead:1', $1, NULL, 1, 1, ARRAY['SWEPT-N5'], now()), ('dead:2', $1, NULL, 2, 1, ARRAY['SWEPT-N6'], now())`,
+      [goods.id],
+    );
+    await waitFor(
+      'the sweeper to give the restock',
+      async () => (await stores.sql.query('SELECT 1 FROM goods_stock_transfer WHERE goods_id = $1 AND given_at IS NULL', [goods.id])).rowCount === 0,
+      { timeoutMs: 30_000 },
+    );
+    expect(await points.goods('operator', goods.id, { admin: true })).toMatchObject({ stock: 7, remainingStock: 7 });
+    const users = skewedUsers('swept', 40);
+    await award(users, 1);
+    const results = await Promise.all(users.map((user) => points.tryRedeem(user, goods.id, 'one')));
+    const won = results.flatMap(({ result }) => (result?.__typename === 'Redemption' ? [result.voucherCode] : []));
+    expect(won.sort()).toEqual([...codes, 'SWEPT-N5', 'SWEPT-N6'].sort());
+    await waitFor('the journals to be empty', journalsEmpty);
+    await expectPointsInvariants(stores, BUCKETS);
+  });
+});

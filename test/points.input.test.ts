@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { answerKey } from '../src/domain/points/store.ts';
+import { answerKey, goodsKeys } from '../src/domain/points/store.ts';
 import { signToken } from '../src/infra/auth/tokens.ts';
 import {
   AwardPointsDocument,
@@ -10,6 +10,10 @@ import {
   GoodsRedemptionsDocument,
   MeDocument,
   RedeemPointsDocument,
+  RestockGoodsDocument,
+  type RestockGoodsInput,
+  UpdateGoodsDocument,
+  type UpdateGoodsInput,
 } from './gql/generated.ts';
 import { type GraphqlResponse, errorCodes, gql } from './support/client.ts';
 import { testEnv } from './support/env.ts';
@@ -47,9 +51,18 @@ afterAll(async () => {
 /** Everything a request could change: every points table, every Redis key under the prefix and its value. */
 async function state() {
   const tables = await Promise.all(
-    ['points_account ORDER BY user_id', 'points_ledger ORDER BY id', 'goods ORDER BY id', 'voucher_code ORDER BY code', 'redemption ORDER BY id'].map(
-      async (table) => (await stores.sql.query(`SELECT * FROM ${table}`)).rows,
-    ),
+    [
+      'points_account ORDER BY user_id',
+      'points_ledger ORDER BY id',
+      'goods ORDER BY id',
+      'voucher_code ORDER BY code',
+      'redemption ORDER BY id',
+      'goods_restock ORDER BY id',
+      'goods_change ORDER BY id',
+      'goods_stock_transfer ORDER BY id',
+      'goods_bucket_stock ORDER BY goods_id',
+      'redemption_refusal ORDER BY user_id, request_id',
+    ].map(async (table) => (await stores.sql.query(`SELECT * FROM ${table}`)).rows),
   );
   const keys = await stateKeys(stores.redis, env.keyPrefix);
   const values = await Promise.all(
@@ -69,8 +82,8 @@ async function state() {
     }),
   );
   // Delivery moves redemptions on by itself; it is not what these requests could change.
-  const [accounts, ledger, goods, codes, redemptions] = tables;
-  return { accounts, ledger, goods, codes, redemptions: redemptions!.map(({ id, user_id, voucher_code }) => ({ id, user_id, voucher_code })), values };
+  const [accounts, ledger, goods, codes, redemptions, ...stockAndHistory] = tables;
+  return { accounts, ledger, goods, codes, redemptions: redemptions!.map(({ id, user_id, voucher_code }) => ({ id, user_id, voucher_code })), stockAndHistory, values };
 }
 
 async function unchanged<T>(request: () => Promise<T>): Promise<T> {
@@ -268,5 +281,174 @@ describe('redeemPoints and the reads', () => {
     expect((await points.tryRedeem('second', goodsId, 's2')).result).toMatchObject({ __typename: 'PerUserLimitReached', perUserLimit: 1 });
     expect(await points.goods('operator', goodsId, { admin: true })).toMatchObject({ stock: 3, remainingStock: 1, pooled: true });
     await expectPointsInvariants(stores);
+  });
+});
+
+describe('restockGoods', () => {
+  const restock = (input: RestockGoodsInput, token?: string) => gql(server.url, RestockGoodsDocument, { input }, token);
+
+  it('adds units a sold-out item hands out next, in order, once per requestId even concurrently', async () => {
+    const mug = await points.createGoods('operator', { title: 'restocked mug', pointsCost: 5, stock: 2 });
+    await points.award('operator', { userId: 'restock-buyer', amount: 100 });
+    for (const requestId of ['m1', 'm2']) expect((await points.tryRedeem('restock-buyer', mug.id, requestId)).result?.__typename).toBe('Redemption');
+    expect((await points.tryRedeem('restock-buyer', mug.id, 'm3')).result?.__typename).toBe('OutOfStock');
+
+    const answers = await Promise.all(Array.from({ length: 10 }, () => points.restock('operator', { goodsId: mug.id, requestId: 'spring', units: 3 })));
+    for (const answer of answers) expect(answer).toMatchObject({ __typename: 'Goods', stock: 5, remainingStock: 3 });
+    const { rows: restocks } = await stores.sql.query('SELECT units, created_by FROM goods_restock WHERE goods_id = $1', [mug.id]);
+    expect(restocks).toEqual([{ units: 3, created_by: 'operator' }]);
+
+    // The refused requestId keeps its answer; new ones take the new units, 2, 3 and 4.
+    expect((await points.tryRedeem('restock-buyer', mug.id, 'm3')).result?.__typename).toBe('OutOfStock');
+    for (const requestId of ['m4', 'm5', 'm6']) expect((await points.tryRedeem('restock-buyer', mug.id, requestId)).result?.__typename).toBe('Redemption');
+    expect((await points.tryRedeem('restock-buyer', mug.id, 'm7')).result?.__typename).toBe('OutOfStock');
+    const { rows: units } = await stores.sql.query<{ stock_unit: number }>('SELECT stock_unit FROM redemption WHERE goods_id = $1 ORDER BY stock_unit', [mug.id]);
+    expect(units.map((row) => row.stock_unit)).toEqual([0, 1, 2, 3, 4]);
+
+    const reused = await unchanged(() => restock({ goodsId: mug.id, requestId: 'spring', units: 4 }, admin));
+    expect(errorCodes(reused)).toEqual(['BAD_USER_INPUT']);
+    expect(reused.body.errors?.[0]?.extensions?.issues).toEqual([expect.objectContaining({ code: 'REQUEST_ID_OF_ANOTHER_RESTOCK', path: ['input', 'requestId'] })]);
+    await expectPointsInvariants(stores);
+  });
+
+  it('adds new codes to a pool, handed out after the codes it had', async () => {
+    const card = await points.createGoods('operator', { title: 'restocked card', pointsCost: 1, stock: 2, voucherCodes: ['RS-1', 'RS-2'] });
+    expect(await points.restock('operator', { goodsId: card.id, units: 2, voucherCodes: ['RS-3', 'RS-4'] })).toMatchObject({ stock: 4, remainingStock: 4 });
+    await points.award('operator', { userId: 'card-buyer', amount: 10 });
+    const codes: (string | null | undefined)[] = [];
+    for (const requestId of ['c1', 'c2', 'c3', 'c4']) {
+      const { result } = await points.tryRedeem('card-buyer', card.id, requestId);
+      codes.push(result?.__typename === 'Redemption' ? result.voucherCode : result?.__typename);
+    }
+    expect(codes).toEqual(['RS-1', 'RS-2', 'RS-3', 'RS-4']);
+    expect((await points.tryRedeem('card-buyer', card.id, 'c5')).result?.__typename).toBe('OutOfStock');
+    await expectPointsInvariants(stores);
+  });
+
+  it('NotFound for an item that does not exist, changing nothing', async () => {
+    const response = await unchanged(() => restock({ goodsId: 'no-such-goods', requestId: 'r', units: 1 }, admin));
+    expect(response.body.data?.restockGoods).toMatchObject({ __typename: 'NotFound', code: 'NOT_FOUND' });
+  });
+
+  const badRestocks: [string, Record<string, unknown>, string?][] = [
+    ['zero units', { units: 0 }],
+    ['negative units', { units: -1 }],
+    ['1,000,001 units', { units: 1_000_001 }],
+    ['a float', { units: 1.5 }],
+    ['an empty requestId', { requestId: '' }],
+    ['a requestId of 129 characters', { requestId: 'r'.repeat(129) }],
+    ['an empty goodsId', { goodsId: '' }],
+    ['units other than the number of codes', { units: 2, voucherCodes: ['NEW-A'] }],
+    ['a code twice', { units: 2, voucherCodes: ['NEW-A', 'NEW-A'] }],
+    ['a pooled item without codes', {}, 'VOUCHER_CODES_REQUIRED'],
+    ['a code already in its pool', { units: 1, voucherCodes: ['IN-1'] }, 'VOUCHER_CODE_IN_ANOTHER_POOL'],
+    ['no units', { units: undefined }],
+  ];
+
+  it.each(badRestocks)('with %s is BAD_USER_INPUT and changes nothing', async (_name, change, issue) => {
+    const input = { goodsId, requestId: 'bad-restock', units: 1, ...change } as RestockGoodsInput;
+    const response = await unchanged(() => restock(input, admin));
+    expect(response.body.data?.restockGoods ?? null).toBeNull();
+    expect(errorCodes(response), JSON.stringify(response.body.errors)).toEqual(['BAD_USER_INPUT']);
+    if (issue) expect(response.body.errors?.[0]?.extensions?.issues).toEqual([expect.objectContaining({ code: issue })]);
+  });
+
+  it('refuses codes for an item without a pool, and a stock past 32 bits', async () => {
+    const plain = (await points.createGoods('operator', { title: 'plain', pointsCost: 1, stock: 1_000_000 })).id;
+    const issueOf = (response: GraphqlResponse<unknown>) => {
+      expect(errorCodes(response)).toEqual(['BAD_USER_INPUT']);
+      return ((response.body.errors?.[0]?.extensions?.issues ?? []) as { code: string }[]).map((issue) => issue.code);
+    };
+    expect(issueOf(await unchanged(() => restock({ goodsId: plain, requestId: 'codes', units: 1, voucherCodes: ['PLAIN-1'] }, admin)))).toEqual(['VOUCHER_CODES_NOT_POOLED']);
+    // 2,146 restocks of a million would pass 2^31 − 1, the column's bound: reached directly.
+    await stores.sql.query('UPDATE goods SET stock = 2147000000 WHERE id = $1', [plain]);
+    expect(issueOf(await unchanged(() => restock({ goodsId: plain, requestId: 'huge', units: 1_000_000 }, admin)))).toEqual(['STOCK_ABOVE_MAX']);
+    await stores.sql.query('UPDATE goods SET stock = 1000000 WHERE id = $1', [plain]);
+  });
+
+  it('UNAUTHENTICATED without a token or with a bad one, FORBIDDEN for a user who is not an operator', async () => {
+    for (const [token, code] of [
+      [undefined, 'UNAUTHENTICATED'],
+      ['not-a-jwt', 'UNAUTHENTICATED'],
+      [await tokenOf('mallory'), 'FORBIDDEN'],
+    ] as const) {
+      const response = await unchanged(() => restock({ goodsId, requestId: 'mallory', units: 1, voucherCodes: ['MAL-1'] }, token));
+      expect(response.body.data?.restockGoods ?? null).toBeNull();
+      expect(errorCodes(response)).toEqual([code]);
+    }
+  });
+});
+
+describe('updateGoods', () => {
+  const update = (id: string, input: UpdateGoodsInput, token?: string) => gql(server.url, UpdateGoodsDocument, { goodsId: id, input }, token);
+
+  it('changes the price the next redemption pays, keeping what earlier ones paid, with a history', async () => {
+    const tea = await points.createGoods('operator', { title: 'tea', pointsCost: 10, stock: 5 });
+    await points.award('operator', { userId: 'tea-buyer', amount: 100 });
+    expect((await points.tryRedeem('tea-buyer', tea.id, 't1')).result).toMatchObject({ pointsSpent: 10 });
+    expect(await points.updateGoods('operator', tea.id, { pointsCost: 25, title: 'green tea' })).toMatchObject({ pointsCost: 25, title: 'green tea', onSale: true });
+    expect((await points.tryRedeem('tea-buyer', tea.id, 't2')).result).toMatchObject({ pointsSpent: 25 });
+    expect((await points.me('tea-buyer')).pointsBalance).toBe(65);
+    // Nothing new: no history entry. Redis lost: the rebuild keeps the new price.
+    await points.updateGoods('operator', tea.id, { pointsCost: 25 });
+    await stores.redis.del(goodsKeys(tea.id).meta);
+    expect((await points.tryRedeem('tea-buyer', tea.id, 't3')).result).toMatchObject({ pointsSpent: 25 });
+    const { rows } = await stores.sql.query('SELECT title, points_cost, on_sale, changed_by FROM goods_change WHERE goods_id = $1 ORDER BY changed_at', [tea.id]);
+    expect(rows).toEqual([
+      { title: 'tea', points_cost: 10, on_sale: true, changed_by: 'operator' },
+      { title: 'green tea', points_cost: 25, on_sale: true, changed_by: 'operator' },
+    ]);
+    await expectPointsInvariants(stores);
+  });
+
+  it('takes an item off sale: redemptions answer GoodsOffSale and spend nothing, until it is back', async () => {
+    const pen = await points.createGoods('operator', { title: 'pen', pointsCost: 3, stock: 2 });
+    await points.award('operator', { userId: 'pen-buyer', amount: 10 });
+    expect(await points.updateGoods('operator', pen.id, { onSale: false })).toMatchObject({ onSale: false, remainingStock: 2 });
+    const refused = await unchanged(() => points.tryRedeem('pen-buyer', pen.id, 'p1'));
+    expect(refused.result).toMatchObject({ __typename: 'GoodsOffSale' });
+    // Also after Redis lost the item: the rebuild reads the sale from PostgreSQL.
+    await stores.redis.del(goodsKeys(pen.id).meta);
+    expect((await points.tryRedeem('pen-buyer', pen.id, 'p1')).result?.__typename).toBe('GoodsOffSale');
+    await points.updateGoods('operator', pen.id, { onSale: true });
+    // The same requestId was never answered, so it redeems now.
+    expect((await points.tryRedeem('pen-buyer', pen.id, 'p1')).result).toMatchObject({ __typename: 'Redemption', pointsSpent: 3 });
+    expect((await points.me('pen-buyer')).pointsBalance).toBe(7);
+    await expectPointsInvariants(stores);
+  });
+
+  it('NotFound for an item that does not exist, changing nothing', async () => {
+    const response = await unchanged(() => update('no-such-goods', { onSale: false }, admin));
+    expect(response.body.data?.updateGoods).toMatchObject({ __typename: 'NotFound', code: 'NOT_FOUND' });
+  });
+
+  const badUpdates: [string, Record<string, unknown>][] = [
+    ['nothing to change', {}],
+    ['only nulls', { title: null, pointsCost: null, onSale: null }],
+    ['a zero price', { pointsCost: 0 }],
+    ['a negative price', { pointsCost: -5 }],
+    ['a price beyond 32 bits', { pointsCost: 2 ** 31 }],
+    ['an empty title', { title: '' }],
+    ['a blank title', { title: '   ' }],
+    ['a title of 101 characters', { title: 't'.repeat(101) }],
+    ['a string for onSale', { onSale: 'no' }],
+  ];
+
+  it.each(badUpdates)('with %s is BAD_USER_INPUT and changes nothing', async (_name, input) => {
+    const response = await unchanged(() => update(goodsId, input as UpdateGoodsInput, admin));
+    expect(response.body.data?.updateGoods ?? null).toBeNull();
+    expect(errorCodes(response), JSON.stringify(response.body.errors)).toEqual(['BAD_USER_INPUT']);
+  });
+
+  it('UNAUTHENTICATED without a token or with a bad one, FORBIDDEN for a user who is not an operator', async () => {
+    for (const [token, code] of [
+      [undefined, 'UNAUTHENTICATED'],
+      ['not-a-jwt', 'UNAUTHENTICATED'],
+      [await tokenOf('mallory'), 'FORBIDDEN'],
+    ] as const) {
+      const response = await unchanged(() => update(goodsId, { pointsCost: 1 }, token));
+      expect(response.body.data?.updateGoods ?? null).toBeNull();
+      expect(errorCodes(response)).toEqual([code]);
+    }
   });
 });

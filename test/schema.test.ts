@@ -33,7 +33,7 @@ describe('schema.graphql', () => {
       'type Redemption ',
       'voucherCode: String\n',
       'enum RedemptionStatus {\n  DELIVERED\n  PENDING\n}',
-      'union RedeemPointsResult = InsufficientPoints | NotFound | OutOfStock | PerUserLimitReached | Redemption',
+      'union RedeemPointsResult = GoodsOffSale | InsufficientPoints | NotFound | OutOfStock | PerUserLimitReached | Redemption',
       'type InsufficientPoints implements Problem',
       'type OutOfStock implements Problem',
       'type PerUserLimitReached implements Problem',

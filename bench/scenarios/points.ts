@@ -191,6 +191,7 @@ export async function viaScript(redis: RedisClient, keyPrefix: string, shape: Sh
     pointsCost: COST,
     perUserLimit: 0,
     pooled: true,
+    onSale: true,
     stock: codes.length,
     remaining: codes.length,
     freeCodes: codes,

@@ -95,6 +95,7 @@ export const problemMessages: Record<string, Wording<Problem>> = {
     'zh-CN': (p) => `需要 ${p.pointsCost} 积分，你的余额为 ${p.balance}`,
   }),
   OUT_OF_STOCK: wording({ en: () => 'this goods item is out of stock', 'zh-CN': () => '该商品已售罄' }),
+  GOODS_OFF_SALE: wording({ en: () => 'this goods item is off sale for now', 'zh-CN': () => '该商品已暂停兑换' }),
   PER_USER_LIMIT_REACHED: wording<PerUserLimitReached>({
     en: (p) => `you have already redeemed this goods item the most times allowed (${p.perUserLimit})`,
     'zh-CN': (p) => `你兑换该商品的次数已达上限（${p.perUserLimit} 次）`,
@@ -177,13 +178,26 @@ export const ruleMessages = {
   },
   ACTIVITY_ID_TAKEN: { en: (v: RuleValues) => `activity ${v.id} exists already`, 'zh-CN': (v: RuleValues) => `活动 ${v.id} 已存在` },
   VOUCHER_CODE_IN_ANOTHER_POOL: {
-    en: () => 'a voucher code is already in the pool of another goods item',
-    'zh-CN': () => '有券码已在其他商品的券码池中',
+    en: () => "a voucher code is already in a goods item's pool (this one's or another's)",
+    'zh-CN': () => '有券码已在商品的券码池中（本商品或其他商品）',
   },
   REQUEST_ID_OF_ANOTHER_ITEM: {
     en: (v: RuleValues) => `requestId ${v.requestId} was already used to redeem another goods item`,
     'zh-CN': (v: RuleValues) => `requestId ${v.requestId} 已用于兑换其他商品`,
   },
+  REQUEST_ID_OF_ANOTHER_RESTOCK: {
+    en: (v: RuleValues) => `requestId ${v.requestId} was already used for another restock of this goods item`,
+    'zh-CN': (v: RuleValues) => `requestId ${v.requestId} 已用于该商品的另一次补货`,
+  },
+  VOUCHER_CODES_REQUIRED: {
+    en: () => 'each unit of this goods item is a voucher code: restock it with voucherCodes',
+    'zh-CN': () => '该商品每件都是一个券码：补货时请提供 voucherCodes',
+  },
+  VOUCHER_CODES_NOT_POOLED: {
+    en: () => 'this goods item has no voucher code pool: restock it without voucherCodes',
+    'zh-CN': () => '该商品没有券码池：补货时不能提供 voucherCodes',
+  },
+  STOCK_ABOVE_MAX: { en: (v: RuleValues) => `a goods item's stock is at most ${v.max}`, 'zh-CN': (v: RuleValues) => `商品库存最多为 ${v.max}` },
   REQUEST_ID_OF_ANOTHER_AWARD: {
     en: (v: RuleValues) => `requestId ${v.requestId} was already used for another award`,
     'zh-CN': (v: RuleValues) => `requestId ${v.requestId} 已用于另一笔积分发放`,

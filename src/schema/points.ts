@@ -1,6 +1,6 @@
 import { builder } from '../builder.ts';
-import { awardPointsArgs, createGoodsInput, listLimit, listOffset, redeemPointsArgs, redemptionUpdatedArgs } from '../domain/points/input.ts';
-import { InsufficientPoints, OutOfStock, PerUserLimitReached } from '../domain/points/problems.ts';
+import { awardPointsArgs, createGoodsInput, listLimit, listOffset, redeemPointsArgs, redemptionUpdatedArgs, restockGoodsInput, updateGoodsInput } from '../domain/points/input.ts';
+import { GoodsOffSale, InsufficientPoints, OutOfStock, PerUserLimitReached } from '../domain/points/problems.ts';
 import { NotFound } from '../domain/problems.ts';
 import { RedemptionStatus } from '../generated/prisma/enums.ts';
 import { rethrowInLocale } from '../i18n/issues.ts';
@@ -55,6 +55,7 @@ export const Goods = builder.prismaObject('Goods', {
     }),
     perUserLimit: t.exposeInt('perUserLimit', { description: '0 = unlimited.' }),
     pooled: t.exposeBoolean('pooled', { description: 'Each unit is a voucher code of the pool.' }),
+    onSale: t.exposeBoolean('onSale', { description: 'False while an operator has taken it off sale: redemptions answer GoodsOffSale.' }),
   }),
 });
 
@@ -77,6 +78,7 @@ builder.objectType(InsufficientPoints, {
   fields: (t) => ({ balance: t.exposeInt('balance'), pointsCost: t.exposeInt('pointsCost') }),
 });
 builder.objectType(OutOfStock, { name: 'OutOfStock', ...asProblem(OutOfStock) });
+builder.objectType(GoodsOffSale, { name: 'GoodsOffSale', ...asProblem(GoodsOffSale) });
 builder.objectType(PerUserLimitReached, {
   name: 'PerUserLimitReached',
   ...asProblem(PerUserLimitReached),
@@ -94,6 +96,28 @@ const CreateGoodsInput = builder
     }),
   })
   .validate(createGoodsInput);
+
+const RestockGoodsInput = builder
+  .inputType('RestockGoodsInput', {
+    fields: (t) => ({
+      goodsId: t.id({ required: true }),
+      requestId: t.string({ required: true, description: 'Restocks once: a retry with the same requestId (and units) adds nothing.' }),
+      units: t.int({ required: true, description: 'How many units to add (1 to 1,000,000); with voucherCodes, the number of codes.' }),
+      voucherCodes: t.stringList({ description: 'Required for pooled goods, refused for the others: at most 10,000 new codes, each handed out at most once.' }),
+    }),
+  })
+  .validate(restockGoodsInput);
+
+const UpdateGoodsInput = builder
+  .inputType('UpdateGoodsInput', {
+    description: 'What changes; a field left out or null stays as it is.',
+    fields: (t) => ({
+      title: t.string(),
+      pointsCost: t.int({ description: 'Redemptions from now on pay this; those made before keep what they paid.' }),
+      onSale: t.boolean({ description: 'False takes the item off sale (redemptions answer GoodsOffSale); true puts it back.' }),
+    }),
+  })
+  .validate(updateGoodsInput);
 
 builder.queryField('me', (t) =>
   t.withAuth({ signedIn: true }).field({
@@ -150,12 +174,32 @@ builder.mutationField('createGoods', (t) =>
   }),
 );
 
+builder.mutationField('restockGoods', (t) =>
+  t.withAuth({ admin: true }).field({
+    type: Goods,
+    description: 'Operators: adds units to a goods item (new codes to a pooled one). Once per requestId; a restock is committed in PostgreSQL before it answers.',
+    errors: { types: [NotFound], directResult: true, union: { name: 'RestockGoodsResult' } },
+    args: { input: t.arg({ type: RestockGoodsInput, required: true }) },
+    resolve: (_root, { input }, { app, viewer, locale }) => app.points.restock(viewer.userId, input).catch(rethrowInLocale(locale)),
+  }),
+);
+
+builder.mutationField('updateGoods', (t) =>
+  t.withAuth({ admin: true }).field({
+    type: Goods,
+    description: "Operators: changes a goods item's title, its price in points, or whether it is on sale; the next redemption sees it.",
+    errors: { types: [NotFound], directResult: true, union: { name: 'UpdateGoodsResult' } },
+    args: { goodsId: t.arg.id({ required: true }), input: t.arg({ type: UpdateGoodsInput, required: true }) },
+    resolve: (_root, { goodsId, input }, { app, viewer, locale }) => app.points.updateGoods(viewer.userId, String(goodsId), input).catch(rethrowInLocale(locale)),
+  }),
+);
+
 builder.mutationField('redeemPoints', (t) =>
   t.withAuth({ signedIn: true }).field({
     type: Redemption,
     description: 'Spends points on one unit; a success is already committed in PostgreSQL. The same requestId gets the same answer.',
     errors: {
-      types: [InsufficientPoints, OutOfStock, PerUserLimitReached, NotFound],
+      types: [InsufficientPoints, OutOfStock, PerUserLimitReached, GoodsOffSale, NotFound],
       directResult: true,
       union: { name: 'RedeemPointsResult' },
     },

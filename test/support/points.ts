@@ -10,6 +10,10 @@ import {
   MeDocument,
   RedeemPointsDocument,
   type RedeemPointsMutation,
+  RestockGoodsDocument,
+  type RestockGoodsInput,
+  UpdateGoodsDocument,
+  type UpdateGoodsInput,
 } from '../gql/generated.ts';
 import { requestsAt } from './client.ts';
 import type { As } from './tokens.ts';
@@ -28,6 +32,13 @@ export function pointsAt(url: string) {
     },
     async createGoods(operator: string, input: CreateGoodsInput) {
       return (await data(CreateGoodsDocument, { input }, operator, { admin: true })).createGoods;
+    },
+    /** Adds stock (a new requestId unless given); answers the item or its problem. */
+    async restock(operator: string, input: Omit<RestockGoodsInput, 'requestId'> & Partial<RestockGoodsInput>) {
+      return (await data(RestockGoodsDocument, { input: { requestId: randomUUID(), ...input } }, operator, { admin: true })).restockGoods;
+    },
+    async updateGoods(operator: string, goodsId: string, input: UpdateGoodsInput) {
+      return (await data(UpdateGoodsDocument, { goodsId, input }, operator, { admin: true })).updateGoods;
     },
     /** A redemption that answers its errors instead of throwing them. */
     tryRedeem(user: string, goodsId: string, requestId: string) {

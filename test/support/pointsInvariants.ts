@@ -27,7 +27,7 @@ interface GoodsRow {
 /**
  * Every points invariant of docs/architecture.md, over the whole schema, in PostgreSQL and Redis:
  * balances are the ledger's sum and never negative, every redemption is paid for exactly
- * once, no goods item is oversold, no code is handed out twice or outside its pool,
+ * once, at a price its item had, no goods item is oversold, no code is handed out twice or outside its pool,
  * per-user limits hold, a requestId is redeemed or refused but not both, and Redis agrees
  * with PostgreSQL once the journal is drained. With `buckets` (POINTS_SHOP_BUCKETS) > 1:
  * the buckets' allotments plus the units in flight are each item's stock, no bucket hands
@@ -36,20 +36,22 @@ interface GoodsRow {
  */
 export async function expectPointsInvariants(stores: Stores, buckets = 1): Promise<RedemptionRow[]> {
   const { sql, redis } = stores;
-  const [{ rows: accounts }, { rows: ledgerSums }, { rows: redemptions }, { rows: goods }, { rows: codes }, { rows: ledger }, { rows: allotments }, { rows: inFlight }] = await Promise.all([
-    sql.query<{ user_id: string; balance: number }>('SELECT user_id, balance FROM points_account'),
-    // A paid draw's reservation is taken from the balance before its ledger debit exists.
-    sql.query<{ user_id: string; total: string }>(
-      `SELECT user_id, sum(delta) - COALESCE((SELECT sum(cost) FROM draw_payment p WHERE p.user_id = l.user_id AND p.status = 'RESERVED'), 0) AS total
+  const [{ rows: accounts }, { rows: ledgerSums }, { rows: redemptions }, { rows: goods }, { rows: codes }, { rows: ledger }, { rows: allotments }, { rows: inFlight }, { rows: prices }] =
+    await Promise.all([
+      sql.query<{ user_id: string; balance: number }>('SELECT user_id, balance FROM points_account'),
+      // A paid draw's reservation is taken from the balance before its ledger debit exists.
+      sql.query<{ user_id: string; total: string }>(
+        `SELECT user_id, sum(delta) - COALESCE((SELECT sum(cost) FROM draw_payment p WHERE p.user_id = l.user_id AND p.status = 'RESERVED'), 0) AS total
        FROM points_ledger l GROUP BY user_id`,
-    ),
-    sql.query<RedemptionRow>('SELECT id, user_id, goods_id, request_id, points_spent, voucher_code, stock_unit, stock_bucket, user_seq, status FROM redemption'),
-    sql.query<GoodsRow>('SELECT id, points_cost, stock, per_user_limit, pooled FROM goods'),
-    sql.query<{ code: string; goods_id: string; position: number; bucket: number | null }>('SELECT code, goods_id, position, bucket FROM voucher_code ORDER BY goods_id, position'),
-    sql.query<{ redemption_id: string; delta: number; user_id: string }>('SELECT redemption_id, delta, user_id FROM points_ledger WHERE redemption_id IS NOT NULL'),
-    sql.query<{ goods_id: string; bucket: number; allotted: number }>('SELECT goods_id, bucket, allotted FROM goods_bucket_stock'),
-    sql.query<{ goods_id: string; to_bucket: number; units: number; codes: string[] }>('SELECT goods_id, to_bucket, units, codes FROM goods_stock_transfer WHERE given_at IS NULL'),
-  ]);
+      ),
+      sql.query<RedemptionRow>('SELECT id, user_id, goods_id, request_id, points_spent, voucher_code, stock_unit, stock_bucket, user_seq, status FROM redemption'),
+      sql.query<GoodsRow>('SELECT id, points_cost, stock, per_user_limit, pooled FROM goods'),
+      sql.query<{ code: string; goods_id: string; position: number; bucket: number | null }>('SELECT code, goods_id, position, bucket FROM voucher_code ORDER BY goods_id, position'),
+      sql.query<{ redemption_id: string; delta: number; user_id: string }>('SELECT redemption_id, delta, user_id FROM points_ledger WHERE redemption_id IS NOT NULL'),
+      sql.query<{ goods_id: string; bucket: number; allotted: number }>('SELECT goods_id, bucket, allotted FROM goods_bucket_stock'),
+      sql.query<{ goods_id: string; to_bucket: number; units: number; codes: string[] }>('SELECT goods_id, to_bucket, units, codes FROM goods_stock_transfer WHERE given_at IS NULL'),
+      sql.query<{ goods_id: string; points_cost: number }>('SELECT DISTINCT goods_id, points_cost FROM goods_change'),
+    ]);
 
   const { rows: both } = await sql.query('SELECT 1 FROM redemption r JOIN redemption_refusal f USING (user_id, request_id)');
   expect(both, 'requestIds both redeemed and refused').toHaveLength(0);
@@ -62,13 +64,12 @@ export async function expectPointsInvariants(stores: Stores, buckets = 1): Promi
   }
   expect(ledgerSums.every((row) => accounts.some((account) => account.user_id === row.user_id))).toBe(true);
 
-  // Every redemption is paid once, at the goods item's cost.
-  const goodsById = new Map(goods.map((row) => [row.id, row]));
+  // Every redemption is paid once, at a price the goods item had (its history holds each).
   const paid = new Map(ledger.map((row) => [row.redemption_id, row]));
   expect(ledger).toHaveLength(redemptions.length);
+  for (const item of goods) expect(prices, `the history of ${item.id} holds its price`).toContainEqual({ goods_id: item.id, points_cost: item.points_cost });
   for (const redemption of redemptions) {
-    const item = goodsById.get(redemption.goods_id)!;
-    expect(redemption.points_spent).toBe(item.points_cost);
+    expect(prices, `the price redemption ${redemption.id} paid`).toContainEqual({ goods_id: redemption.goods_id, points_cost: redemption.points_spent });
     expect(paid.get(redemption.id)).toEqual({ redemption_id: redemption.id, delta: -redemption.points_spent, user_id: redemption.user_id });
   }
 

@@ -4,7 +4,10 @@ import { ruleIssue } from '../../i18n/issues.ts';
 /** GraphQL Int is 32-bit: a balance and a cost must stay within it. */
 export const MAX_POINTS = 2_147_483_647;
 export const MAX_VOUCHER_CODES = 10_000;
+/** The most units one createGoods or restockGoods adds. */
 const MAX_STOCK = 1_000_000;
+/** The most units a goods item has in all, restocks included: its stock is a 32-bit column. */
+export const MAX_GOODS_STOCK = 2_147_483_647;
 
 const id = z.string().min(1).max(128);
 /** A client's name for one attempt; retries reuse it. */
@@ -26,28 +29,56 @@ export const redeemPointsArgs = z.object({ goodsId: id, requestId });
 
 export const redemptionUpdatedArgs = z.object({ redemptionId: id });
 
-/** createGoods' input: with a pool of voucher codes the stock is the number of codes. */
-export const createGoodsInput = z
-  .object({
-    title: z.string().trim().min(1, 'title must not be empty').max(100),
-    pointsCost: z.number().int().min(1, 'pointsCost must be at least 1').max(MAX_POINTS),
-    stock: z.number().int().min(1, 'stock must be at least 1').max(MAX_STOCK),
-    perUserLimit: z.number().int().min(0, 'perUserLimit must be 0 (unlimited) or more').max(MAX_STOCK),
-    voucherCodes: z.array(z.string().trim().min(1, 'a voucher code must not be empty').max(128)).min(1).max(MAX_VOUCHER_CODES).nullish(),
-  })
-  .superRefine((input, ctx) => {
+const title = z.string().trim().min(1, 'title must not be empty').max(100);
+const pointsCost = z.number().int().min(1, 'pointsCost must be at least 1').max(MAX_POINTS);
+const voucherCodes = z.array(z.string().trim().min(1, 'a voucher code must not be empty').max(128)).min(1).max(MAX_VOUCHER_CODES).nullish();
+
+/** With a pool of voucher codes, the units (`countField`) are the codes, each once. */
+function unitsAreTheCodes<Field extends 'stock' | 'units'>(countField: Field) {
+  return (input: { voucherCodes?: string[] | null | undefined } & Record<Field, number>, ctx: z.RefinementCtx) => {
     if (!input.voucherCodes) return;
-    if (input.voucherCodes.length !== input.stock) {
-      ctx.addIssue({ ...ruleIssue('STOCK_NOT_CODE_COUNT', { codes: input.voucherCodes.length }), path: ['stock'] });
+    if (input.voucherCodes.length !== input[countField]) {
+      ctx.addIssue({ ...ruleIssue('STOCK_NOT_CODE_COUNT', { codes: input.voucherCodes.length }), path: [countField] });
     }
     const seen = new Set<string>();
     for (const [index, code] of input.voucherCodes.entries()) {
       if (seen.has(code)) ctx.addIssue({ ...ruleIssue('DUPLICATE_VOUCHER_CODE', { code }), path: ['voucherCodes', index] });
       seen.add(code);
     }
-  });
+  };
+}
+
+/** createGoods' input: with a pool of voucher codes the stock is the number of codes. */
+export const createGoodsInput = z
+  .object({
+    title,
+    pointsCost,
+    stock: z.number().int().min(1, 'stock must be at least 1').max(MAX_STOCK),
+    perUserLimit: z.number().int().min(0, 'perUserLimit must be 0 (unlimited) or more').max(MAX_STOCK),
+    voucherCodes,
+  })
+  .superRefine(unitsAreTheCodes('stock'));
 
 export type CreateGoodsInput = z.infer<typeof createGoodsInput>;
+
+/** restockGoods' input: units more of the item; for pooled goods, that many new codes. */
+export const restockGoodsInput = z
+  .object({
+    goodsId: id,
+    requestId,
+    units: z.number().int().min(1, 'units must be at least 1').max(MAX_STOCK),
+    voucherCodes,
+  })
+  .superRefine(unitsAreTheCodes('units'));
+
+export type RestockGoodsInput = z.infer<typeof restockGoodsInput>;
+
+/** updateGoods' input: what changes; a field left out (or null) stays as it is. */
+export const updateGoodsInput = z.object({ title: title.nullish(), pointsCost: pointsCost.nullish(), onSale: z.boolean().nullish() }).superRefine((input, ctx) => {
+  if (Object.values(input).every((value) => value == null)) ctx.addIssue({ ...ruleIssue('NOTHING_TO_CHANGE'), path: [] });
+});
+
+export type UpdateGoodsInput = z.infer<typeof updateGoodsInput>;
 
 export const listLimit = z.number().int().min(1).max(500);
 export const listOffset = z.number().int().min(0);

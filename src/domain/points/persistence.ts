@@ -1,9 +1,9 @@
-import type { Prisma, PrismaClient } from '../../generated/prisma/client.ts';
+import type { Goods, Prisma, PrismaClient } from '../../generated/prisma/client.ts';
 import { ruleInputIssue } from '../../i18n/issues.ts';
 import { unnest } from '../../infra/db/unnest.ts';
 import { BadInputError } from '../errors.ts';
 import { allBuckets, bucketOf, initialShare } from './buckets.ts';
-import { type CreateGoodsInput, MAX_POINTS } from './input.ts';
+import { type CreateGoodsInput, MAX_GOODS_STOCK, MAX_POINTS, type RestockGoodsInput, type UpdateGoodsInput } from './input.ts';
 import { ANSWER_TTL_MS, type BalanceSnapshot, type GoodsShard, type GoodsSnapshot } from './store.ts';
 
 export interface Award {
@@ -99,6 +99,7 @@ export async function loadGoods(prisma: PrismaClient, { goodsId, bucket }: Goods
       points_cost: number;
       per_user_limit: number;
       pooled: boolean;
+      on_sale: boolean;
       allotted: number;
       free_codes: string[];
       max_unit: number | null;
@@ -106,7 +107,7 @@ export async function loadGoods(prisma: PrismaClient, { goodsId, bucket }: Goods
       given: string[];
     }[]
   >`
-    SELECT g.points_cost, g.per_user_limit, g.pooled,
+    SELECT g.points_cost, g.per_user_limit, g.pooled, g.on_sale,
       COALESCE((SELECT s.allotted FROM goods_bucket_stock s WHERE s.goods_id = g.id AND s.bucket = ${bucket}), 0) AS allotted,
       ARRAY(SELECT v.code FROM voucher_code v
             WHERE v.goods_id = g.id AND v.bucket = ${bucket} AND NOT EXISTS (SELECT 1 FROM redemption r WHERE r.voucher_code = v.code)
@@ -124,6 +125,7 @@ export async function loadGoods(prisma: PrismaClient, { goodsId, bucket }: Goods
     pointsCost: goods.points_cost,
     perUserLimit: goods.per_user_limit,
     pooled: goods.pooled,
+    onSale: goods.on_sale,
     stock: goods.allotted,
     remaining: goods.pooled ? goods.free_codes.length : Math.max(0, goods.allotted - ((goods.max_unit ?? -1) + 1)),
     freeCodes: goods.free_codes,
@@ -133,8 +135,8 @@ export async function loadGoods(prisma: PrismaClient, { goodsId, bucket }: Goods
 }
 
 /**
- * Inserts the goods item, its pool and its stock dealt over the buckets (a code to the
- * bucket of its position). Throws BadInputError when a code is already in a pool.
+ * Inserts the goods item, the first entry of its history, its pool and its stock dealt
+ * over the buckets (a code to the bucket of its position). Throws BadInputError when a code is already in a pool.
  */
 export async function insertGoods(prisma: PrismaClient, id: string, createdBy: string, input: CreateGoodsInput, buckets: number) {
   const codes = input.voucherCodes ?? [];
@@ -142,12 +144,15 @@ export async function insertGoods(prisma: PrismaClient, id: string, createdBy: s
     const goods = await tx.goods.create({
       data: { id, title: input.title, pointsCost: input.pointsCost, stock: input.stock, perUserLimit: input.perUserLimit, pooled: codes.length > 0, createdBy },
     });
+    await tx.goodsChange.create({
+      data: { id: `created:${id}`, goodsId: id, title: goods.title, pointsCost: goods.pointsCost, onSale: goods.onSale, changedBy: createdBy, changedAt: goods.createdAt },
+    });
     await tx.goodsBucketStock.createMany({
       data: allBuckets(buckets)
         .map((bucket) => ({ goodsId: id, bucket, allotted: initialShare(input.stock, bucket, buckets) }))
         .filter((share) => share.allotted > 0),
     });
-    if (codes.length > 0) await insertPool(tx, id, codes, buckets);
+    if (codes.length > 0) await insertPool(tx, id, codes, buckets, { firstPosition: 0, inFlight: false });
     return goods;
   });
 }
@@ -155,14 +160,73 @@ export async function insertGoods(prisma: PrismaClient, id: string, createdBy: s
 /**
  * One statement with an array per column: Prisma's createMany built 10,000 codes'
  * parameters in JavaScript and held the event loop for up to a second doing it.
- * Codes already pooled are skipped by the insert, and the count tells.
+ * Codes already pooled are skipped by the insert, and the count tells. A code's bucket is
+ * its position's; `inFlight` codes have none until a restock's transfer gives them one.
  */
-async function insertPool(tx: Prisma.TransactionClient, goodsId: string, codes: readonly string[], buckets: number) {
-  const rows = codes.map((code, position) => ({ code, position }));
+async function insertPool(tx: Prisma.TransactionClient, goodsId: string, codes: readonly string[], buckets: number, place: { firstPosition: number; inFlight: boolean }) {
+  const rows = codes.map((code, index) => ({ code, position: place.firstPosition + index }));
   const inserted = await tx.$executeRaw`
     INSERT INTO voucher_code (code, goods_id, position, bucket)
-    SELECT pool.code, ${goodsId}, pool.position, pool.position % ${buckets}::int
+    SELECT pool.code, ${goodsId}, pool.position, CASE WHEN ${place.inFlight} THEN NULL ELSE pool.position % ${buckets}::int END
     FROM ${unnest('pool', rows, { code: ['text', (row) => row.code], position: ['int', (row) => row.position] })}
     ON CONFLICT (code) DO NOTHING`;
   if (inserted !== codes.length) throw BadInputError.of([ruleInputIssue(['input', 'voucherCodes'], 'VOUCHER_CODE_IN_ANOTHER_POOL')]);
+}
+
+/**
+ * Records a restock in one transaction, the item's row locked (so restocks of an item
+ * take turns): the restock, the item's stock raised, a pool's new codes after its last,
+ * and the units in flight to the buckets, dealt as createGoods deals them. The
+ * allotments do not move yet: each bucket's give (stockTransfers.ts) raises its own, so
+ * the allotments plus what is in flight stay the stock throughout. 'replayed' when the
+ * requestId restocked the item before; null when the item does not exist.
+ */
+export async function recordRestock(prisma: PrismaClient, restockId: string, createdBy: string, input: RestockGoodsInput, buckets: number): Promise<'recorded' | 'replayed' | null> {
+  const { goodsId, requestId, units } = input;
+  const codes = input.voucherCodes ?? [];
+  return prisma.$transaction(async (tx) => {
+    const [item] = await tx.$queryRaw<{ pooled: boolean; stock: number }[]>`SELECT pooled, stock FROM goods WHERE id = ${goodsId} FOR UPDATE`;
+    if (!item) return null;
+    const first = await tx.goodsRestock.findUnique({ where: { goodsId_requestId: { goodsId, requestId } } });
+    if (first) {
+      if (first.units !== units || first.codes.join('\n') !== codes.join('\n')) {
+        throw BadInputError.of([ruleInputIssue(['input', 'requestId'], 'REQUEST_ID_OF_ANOTHER_RESTOCK', { requestId })]);
+      }
+      return 'replayed';
+    }
+    if (item.pooled !== codes.length > 0) throw BadInputError.of([ruleInputIssue(['input', 'voucherCodes'], item.pooled ? 'VOUCHER_CODES_REQUIRED' : 'VOUCHER_CODES_NOT_POOLED')]);
+    if (item.stock + units > MAX_GOODS_STOCK) throw BadInputError.of([ruleInputIssue(['input', 'units'], 'STOCK_ABOVE_MAX', { max: MAX_GOODS_STOCK })]);
+    await tx.goodsRestock.create({ data: { id: restockId, goodsId, requestId, units, codes, createdBy } });
+    await tx.goods.update({ where: { id: goodsId }, data: { stock: { increment: units } } });
+    const [{ next }] = (await tx.$queryRaw<{ next: number }[]>`SELECT COALESCE(max(position) + 1, 0)::int AS next FROM voucher_code WHERE goods_id = ${goodsId}`) as [{ next: number }];
+    if (codes.length > 0) await insertPool(tx, goodsId, codes, buckets, { firstPosition: next, inFlight: true });
+    for (const bucket of allBuckets(buckets)) {
+      // A pool's codes go where createGoods would have put them: by position.
+      const carried = codes.filter((_, index) => (next + index) % buckets === bucket);
+      const share = item.pooled ? carried.length : initialShare(units, bucket, buckets);
+      if (share === 0) continue;
+      await tx.$executeRaw`
+        INSERT INTO goods_stock_transfer (id, goods_id, from_bucket, to_bucket, units, codes, taken_at)
+        VALUES (${`${restockId}:${bucket}`}, ${goodsId}, NULL, ${bucket}, ${share}, ${carried}::text[], now())`;
+    }
+    return 'recorded';
+  });
+}
+
+/**
+ * Applies an operator's change to the item's title, price or sale, and records the result
+ * in its history; a change to what is already so records nothing. Null when the item
+ * does not exist.
+ */
+export async function recordGoodsChange(prisma: PrismaClient, changeId: string, changedBy: string, goodsId: string, input: UpdateGoodsInput): Promise<Goods | null> {
+  return prisma.$transaction(async (tx) => {
+    const [current] = await tx.$queryRaw<{ title: string; points_cost: number; on_sale: boolean }[]>`SELECT title, points_cost, on_sale FROM goods WHERE id = ${goodsId} FOR UPDATE`;
+    if (!current) return null;
+    const next = { title: input.title ?? current.title, pointsCost: input.pointsCost ?? current.points_cost, onSale: input.onSale ?? current.on_sale };
+    if (next.title === current.title && next.pointsCost === current.points_cost && next.onSale === current.on_sale) {
+      return tx.goods.findUniqueOrThrow({ where: { id: goodsId } });
+    }
+    await tx.goodsChange.create({ data: { id: changeId, goodsId, changedBy, ...next } });
+    return tx.goods.update({ where: { id: goodsId }, data: next });
+  });
 }

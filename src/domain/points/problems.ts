@@ -16,3 +16,6 @@ export class PerUserLimitReached extends Problem {
     super();
   }
 }
+
+/** An operator took the goods item off sale (updateGoods); nothing was spent. */
+export class GoodsOffSale extends Problem {}

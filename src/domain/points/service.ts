@@ -9,10 +9,10 @@ import { NotFound } from '../problems.ts';
 import { allBuckets } from './buckets.ts';
 import { type DeliveryOptions, VoucherDeliveryWorker } from './deliveryWorker.ts';
 import { type DrawPaymentOptions, DrawPayments } from './drawPayments.ts';
-import type { CreateGoodsInput } from './input.ts';
+import type { CreateGoodsInput, RestockGoodsInput, UpdateGoodsInput } from './input.ts';
 import type { VoucherNotifier } from './notifiers.ts';
-import { type Award, insertGoods, loadBalance, loadGoods, recordAward } from './persistence.ts';
-import { InsufficientPoints, OutOfStock, PerUserLimitReached } from './problems.ts';
+import { type Award, insertGoods, loadBalance, loadGoods, recordAward, recordGoodsChange, recordRestock } from './persistence.ts';
+import { GoodsOffSale, InsufficientPoints, OutOfStock, PerUserLimitReached } from './problems.ts';
 import { pendingRedemption, redemptionJournalKind, refusalJournalKind, requestOf } from './redemptions.ts';
 import { StockTransfers } from './stockTransfers.ts';
 import { type BalanceSnapshot, type GoodsShard, type GoodsSnapshot, PointsStore, type RedeemAnswer, answerKey, goodsKeys, parseAnswer } from './store.ts';
@@ -145,6 +145,37 @@ export class PointsService {
   }
 
   /**
+   * Adds stock to the item: committed in PostgreSQL as units in flight to the buckets,
+   * then given to each (a process that dies in between leaves them to the transfer
+   * sweeper). The same requestId restocks once; a retry gives what is still in flight.
+   */
+  async restock(createdBy: string, input: RestockGoodsInput): Promise<Goods> {
+    const restockId = randomUUID();
+    const outcome = await recordRestock(this.deps.prisma, restockId, createdBy, input, this.store.buckets);
+    if (!outcome) throw new NotFound('goods', input.goodsId);
+    await this.transfers.giveRestocked(input.goodsId, restockId);
+    return this.deps.prisma.goods.findUniqueOrThrow({ where: { id: input.goodsId } });
+  }
+
+  /**
+   * Changes the item's title, price or sale: in PostgreSQL, then in every bucket's share,
+   * under every bucket's rebuild lock (a rebuild could otherwise write the old terms back).
+   * The terms are written to Redis even when nothing changed, so an operator's retry after
+   * a failure in between puts them right.
+   */
+  async updateGoods(changedBy: string, goodsId: string, input: UpdateGoodsInput): Promise<Goods> {
+    const apply = async () => {
+      const goods = await recordGoodsChange(this.deps.prisma, randomUUID(), changedBy, goodsId, input);
+      if (!goods) throw new NotFound('goods', goodsId);
+      await Promise.all(allBuckets(this.store.buckets).map((bucket) => this.store.setGoodsTerms({ goodsId, bucket }, goods)));
+      return goods;
+    };
+    // The locks are taken in bucket order, so two updates never wait on each other's.
+    const underLocks = allBuckets(this.store.buckets).reduceRight<() => Promise<Goods>>((inner, bucket) => () => this.goods.changeDurably({ goodsId, bucket }, inner), apply);
+    return underLocks();
+  }
+
+  /**
    * Spends the goods item's cost on one unit of it. Resolves once the redemption is
    * committed in PostgreSQL; the same requestId gets the same answer.
    */
@@ -167,7 +198,7 @@ export class PointsService {
     const reply = await this.goods.journaled(shard, {
       call: () => this.store.redeem(userId, goodsId, requestId, randomUUID(), dryReply),
       rebuild: async () => (await this.goods.rebuild(shard)) && this.balances.rebuild(userId),
-      entryOf: (redemption) => (redemption.kind === 'answered' || redemption.kind === 'dry' ? null : redemption.entry),
+      entryOf: (redemption) => (redemption.kind === 'redeemed' || redemption.kind === 'refused' ? redemption.entry : null),
       // PostgreSQL holds another answer for this requestId (given before Redis forgot it),
       // or refused what Redis allowed: the first answer stands, if there is one.
       onConflict: async () => {
@@ -180,6 +211,8 @@ export class PointsService {
     switch (reply.kind) {
       case 'dry':
         return { kind: 'dry' };
+      case 'offSale':
+        throw new GoodsOffSale();
       case 'durable':
         return { kind: 'answer', redemption: reply.redemption };
       case 'redeemed':

@@ -17,6 +17,9 @@
  * at a time (its transfer lock), which is also why a bucket that finds every other dry
  * may answer OutOfStock: no units are on their way anywhere, except a dead process's,
  * which it gives first.
+ *
+ * A restock (restockGoods) is a give without a take: its transfers, one per bucket, come
+ * from no bucket and are committed with the item's raised stock.
  */
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
@@ -176,6 +179,11 @@ export class StockTransfers {
     );
   }
 
+  /** Gives a committed restock's units (restockId's transfers) to their buckets, with anything else in flight. */
+  giveRestocked(goodsId: string, restockId: string): Promise<number> {
+    return underRebuildLock(this.deps, transferLockKey(goodsId), () => this.giveInFlight(goodsId, restockId));
+  }
+
   /** The sweeper: gives what dead processes left in flight. Returns how many transfers it gave. */
   async mend(): Promise<number> {
     const items = await this.deps.prisma.goodsStockTransfer.findMany({ where: { givenAt: null }, distinct: ['goodsId'], select: { goodsId: true } });
@@ -184,11 +192,12 @@ export class StockTransfers {
     return given;
   }
 
-  /** Under the item's transfer lock, so no live transfer is between its two halves. */
-  private async giveInFlight(goodsId: string): Promise<number> {
+  /** Under the item's transfer lock, so no live transfer is between its two halves; what `ownRestock` made is not left behind. */
+  private async giveInFlight(goodsId: string, ownRestock?: string): Promise<number> {
     const transfers = await inFlight(this.deps.prisma, goodsId);
     for (const transfer of transfers) {
-      this.deps.log.warn({ transfer: transfer.id, goodsId, toBucket: transfer.toBucket }, 'giving stock a transfer left in flight');
+      if (ownRestock === undefined || !transfer.id.startsWith(`${ownRestock}:`))
+        this.deps.log.warn({ transfer: transfer.id, goodsId, toBucket: transfer.toBucket }, 'giving stock a transfer left in flight');
       await this.give(transfer);
     }
     return transfers.length;

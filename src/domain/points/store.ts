@@ -11,6 +11,7 @@ import type { Missing } from '../../infra/campaign/campaign.ts';
 import { type JournalEntry, journalEntry } from '../../infra/journal/journal.ts';
 import type { RedisClient } from '../../infra/redis/connection.ts';
 import { type ReplyOf, type Scripts, defineScript } from '../../infra/redis/scripts.ts';
+import { hsetIfExists } from '../../infra/redis/sharedScripts.ts';
 import { bucketOf, bucketTag } from './buckets.ts';
 
 // User and goods ids come from outside; encoded they cannot hold the ':' between key parts.
@@ -90,6 +91,7 @@ const remembered = (goodsId: string, answer: string) => `${goodsId}|${answer}`;
 const redeemPoints = defineScript('redeemPoints', ['balance', 'goods', 'codes', 'users', 'answer', 'journal'], {
   missing: () => ({}),
   dry: () => ({}),
+  offSale: () => ({}),
   redeemed: (values, keys) => ({ entry: values.entry(0, keys.journal)! }),
   answered: (values) => parseRemembered(values.str(0)),
   refused: (values, keys) => ({ answer: parseAnswer(values.str(0)), entry: values.entry(1, keys.journal)! }),
@@ -174,6 +176,7 @@ export interface GoodsSnapshot {
   pointsCost: number;
   perUserLimit: number;
   pooled: boolean;
+  onSale: boolean;
   /** The bucket's allotment: the units it may hand out in all, those handed out included. */
   stock: number;
   /** Pooled: the free codes. Not pooled: the units after the highest durable one, so the next unit is stock − remaining. */
@@ -259,6 +262,11 @@ export class PointsStore {
     ]);
   }
 
+  /** Sets the price and sale of the item's share in a bucket, if the share is in Redis (a rebuild reads them from PostgreSQL). */
+  async setGoodsTerms({ goodsId, bucket }: GoodsShard, terms: { pointsCost: number; onSale: boolean }): Promise<void> {
+    await this.scripts.call(hsetIfExists, { hash: goodsKeys(goodsId, bucket).meta }, ['pointsCost', terms.pointsCost, 'onSale', terms.onSale ? 1 : 0]);
+  }
+
   async balance(userId: string): Promise<number | null> {
     const balance = await this.redis.get(this.balanceKeys(userId).meta);
     return balance === null ? null : Number(balance);
@@ -302,6 +310,7 @@ export class PointsStore {
       pointsCost: snapshot.pointsCost,
       perUserLimit: snapshot.perUserLimit,
       pooled: snapshot.pooled ? 1 : 0,
+      onSale: snapshot.onSale ? 1 : 0,
       stock: snapshot.stock,
       remaining: snapshot.remaining,
     });

@@ -1,4 +1,4 @@
 import { defineScript } from './scripts.ts';
 
-/** Annotates a campaign's meta hash only while it exists (lua/hsetIfExists.lua). */
+/** Sets fields of a campaign's meta hash only while it exists (lua/hsetIfExists.lua). */
 export const hsetIfExists = defineScript('hsetIfExists', ['hash'], { set: () => ({}), missing: () => ({}) });
