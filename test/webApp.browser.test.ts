@@ -154,10 +154,14 @@ describe('the points shop', () => {
     const points = pointsAt(server.url);
     await points.award('web-operator', { userId: 'erin', amount: 100 });
     await points.createGoods('web-operator', { title: '奶茶券', pointsCost: 30, stock: 5 });
+    const paused = await points.createGoods('web-operator', { title: '电影票', pointsCost: 10, stock: 5 });
+    await points.updateGoods('web-operator', paused.id, { onSale: false });
     const page = await app.signedIn('erin');
     await page.getByRole('link', { name: '积分商城' }).click();
     await expect.poll(() => page.getByTestId('points-balance').textContent()).toBe('100');
-    await page.getByRole('button', { name: '兑换' }).click();
+    // The item taken off sale says so, and cannot be tapped.
+    await expect.poll(() => page.getByRole('button', { name: '暂停兑换' }).isDisabled()).toBe(true);
+    await page.getByRole('button', { name: '兑换', exact: true }).click();
     await expect.poll(() => page.getByTestId('outcome').textContent()).toContain('兑换成功');
     // Live from redemptionUpdated: the default notifier delivers at once.
     await expect.poll(() => page.getByTestId('delivery').textContent()).toBe('已发放');

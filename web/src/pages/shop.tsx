@@ -15,6 +15,7 @@ const ShopQuery = graphql(`
           title
           pointsCost
           remainingStock
+          onSale
         }
       }
     }
@@ -49,6 +50,9 @@ const RedemptionUpdated = graphql(`
 `);
 
 const DELIVERY_TEXT: Record<RedemptionDelivery, string> = { QUEUED: '发放中…', RETRYING: '发放未成功，稍后自动重试', DELIVERED: '已发放' };
+
+/** What an item's button says: why it cannot be redeemed, when it cannot. */
+const redeemLabel = (goods: { onSale: boolean; remainingStock: number }) => (!goods.onSale ? '暂停兑换' : goods.remainingStock === 0 ? '已兑完' : '兑换');
 
 /** The points shop: my balance, the goods, and redeeming one, whose delivery is shown live. */
 export function Shop() {
@@ -117,8 +121,8 @@ export function Shop() {
                   {node.pointsCost} 积分 · 剩 {node.remainingStock}
                 </span>
               </span>
-              <button type="button" style={{ width: 'auto', marginTop: 0 }} disabled={busy || node.remainingStock === 0} onClick={() => redeem(node.id)}>
-                兑换
+              <button type="button" style={{ width: 'auto', marginTop: 0 }} disabled={busy || !node.onSale || node.remainingStock === 0} onClick={() => redeem(node.id)}>
+                {redeemLabel(node)}
               </button>
             </li>
           ))}
