@@ -1,10 +1,21 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { CreateGroupBuyActivityDocument, GroupBuyActivitiesDocument, type GroupBuyActivitiesQuery, GroupBuyActivityDocument, OpenTeamDocument } from './gql/generated.ts';
+import { activityKeys } from '../src/domain/teams/store.ts';
+import {
+  CreateGroupBuyActivityDocument,
+  GroupBuyActivitiesDocument,
+  type GroupBuyActivitiesQuery,
+  GroupBuyActivityDocument,
+  OpenTeamDocument,
+  UpdateGroupBuyActivityDocument,
+  type UpdateGroupBuyActivityInput,
+} from './gql/generated.ts';
 import { type GraphqlResponse, errorCodes, gql } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
 import { paymentViolations } from './support/paymentInvariants.ts';
+import { waitFor } from './support/poll.ts';
+import { startServerProcess } from './support/server.ts';
 import { loseKeysAtOnce } from './support/stores.ts';
 import { expectTeamInvariants } from './support/teamInvariants.ts';
 import { activityInput, teamsAt } from './support/teams.ts';
@@ -190,5 +201,141 @@ describe('the limit on teams joined', () => {
     expect(await joined()).toEqual(counts);
     await expectTeamInvariants(started.stores, id, teamIds, { locksLost: true });
     expect(await paymentViolations(started.stores, teamIds)).toEqual([]);
+  });
+});
+
+describe('updateGroupBuyActivity', () => {
+  const update = async (activityId: string, input: UpdateGroupBuyActivityInput, token?: string) =>
+    gql(url(), UpdateGroupBuyActivityDocument, { activityId, input }, token === undefined ? await operator() : token);
+  const openAt = async (serverUrl: string, leader: string, activityId: string) =>
+    (await gql(serverUrl, OpenTeamDocument, { input: { activityId } }, await tokenOf(leader))).body.data!.openTeam;
+  const rowOf = async (id: string) => (await started.stores.sql.query('SELECT * FROM group_buy_activity WHERE id = $1', [id])).rows[0];
+  const teamIdsOf = async (id: string) => (await started.stores.sql.query<{ id: string }>('SELECT id FROM team WHERE activity_id = $1', [id])).rows.map((row) => row.id);
+
+  it('is for operators: users get FORBIDDEN, anonymous callers UNAUTHENTICATED, and nothing changes', async () => {
+    const id = newId();
+    await create(activityInput(id));
+    const before = await rowOf(id);
+    for (const [token, code] of [
+      ['', 'UNAUTHENTICATED'],
+      ['not-a-jwt', 'UNAUTHENTICATED'],
+      [await tokenOf('gb-user'), 'FORBIDDEN'],
+    ] as const) {
+      const response = await gql(url(), UpdateGroupBuyActivityDocument, { activityId: id, input: { paused: true } }, token || undefined);
+      expect(errorCodes(response)).toEqual([code]);
+    }
+    expect(await rowOf(id)).toEqual(before);
+    expect((await update('no-such-activity', { paused: true })).body.data?.updateGroupBuyActivity).toMatchObject({ __typename: 'NotFound', code: 'NOT_FOUND' });
+  });
+
+  const bad: [string, Record<string, unknown>][] = [
+    ['nothing to change', {}],
+    ['only nulls', { title: null, description: null, endsAt: null, paused: null }],
+    ['a blank title', { title: '   ' }],
+    ['a title of 201 characters', { title: 't'.repeat(201) }],
+    ['a description of 5001 characters', { description: 'd'.repeat(5001) }],
+    ['an end before the start', { endsAt: new Date(Date.now() - 7_200_000).toISOString() }],
+    ['a window over 366 days', { endsAt: new Date(Date.now() + 400 * 86_400_000).toISOString() }],
+    ['a date that is no date', { endsAt: 'tomorrow' }],
+    ['a string for paused', { paused: 'yes' }],
+  ];
+
+  it.each(bad)('with %s is BAD_USER_INPUT and changes nothing', async (_name, input) => {
+    const id = newId();
+    await create(activityInput(id));
+    const before = await rowOf(id);
+    const response = await update(id, input as UpdateGroupBuyActivityInput);
+    expect(errorCodes(response), JSON.stringify(response.body.errors)).toEqual(['BAD_USER_INPUT']);
+    expect(await rowOf(id)).toEqual(before);
+  });
+
+  it('pauses a storm of openTeam on every instance, while teams already open still fill; then resumes', async () => {
+    const id = newId();
+    await create(activityInput(id, { capacity: 2 }));
+    const teams = teamsAt(url());
+    const early = await openAt(url(), 'gb-early', id);
+    if (early.__typename !== 'Team') throw new Error(`got ${early.__typename}`);
+    const other = await startServerProcess(env.vars);
+    try {
+      // Warm the other instance's copy of the activity, so the pause must reach it.
+      expect((await openAt(other.url, 'gb-warm', id)).__typename).toBe('Team');
+      let pausedAt = 0;
+      const opens = Array.from({ length: 200 }, (_, i) => new Promise((resolve) => setTimeout(resolve, i)).then(() => openAt(i % 2 ? other.url : url(), `gb-storm-${i}`, id)));
+      const pause = new Promise((resolve) => setTimeout(resolve, 100))
+        .then(() => update(id, { paused: true }))
+        .then((response) => {
+          pausedAt = Date.now();
+          return response;
+        });
+      expect((await pause).body.data?.updateGroupBuyActivity).toMatchObject({ __typename: 'GroupBuyActivity', paused: true });
+      const results = await Promise.all(opens);
+      expect(results.every((result) => result.__typename === 'Team' || (result.__typename === 'GroupBuyNotActive' && result.paused))).toBe(true);
+      // Opened before the pause answered, or on the other instance within its second of trust.
+      const { rows } = await started.stores.sql.query<{ at: Date }>('SELECT created_at AS at FROM team WHERE activity_id = $1', [id]);
+      for (const { at } of rows) expect(at.getTime()).toBeLessThanOrEqual(pausedAt + 1_500);
+      await new Promise((resolve) => setTimeout(resolve, 1_100));
+      for (const at of [url(), other.url]) {
+        expect(await openAt(at, 'gb-after', id)).toMatchObject({ __typename: 'GroupBuyNotActive', paused: true, message: 'this group-buy is paused: no new team opens for now' });
+      }
+      // The team opened before the pause fills.
+      await teams.pay('gb-joiner', early.id);
+      expect((await teams.team('gb-joiner', early.id))?.status).toBe('COMPLETE');
+
+      expect((await update(id, { paused: false })).body.data?.updateGroupBuyActivity).toMatchObject({ paused: false });
+      await waitFor('the other instance to see the resume', async () => (await openAt(other.url, 'gb-resumed', id)).__typename === 'Team', { timeoutMs: 5_000 });
+    } finally {
+      await other.stop();
+    }
+    const teamIds = await teamIdsOf(id);
+    await expectTeamInvariants(started.stores, id, teamIds);
+    expect(await paymentViolations(started.stores, teamIds)).toEqual([]);
+  });
+
+  it('ends an activity early: no team opens, open ones fill; ended, it keeps its end and cannot be paused, but takes a new title', async () => {
+    const id = newId();
+    await create(activityInput(id, { capacity: 2 }));
+    const teams = teamsAt(url());
+    const team = await openAt(url(), 'gb-before-end', id);
+    if (team.__typename !== 'Team') throw new Error(`got ${team.__typename}`);
+    const ended = await update(id, { endsAt: new Date(Date.now() - 1_000).toISOString() });
+    expect(ended.body.data?.updateGroupBuyActivity).toMatchObject({ __typename: 'GroupBuyActivity' });
+    expect(await openAt(url(), 'gb-too-late', id)).toMatchObject({ __typename: 'GroupBuyNotActive', paused: false, message: 'this group-buy has ended' });
+    await teams.pay('gb-last-buyer', team.id);
+    expect((await teams.team('gb-last-buyer', team.id))?.status).toBe('COMPLETE');
+
+    const before = await rowOf(id);
+    for (const [input, issue] of [
+      [{ endsAt: new Date(Date.now() + 86_400_000).toISOString() }, 'ENDED_STAYS_ENDED'],
+      [{ paused: true }, 'ENDED_NO_CHANGE'],
+    ] as const) {
+      const response = await update(id, input);
+      expect(errorCodes(response)).toEqual(['BAD_USER_INPUT']);
+      expect(response.body.errors?.[0]?.extensions?.issues).toEqual([expect.objectContaining({ code: issue })]);
+    }
+    expect(await rowOf(id)).toEqual(before);
+    expect((await update(id, { title: '双十一奶茶团（已结束）', description: 'thanks' })).body.data?.updateGroupBuyActivity).toMatchObject({
+      title: '双十一奶茶团（已结束）',
+      description: 'thanks',
+    });
+    await expectTeamInvariants(started.stores, id, await teamIdsOf(id));
+  });
+
+  it("a later end keeps the activity's keys in Redis that much longer", async () => {
+    const id = newId();
+    const endsAt = Date.now() + 3_600_000;
+    await create(activityInput(id, { endsAt: new Date(endsAt).toISOString(), formationSeconds: 600 }));
+    const team = await openAt(url(), 'gb-keys', id);
+    if (team.__typename !== 'Team') throw new Error(`got ${team.__typename}`);
+    // A seat lock reads the activity's terms: they are in Redis from then on.
+    await teamsAt(url()).lock('gb-keys-buyer', team.id);
+    const keys = activityKeys(id);
+    const before = await started.stores.redis.pttl(keys.activity);
+    expect(before).toBeGreaterThan(0);
+    await update(id, { endsAt: new Date(endsAt + 30 * 86_400_000).toISOString() });
+    const after = await started.stores.redis.pttl(keys.activity);
+    expect(after - before).toBeGreaterThan(29 * 86_400_000);
+    // Brought forward again, the keys keep the later expiry: its teams may still be filling.
+    await update(id, { endsAt: new Date(endsAt).toISOString() });
+    expect(await started.stores.redis.pttl(keys.activity)).toBeGreaterThan(29 * 86_400_000);
   });
 });

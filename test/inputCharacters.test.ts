@@ -95,6 +95,7 @@ function validMutations(): Record<string, { caller: Caller; args: Record<string,
     sandboxPay: { caller: 'buyer', args: { paymentRef: 'pay_chars' } },
     topUpWallet: { caller: 'buyer', args: { amountCents: 100 } },
     updateGoods: { caller: 'admin', args: { goodsId, input: { title: 'Voucher 2' } } },
+    updateGroupBuyActivity: { caller: 'admin', args: { activityId: 'chars-activity', input: { title: 'Tea 2', description: 'for three' } } },
     updateLotteryActivity: { caller: 'admin', args: { activityId, input: { prizes: [{ prizeId, weight: 2 }] } } },
   };
 }

@@ -43,8 +43,9 @@ export const problemMessages: Record<string, Wording<Problem>> = {
     'zh-CN': (p) => (p.status === 'COMPLETE' ? '该团已成团' : p.status === 'FAILED' ? '该团未能在截止时间前成团' : '该团已过截止时间'),
   }),
   GROUP_BUY_NOT_ACTIVE: wording<GroupBuyNotActive>({
-    en: (p) => (p.serverTime < p.startsAt ? 'this group-buy has not started yet' : 'this group-buy has ended'),
-    'zh-CN': (p) => (p.serverTime < p.startsAt ? '该拼团活动尚未开始' : '该拼团活动已结束'),
+    en: (p) =>
+      p.serverTime < p.startsAt ? 'this group-buy has not started yet' : p.serverTime >= p.endsAt ? 'this group-buy has ended' : 'this group-buy is paused: no new team opens for now',
+    'zh-CN': (p) => (p.serverTime < p.startsAt ? '该拼团活动尚未开始' : p.serverTime >= p.endsAt ? '该拼团活动已结束' : '该拼团活动已暂停开团'),
   }),
   OPEN_TEAM_LIMIT_REACHED: wording<OpenTeamLimitReached>({
     en: (p) => `you lead ${p.maxOpenTeamsPerLeader} open teams of this group-buy, as many as it allows`,

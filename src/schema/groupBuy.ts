@@ -1,5 +1,6 @@
 import { builder } from '../builder.ts';
-import { type GroupBuyActivity, groupBuyActivityInput } from '../domain/teams/activities.ts';
+import { NotFound } from '../domain/problems.ts';
+import { type GroupBuyActivity, groupBuyActivityInput, updateGroupBuyActivityInput } from '../domain/teams/activities.ts';
 import { rethrowInLocale } from '../i18n/issues.ts';
 import { serverNow, serverTimeNote } from './common.ts';
 import { keysetConnection } from './connections.ts';
@@ -19,6 +20,7 @@ const GroupBuyActivityRef = builder.objectRef<GroupBuyActivity>('GroupBuyActivit
     endsAt: t.expose('endsAt', { type: 'DateTime', description: 'Teams may be opened from startsAt until endsAt; those open then may still fill.' }),
     maxTeamsPerUser: t.exposeInt('maxTeamsPerUser', { description: 'How many teams one user may join as a buyer (FAILED ones not counted).' }),
     maxOpenTeamsPerLeader: t.exposeInt('maxOpenTeamsPerLeader', { description: 'How many OPEN teams one user may lead at once.' }),
+    paused: t.exposeBoolean('paused', { description: 'True while an operator has paused it: no new team opens; teams already open may still fill.' }),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
     serverTime: t.field({ type: 'DateTime', description: serverTimeNote, resolve: (_activity, _args, { app }) => serverNow(app) }),
   }),
@@ -50,6 +52,31 @@ builder.mutationField('createGroupBuyActivity', (t) =>
     args: { input: t.arg({ type: CreateGroupBuyActivityInput, required: true }) },
     // Parsed again for its types: the input was validated, its defaults filled in by GraphQL.
     resolve: (_root, { input }, { app, locale }) => app.teams.createActivity(groupBuyActivityInput.parse(input)).catch(rethrowInLocale(locale)),
+  }),
+);
+
+const UpdateGroupBuyActivityInput = builder
+  .inputType('UpdateGroupBuyActivityInput', {
+    description: 'What changes; a field left out or null stays as it is. The terms a team took when it opened never change.',
+    fields: (t) => ({
+      title: t.string(),
+      description: t.string(),
+      endsAt: t.field({
+        type: 'DateTime',
+        description: 'A new end, after startsAt and at most 366 days later; one already past ends it now. Teams already open may still fill. An ended activity keeps its end.',
+      }),
+      paused: t.boolean({ description: 'True: no new team opens until it is false again. An ended activity cannot be paused or resumed.' }),
+    }),
+  })
+  .validate(updateGroupBuyActivityInput);
+
+builder.mutationField('updateGroupBuyActivity', (t) =>
+  t.withAuth({ admin: true }).field({
+    type: GroupBuyActivityRef,
+    description: "Operators: changes a group-buy's title, description, end or pause; openTeam sees it within a second on every instance.",
+    errors: { types: [NotFound], directResult: true, union: { name: 'UpdateGroupBuyActivityResult' } },
+    args: { activityId: t.arg.id({ required: true }), input: t.arg({ type: UpdateGroupBuyActivityInput, required: true }) },
+    resolve: (_root, { activityId, input }, { app, locale }) => app.teams.updateActivity(String(activityId), input).catch(rethrowInLocale(locale)),
   }),
 );
 

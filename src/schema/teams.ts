@@ -126,6 +126,7 @@ builder.objectType(GroupBuyNotActive, {
     startsAt: t.expose('startsAt', { type: 'DateTime' }),
     endsAt: t.expose('endsAt', { type: 'DateTime' }),
     serverTime: t.expose('serverTime', { type: 'DateTime' }),
+    paused: t.exposeBoolean('paused', { description: 'Within its window, but an operator paused it: teams may open again once it resumes.' }),
   }),
 });
 builder.objectType(NoSeatLock, {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { Prisma } from '../../generated/prisma/client.ts';
-import { ruleInputIssue, ruleIssue } from '../../i18n/issues.ts';
+import { type RuleInputIssue, ruleInputIssue, ruleIssue } from '../../i18n/issues.ts';
 import { rebuildOnce } from '../../infra/campaign/rebuild.ts';
 import { type KeysetPage, keysetArgs } from '../../infra/db/pages.ts';
 import { keysExpireAt, retainUntil } from '../../infra/redis/keys.ts';
@@ -51,25 +51,48 @@ export const groupBuyActivityInput = z
 
 export type GroupBuyActivityInput = z.infer<typeof groupBuyActivityInput>;
 
+/** updateGroupBuyActivity's input: what changes; a field left out (or null) stays as it is. */
+export const updateGroupBuyActivityInput = z
+  .object({
+    title: text('title', 200).nullish(),
+    description: z.string().max(5000, 'description must be at most 5000 characters').nullish(),
+    endsAt: z.date().nullish(),
+    paused: z.boolean().nullish(),
+  })
+  .superRefine((input, ctx) => {
+    if (Object.values(input).every((value) => value == null)) ctx.addIssue({ ...ruleIssue('NOTHING_TO_CHANGE'), path: [] });
+  });
+
+export type UpdateGroupBuyActivityInput = z.infer<typeof updateGroupBuyActivityInput>;
+
 export interface GroupBuyActivity extends Omit<GroupBuyActivityInput, 'id'> {
   id: string;
+  paused: boolean;
   createdAt: Date;
 }
 
 /**
- * Group-buy activities: defined by operators in PostgreSQL, never changed after, so each
- * is cached once read. Each has two Redis keys beside its teams' (same hash tag): its terms
- * the seat scripts read, and every user's count of teams joined, which the lock script
- * checks against the limit. Both are written together from PostgreSQL under a rebuild lock
- * while the scripts that use them answer `missing`.
+ * How long an instance trusts its copy of an activity: an operator's change made through
+ * another instance reaches every open within this.
+ */
+const ACTIVITY_CACHE_MS = 1000;
+
+/**
+ * Group-buy activities: defined by operators in PostgreSQL, each cached for a second once
+ * read (openTeam reads it on every call). The terms a team takes are copied into it when
+ * it opens; what an operator may change later (title, description, end, pause) concerns
+ * new teams only. Each activity has two Redis keys beside its teams' (same hash tag): its
+ * terms the seat scripts read, and every user's count of teams joined, which the lock
+ * script checks against the limit. Both are written together from PostgreSQL under a
+ * rebuild lock while the scripts that use them answer `missing`.
  */
 export class GroupBuyActivities {
-  private readonly cache = new Map<string, GroupBuyActivity>();
+  private readonly cache = new Map<string, { activity: GroupBuyActivity; readAtMs: number }>();
 
   constructor(private readonly deps: TeamDeps) {}
 
   async create({ id, ...input }: GroupBuyActivityInput): Promise<GroupBuyActivity> {
-    // An activity is never changed after: one created ended would stay in the lists for good.
+    // One created ended could never open a team, and would stay in the lists for good.
     if (input.endsAt.getTime() <= Date.now()) throw BadInputError.of([ruleInputIssue(['input', 'endsAt'], 'ENDS_IN_THE_PAST')]);
     try {
       return await this.deps.prisma.groupBuyActivity.create({ data: { id: id ?? randomUUID(), ...input } });
@@ -81,10 +104,44 @@ export class GroupBuyActivities {
 
   async get(id: string): Promise<GroupBuyActivity | null> {
     const cached = this.cache.get(id);
-    if (cached) return cached;
+    if (cached && Date.now() - cached.readAtMs < ACTIVITY_CACHE_MS) return cached.activity;
+    const readAtMs = Date.now();
     const found = await this.deps.prisma.groupBuyActivity.findUnique({ where: { id } });
-    if (found) this.cache.set(id, found);
+    if (found) this.cache.set(id, { activity: found, readAtMs });
+    else this.cache.delete(id);
     return found;
+  }
+
+  /**
+   * Applies an operator's change, the row locked, checked against the activity as it is at
+   * `nowMs`: an ended activity keeps its end and stays unpaused (its teams were told it
+   * ended), the end stays after the start and within the longest window. A later end
+   * keeps the activity's keys in Redis that much longer. Null when there is no such activity.
+   */
+  async update(activityId: string, input: UpdateGroupBuyActivityInput, nowMs: number): Promise<GroupBuyActivity | null> {
+    const updated = await this.deps.prisma.$transaction(async (tx) => {
+      const [current] = await tx.$queryRaw<{ starts_at: Date; ends_at: Date }[]>`SELECT starts_at, ends_at FROM group_buy_activity WHERE id = ${activityId} FOR UPDATE`;
+      if (!current) return null;
+      const issues: RuleInputIssue[] = [];
+      const ended = current.ends_at.getTime() <= nowMs;
+      if (ended && input.endsAt != null) issues.push(ruleInputIssue(['input', 'endsAt'], 'ENDED_STAYS_ENDED'));
+      if (ended && input.paused != null) issues.push(ruleInputIssue(['input', 'paused'], 'ENDED_NO_CHANGE'));
+      if (input.endsAt != null && input.endsAt <= current.starts_at) issues.push(ruleInputIssue(['input', 'endsAt'], 'ENDS_BEFORE_STARTS'));
+      if (input.endsAt != null && input.endsAt.getTime() - current.starts_at.getTime() > LIMITS.maxLengthDays * 86_400_000) {
+        issues.push(ruleInputIssue(['input', 'endsAt'], 'ACTIVITY_TOO_LONG', { days: LIMITS.maxLengthDays }));
+      }
+      if (issues.length > 0) throw BadInputError.of(issues);
+      const changes = Object.fromEntries(Object.entries(input).filter(([, value]) => value != null));
+      return tx.groupBuyActivity.update({ where: { id: activityId }, data: changes });
+    });
+    this.cache.delete(activityId);
+    if (updated && input.endsAt != null) {
+      const keys = activityKeys(activityId);
+      const expireAt = keysExpireAt(retainUntil(updated.endsAt.getTime() + updated.formationSeconds * 1000));
+      // Only ever later: the keys of an end brought forward outlive it, as its teams do.
+      await Promise.all([keys.activity, keys.joined].map((key) => this.deps.redis.pexpireat(key, expireAt, 'GT')));
+    }
+    return updated;
   }
 
   /** Newest first, by keyset. */

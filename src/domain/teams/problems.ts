@@ -30,6 +30,8 @@ export class GroupBuyNotActive extends Problem {
     readonly startsAt: Date,
     readonly endsAt: Date,
     readonly serverTime: Date,
+    /** Within its window, but an operator paused it. */
+    readonly paused = false,
   ) {
     super();
   }

@@ -5,7 +5,7 @@ import type { KeysetPage } from '../../infra/db/pages.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
 import { BadInputError, ServiceUnavailableError } from '../errors.ts';
 import { NotFound } from '../problems.ts';
-import type { GroupBuyActivity, GroupBuyActivityInput } from './activities.ts';
+import type { GroupBuyActivity, GroupBuyActivityInput, UpdateGroupBuyActivityInput } from './activities.ts';
 import { TeamCampaign, type TeamDeps } from './campaign.ts';
 import { DeadlineSweeper } from './deadlines.ts';
 import { LockExpirySweeper } from './lockExpiry.ts';
@@ -76,6 +76,13 @@ export class TeamService {
     return this.teams.groupBuys.create(input);
   }
 
+  /** Operators: changes the activity's title, description, end or pause. */
+  async updateActivity(activityId: string, input: UpdateGroupBuyActivityInput): Promise<GroupBuyActivity> {
+    const updated = await this.teams.groupBuys.update(activityId, input, await redisTimeMs(this.deps.redis));
+    if (!updated) throw new NotFound('group-buy activity', activityId);
+    return updated;
+  }
+
   activity(id: string): Promise<GroupBuyActivity | null> {
     return this.teams.groupBuys.get(id);
   }
@@ -89,7 +96,9 @@ export class TeamService {
     const activity = await this.teams.groupBuys.get(activityId);
     if (!activity) throw new NotFound('group-buy activity', activityId);
     const now = await redisTimeMs(this.deps.redis);
-    if (now < activity.startsAt.getTime() || now >= activity.endsAt.getTime()) throw new GroupBuyNotActive(activity.startsAt, activity.endsAt, new Date(now));
+    if (now < activity.startsAt.getTime() || now >= activity.endsAt.getTime() || activity.paused) {
+      throw new GroupBuyNotActive(activity.startsAt, activity.endsAt, new Date(now), activity.paused);
+    }
     const ref = { activityId, teamId: randomUUID() };
     // The activity lists the team as soon as PostgreSQL has it, and a rebuild from that list
     // lets seats be locked: created under the rebuild lock, its first keys cannot wipe them.
