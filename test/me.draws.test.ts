@@ -91,6 +91,32 @@ describe('Me.draws', () => {
     }
     expect(errorCodes(await raw(MyDrawsDocument, { first: 5, after: 'garbage' }, 'gina'))).toEqual(['BAD_USER_INPUT']);
   });
+
+  it("narrows to one activity's draws, keeping the place of a cursor from the whole list, and takes no one else's cursor", async () => {
+    const { winning, losing } = await lotteries();
+    const lottery = lotteryAt(started.server.url);
+    const drawIds: Record<string, string[]> = { [winning]: [], [losing]: [] };
+    for (const activityId of [losing, winning, losing, winning, losing]) {
+      const drawn = await lottery.draw('hana', activityId);
+      if (drawn.__typename !== 'LotteryWin' && drawn.__typename !== 'LotteryLose') throw new Error(`drawLottery answered ${drawn.__typename}`);
+      drawIds[activityId]!.unshift(drawn.drawId);
+    }
+    const { data, raw } = requestsAt(started.server.url);
+    const ofLosing = (await data(MyDrawsDocument, { activityId: losing, first: 10 }, 'hana')).me.draws;
+    expect(ofLosing.edges.map((edge) => edge.node.id)).toEqual(drawIds[losing]);
+    expect(ofLosing.edges.every((edge) => edge.node.activityId === losing)).toBe(true);
+    // Newest first: the last losing draw, then the last winning one; narrowed after that
+    // winning draw, the list goes on with the losing draws made before it.
+    const newest = (await data(MyDrawsDocument, { first: 1 }, 'hana')).me.draws;
+    expect(newest.edges[0]?.node.id).toBe(drawIds[losing]![0]);
+    const second = (await data(MyDrawsDocument, { first: 1, after: newest.pageInfo.endCursor }, 'hana')).me.draws;
+    expect(second.edges[0]?.node.id).toBe(drawIds[winning]![0]);
+    const narrowed = (await data(MyDrawsDocument, { activityId: losing, first: 10, after: second.pageInfo.endCursor }, 'hana')).me.draws;
+    expect(narrowed.edges.map((edge) => edge.node.id)).toEqual(drawIds[losing]!.slice(1));
+    expect((await data(MyDrawsDocument, { activityId: 'no-such-activity', first: 10 }, 'hana')).me.draws.edges).toEqual([]);
+    // A cursor naming someone else's draw is no cursor of my list.
+    expect(errorCodes(await raw(MyDrawsDocument, { first: 5, after: newest.pageInfo.endCursor }, 'gina'))).toEqual(['BAD_USER_INPUT']);
+  });
 });
 
 describe('lotteryActivities', () => {

@@ -57,10 +57,11 @@ builder.objectFields(Me, (t) => ({
   draws: t.connection({
     type: LotteryDrawRecord,
     description: 'My lottery draws, won or lost, newest first.',
+    args: { activityId: t.arg.id({ description: "Only this activity's draws." }) },
     resolve: (me, args, { app, locale }) =>
       keysetConnection(
         args,
-        (page) => app.history.draws(me.userId, page),
+        (page) => app.history.draws(me.userId, args.activityId == null ? null : String(args.activityId), page),
         (draw) => draw.id,
         locale,
       ),

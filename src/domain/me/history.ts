@@ -1,5 +1,5 @@
 import type { PrismaClient } from '../../generated/prisma/client.ts';
-import { type KeysetPage, keysetArgs, numericId } from '../../infra/db/pages.ts';
+import { type KeysetPage, keysetArgs, keysetArgsFromAnyRow, notACursorOfTheList, numericId } from '../../infra/db/pages.ts';
 import type { PrizeSnapshot } from '../lottery/store.ts';
 import { type PrizeView, prizeView } from '../lottery/views.ts';
 import type { RedPacketShareView } from '../redPackets/store.ts';
@@ -50,11 +50,20 @@ export class UserHistory {
     });
   }
 
-  async draws(userId: string, page: KeysetPage): Promise<UserDrawView[]> {
+  /**
+   * The user's draws, of one activity or all. A cursor must name a draw of the user's: one
+   * of another activity places the page by its time (a client narrowing the list keeps its place).
+   */
+  async draws(userId: string, activityId: string | null, page: KeysetPage): Promise<UserDrawView[]> {
+    if (page.cursor !== undefined) {
+      const at = await this.prisma.lotteryDraw.findUnique({ where: { id: page.cursor }, select: { userId: true } });
+      if (at?.userId !== userId) throw notACursorOfTheList(page);
+    }
+    const { notCursor, args } = keysetArgsFromAnyRow(page, [{ drawnAt: 'desc' }, { id: 'asc' }]);
     const rows = await this.prisma.lotteryDraw.findMany({
-      where: { userId },
+      where: { userId, ...(activityId === null ? {} : { activityId }), ...notCursor },
       select: { id: true, activityId: true, prizeSnapshot: true, drawnAt: true, costPoints: true, settingsVersion: true },
-      ...keysetArgs(page, [{ drawnAt: 'desc' }, { id: 'asc' }], (id) => ({ id })),
+      ...args,
     });
     return rows.map(({ prizeSnapshot, ...draw }) => ({ ...draw, prize: prizeSnapshot === null ? null : prizeView(draw.activityId, prizeSnapshot as PrizeSnapshot) }));
   }

@@ -17,13 +17,12 @@ const LotteryQuery = graphql(`
         title
       }
     }
-    # My newest draws, to show this activity's last result after a reload (mid-spin, say): the
-    # server committed it when drawLottery answered, whatever the wheel was doing.
+    # My last draw here, to show its result after a reload (mid-spin, say): the server
+    # committed it when drawLottery answered, whatever the wheel was doing.
     me {
-      draws(first: 20) {
+      draws(activityId: $id, first: 1) {
         nodes {
           id
-          activityId
           won
           prize {
             id
@@ -103,7 +102,7 @@ export function Lottery({ activityId }: { activityId: string }) {
     request(LotteryQuery, { id: activityId }).then(
       ({ lotteryActivity, me }) => {
         if (!lotteryActivity) return setMessage('活动不存在');
-        const last = me.draws.nodes.find((record) => record.activityId === activityId) ?? null;
+        const last = me.draws.nodes[0] ?? null;
         if (last) {
           setLastDraw(last);
           setTurn(landing(sectorsOf(lotteryActivity), last.prize?.id ?? null).angle);
