@@ -185,12 +185,16 @@ describe('a team page cut off from its live updates', () => {
     const teams = teamsAt(server.url);
     const team = await teams.open('mona', { activityId, title: '断线奶茶', capacity: 3 });
     const buyer = await app.signedIn('nina');
-    // Every socket of the page passes through here: `down` refuses new ones, as a server that is gone would.
+    // Every socket of the page passes through here: `down` refuses new ones, as a server that
+    // is gone would; `silent` drops every frame both ways without closing, as a dead network does.
     const sockets: WebSocketRoute[] = [];
     let down = false;
+    let silent = false;
     await buyer.routeWebSocket(/\/graphql$/, (socket) => {
       if (down) return void socket.close({ code: 1006 });
-      socket.connectToServer();
+      const toServer = socket.connectToServer();
+      socket.onMessage((message) => silent || toServer.send(message));
+      toServer.onMessage((message) => silent || socket.send(message));
       sockets.push(socket);
     });
     await buyer.goto(`${appUrl}#/team/${team.id}`);
@@ -221,6 +225,14 @@ describe('a team page cut off from its live updates', () => {
     await buyer.getByRole('button', { name: '放弃座位' }).click();
     await expect.poll(() => buyer.getByTestId('team-network-problem').count()).toBe(0);
     await expectSeats([buyer], [1, 0, 2]);
+
+    // A socket that stays open but carries nothing: its ping goes unanswered, so it is
+    // closed and replaced (ping every 5 s, 3 s for the pong).
+    await expect.poll(() => buyer.getByTestId('reconnecting').isVisible()).toBe(false);
+    silent = true;
+    await expect.poll(() => buyer.getByTestId('reconnecting').isVisible(), { timeout: 10_000 + STEP_MS }).toBe(true);
+    silent = false;
+    await expect.poll(() => buyer.getByTestId('reconnecting').isVisible(), { timeout: 10_000 + STEP_MS }).toBe(false);
     // The failed fetch logs a console error of its own (dropped, for the tests after this one); nothing else may.
     const expected = (line: string) => line.includes('net::ERR_INTERNET_DISCONNECTED');
     expect(app.misbehaviour.filter((line) => !expected(line))).toEqual([]);

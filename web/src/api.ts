@@ -115,6 +115,14 @@ addEventListener('online', updateLive);
 /** The longest wait between two reconnects to a server that is down. */
 const RETRY_WAIT_MAX_MS = 10_000;
 
+/**
+ * A ping every KEEPALIVE_MS; a socket whose pong does not come within PONG_TIMEOUT_MS is
+ * half dead (a phone that changed networks, a proxy that dropped it, no close event ever):
+ * it is closed and retried, and the page says the live updates are interrupted meanwhile.
+ */
+const KEEPALIVE_MS = 5_000;
+const PONG_TIMEOUT_MS = 3_000;
+
 /** One graphql-ws connection per signed-in user, opened on the first subscription. */
 function socketClient(): Client {
   const token = currentSession()?.token;
@@ -132,6 +140,27 @@ function socketClient(): Client {
     shouldRetry: () => true,
     retryWait: (retries) => new Promise((resolve) => setTimeout(resolve, Math.min(RETRY_WAIT_MAX_MS, 500 * 2 ** retries) * (0.5 + Math.random() / 2))),
     connectionParams: () => headers(),
+    keepAlive: KEEPALIVE_MS,
+  });
+  let connectedSocket: WebSocket | undefined;
+  let pongDue: ReturnType<typeof setTimeout> | undefined;
+  client.on('connected', (connected) => {
+    connectedSocket = connected as WebSocket;
+  });
+  client.on('ping', (received) => {
+    if (received) return;
+    clearTimeout(pongDue);
+    pongDue = setTimeout(() => {
+      if (connectedSocket?.readyState !== WebSocket.OPEN) return;
+      connectedSocket.close(4408, 'no pong');
+      // The close event of a dead connection may be slow to come: the page says so now.
+      if (socket?.client !== client) return;
+      live.socket = live.subscriptions > 0 ? 'closed' : 'idle';
+      updateLive();
+    }, PONG_TIMEOUT_MS);
+  });
+  client.on('pong', (received) => {
+    if (received) clearTimeout(pongDue);
   });
   // A disposed client's events (the user changed) say nothing about the current one.
   client.on('connected', () => {
