@@ -47,12 +47,15 @@ function operation(document: DocumentNode, variables: unknown, asText = false): 
 
 const codeOf = (error: GraphqlError | undefined) => (typeof error?.extensions?.code === 'string' ? error.extensions.code : undefined);
 
+/** What a SERVICE_UNAVAILABLE says here: the server words outages in English whatever the language asked for. */
+export const UNAVAILABLE_PROBLEM = '服务繁忙，请稍后重试';
+
 /** An ApiError for the first GraphQL error; a refused token (expired, say) ends the session, so the user signs in again. */
 function apiError(error: GraphqlError | undefined, fallback: string): ApiError {
   const code = codeOf(error);
   if (code === 'UNAUTHENTICATED' && currentSession()) endSession();
   const issues = Array.isArray(error?.extensions?.issues) ? (error.extensions.issues as InputIssue[]) : [];
-  return new ApiError(error?.message ?? fallback, code, issues);
+  return new ApiError(code === 'SERVICE_UNAVAILABLE' ? UNAVAILABLE_PROBLEM : (error?.message ?? fallback), code, issues);
 }
 
 async function post<Result>(payload: SubscribePayload): Promise<{ status: number; data?: Result; errors?: GraphqlError[] }> {
