@@ -211,7 +211,13 @@ describe('refunds', () => {
     }
     await waitFor('the refunds to be paid', async () => (await wallets.myRefunds(user)).nodes.every((refund) => refund.status === 'PAID'));
     expect((await wallets.myRefunds(user)).nodes).toEqual(mine.map((refund) => ({ ...refund, status: 'PAID', paidTo: 'WALLET', paidAt: expect.any(String), attempts: 1 })));
-    expect((await wallets.wallet(user)).balanceCents).toBe(60);
+    const wallet = await wallets.wallet(user);
+    expect(wallet.balanceCents).toBe(60);
+    // Each REFUND entry names the refund it paid in, and so what that was owed for.
+    expect(wallet.entries.nodes.map((entry) => ({ reason: entry.reason, refund: entry.refund?.id })).sort((a, b) => a.refund!.localeCompare(b.refund!))).toEqual(
+      mine.map((refund) => ({ reason: 'REFUND', refund: refund.id })).sort((a, b) => a.refund.localeCompare(b.refund)),
+    );
+    for (const entry of wallet.entries.nodes) expect(entry.refund).toMatchObject({ reason: 'PACKET_EXPIRED', teamId: null });
     const paid = await wallets.refunds('operator', { status: 'PAID', first: 100 });
     expect(paid.nodes.map((refund) => refund.status)).toEqual(Array(paid.nodes.length).fill('PAID'));
     expect(paid.nodes.filter((refund) => refund.userId === user)).toHaveLength(5);

@@ -175,6 +175,17 @@ describe('a team that fails', () => {
     expect(await buyer.getByTestId('team-status').textContent()).toBe('未能成团，已付的钱会退回');
     expect(await buyer.getByTestId('team-message').count()).toBe(0);
     await app.screenshot(buyer, 'team-failed');
+    // The refund reaches the wallet, saying what it was for.
+    await buyer.getByRole('link', { name: '钱包' }).click();
+    await expect
+      .poll(
+        async () => {
+          await buyer.reload();
+          return (await buyer.getByTestId('wallet-entry').allTextContents()).join('\n');
+        },
+        { timeout: 20_000, interval: 1_000 },
+      )
+      .toContain('退款 · 拼团未成功');
     expect(app.misbehaviour).toEqual([]);
   });
 });

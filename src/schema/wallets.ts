@@ -14,6 +14,12 @@ const WalletEntry = builder.objectRef<WalletLedger>('WalletEntry').implement({
     reason: t.exposeString('reason', { description: 'What moved it: TOP_UP, OPERATOR_CREDIT, RED_PACKET_SENT, RED_PACKET_GRAB, REFUND…' }),
     note: t.exposeString('note', { nullable: true, description: 'What the operator wrote with an OPERATOR_CREDIT.' }),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
+    refund: t.field({
+      type: Refund,
+      nullable: true,
+      description: 'A REFUND entry: the refund it paid in, with what it was owed for (its reason, teamId, packetId); null for other entries.',
+      resolve: (entry, _args, { app }) => app.refunds.paidBy(entry),
+    }),
   }),
 });
 

@@ -24,6 +24,14 @@ export class RefundService {
     return this.page({ userId }, page);
   }
 
+  /** The refund a wallet entry paid in ('refund:<id>'); null for an entry of anything else. */
+  async paidBy(entry: { entryKey: string }): Promise<Refund | null> {
+    const prefix = 'refund:';
+    if (!entry.entryKey.startsWith(prefix)) return null;
+    // Prisma batches the findUnique calls of one tick: a page of entries is one query.
+    return this.prisma.refund.findUnique({ where: { id: entry.entryKey.slice(prefix.length) } });
+  }
+
   /** Operators: every refund, or those of one status, newest first. */
   list(status: RefundStatus | null | undefined, page: KeysetPage): Promise<Refund[]> {
     return this.page(status ? { status } : {}, page);

@@ -16,6 +16,9 @@ const WalletQuery = graphql(`
             deltaCents
             reason
             note
+            refund {
+              reason
+            }
           }
           pageInfo {
             hasNextPage
@@ -35,6 +38,16 @@ const REASONS: Record<string, string> = {
   RED_PACKET_SENT: '发红包',
   RED_PACKET_GRAB: '抢红包',
   REFUND: '退款',
+};
+
+/** What a refund was owed for (Refund.reason). */
+const REFUND_REASONS: Record<string, string> = {
+  TEAM_FAILED: '拼团未成功',
+  LATE_PAYMENT: '付款时座位已失效',
+  DUPLICATE_PAYMENT: '重复付款',
+  PACKET_EXPIRED: '红包过期未领完',
+  WALLET_FULL: '钱包余额已达上限',
+  DOUBLE_SEAT_REFUND: '重复退款',
 };
 
 /** My balance and the ledger behind it, newest first, a page at a time. */
@@ -99,6 +112,7 @@ export function Wallet() {
             <span>
               {REASONS[entry.reason] ?? entry.reason}
               {entry.note && <span class="muted"> · {entry.note}</span>}
+              {entry.refund && <span class="muted"> · {REFUND_REASONS[entry.refund.reason] ?? entry.refund.reason}</span>}
               <br />
               <span class="muted">{new Date(entry.createdAt).toLocaleString('zh-CN')}</span>
             </span>
