@@ -1,6 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { answerKey, goodsKeys } from '../src/domain/points/store.ts';
+import { PointsStore, answerKey, goodsKeys } from '../src/domain/points/store.ts';
 import { signToken } from '../src/infra/auth/tokens.ts';
+import { Scripts } from '../src/infra/redis/scripts.ts';
 import {
   AwardPointsDocument,
   type AwardPointsMutationVariables,
@@ -20,6 +22,7 @@ import { testEnv } from './support/env.ts';
 import { stopAll } from './support/lifecycle.ts';
 import { type PointsClient, pointsAt, voucherCodes } from './support/points.ts';
 import { expectPointsInvariants } from './support/pointsInvariants.ts';
+import { waitFor } from './support/poll.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores, stateKeys } from './support/stores.ts';
 import { tokenOf } from './support/tokens.ts';
@@ -398,6 +401,39 @@ describe('updateGoods', () => {
       { title: 'tea', points_cost: 10, on_sale: true, changed_by: 'operator' },
       { title: 'green tea', points_cost: 25, on_sale: true, changed_by: 'operator' },
     ]);
+    await expectPointsInvariants(stores);
+  });
+
+  it('commits a redemption made just before a price change at the price it was made at', async () => {
+    const soap = await points.createGoods('operator', { title: 'soap', pointsCost: 10, stock: 5 });
+    await points.award('operator', { userId: 'soap-buyer', amount: 100 });
+    // The balance and the item in Redis, as a first request leaves them.
+    expect((await points.me('soap-buyer')).pointsBalance).toBe(100);
+    expect((await points.goods('soap-buyer', soap.id))?.remainingStock).toBe(5);
+    // The script runs at 10 and journals; the entry waits for the journal sweeper.
+    const store = new PointsStore(stores.redis, new Scripts(stores.redis), 1);
+    expect((await store.redeem('soap-buyer', soap.id, 'before-change', randomUUID(), false)).kind).toBe('redeemed');
+    await points.updateGoods('operator', soap.id, { pointsCost: 25 });
+    await waitFor('the sweeper to commit the redemption', async () => (await stores.sql.query('SELECT 1 FROM redemption WHERE goods_id = $1', [soap.id])).rowCount === 1, {
+      timeoutMs: 15_000,
+    });
+    const { rows } = await stores.sql.query('SELECT points_spent FROM redemption WHERE goods_id = $1', [soap.id]);
+    expect(rows).toEqual([{ points_spent: 10 }]);
+    expect((await points.tryRedeem('soap-buyer', soap.id, 'before-change')).result).toMatchObject({ __typename: 'Redemption', pointsSpent: 10 });
+    expect((await points.tryRedeem('soap-buyer', soap.id, 'after-change')).result).toMatchObject({ __typename: 'Redemption', pointsSpent: 25 });
+    expect((await points.me('soap-buyer')).pointsBalance).toBe(65);
+    await expectPointsInvariants(stores);
+  });
+
+  it('refuses a redemption at a price the item never had, and redeems it again at its price', async () => {
+    const comb = await points.createGoods('operator', { title: 'comb', pointsCost: 10, stock: 5 });
+    await points.award('operator', { userId: 'comb-buyer', amount: 100 });
+    expect((await points.goods('comb-buyer', comb.id))?.remainingStock).toBe(5);
+    // A copy in Redis that went stale (an operator's change that never reached it, say).
+    await stores.redis.hset(goodsKeys(comb.id).meta, 'pointsCost', 1);
+    expect((await points.tryRedeem('comb-buyer', comb.id, 'stale')).result).toMatchObject({ __typename: 'Redemption', pointsSpent: 10 });
+    expect(await stores.redis.hget(goodsKeys(comb.id).meta, 'pointsCost')).toBe('10');
+    expect((await points.me('comb-buyer')).pointsBalance).toBe(90);
     await expectPointsInvariants(stores);
   });
 

@@ -48,7 +48,8 @@ export function requestOf(entry: JournalEntry): z.infer<typeof requestFields> {
  * ledger rows and balance debits in one statement. Redis already checked them;
  * PostgreSQL's own check matters only when Redis lost data and was rebuilt while
  * redemptions were on their way here. Then it refuses (reports as a conflict)
- * whatever would overdraw a balance, oversell the stock (a voucher code or a stock unit
+ * whatever was not at the item's terms (a price it did not have, or off sale: a stale
+ * copy in Redis), would overdraw a balance, oversell the stock (a voucher code or a stock unit
  * twice, or one outside the item, or outside its bucket's allotment and the transfers on
  * their way to it, which sum to the stock), break a per-user limit (a sequence number twice or
  * above the limit), or repeat a (user, requestId), refused or redeemed.
@@ -67,6 +68,13 @@ export function requestOf(entry: JournalEntry): z.infer<typeof requestFields> {
  * but whose reply was lost is not returned by the retry, so it waits for its lease to
  * run out and goes out as attempt 2: late, never lost.
  */
+/**
+ * How far apart the clocks of Redis (a redemption's time) and PostgreSQL (a change of an
+ * item's terms) may be, for a redemption made just before a change to be held to the terms
+ * before it. Within it, a redemption made just after may pass at the old terms too.
+ */
+const TERMS_CLOCK_SLACK_MS = 5_000;
+
 function insertRedemptions(redemptions: RedeemFields[], leaseMs: number): Prisma.Sql {
   // The batch's order, for each user's running total.
   const numbered = redemptions.map((fields, i) => ({ ...fields, position: i + 1 }));
@@ -104,7 +112,15 @@ accepted AS (
   CROSS JOIN account a
   JOIN goods g ON g.id = r.goods_id
   WHERE r.spent <= (a.balances ->> r.user_id)::bigint
-    AND r.cost = g.points_cost
+    -- The item's terms when the script ran: its price, and on sale. The current ones, or (an
+    -- operator changed them while the entry was on its way here) those in effect within
+    -- a few seconds of the script's time, as the clocks of Redis and PostgreSQL may differ.
+    AND CASE WHEN r.cost = g.points_cost AND g.on_sale THEN true
+             ELSE EXISTS (SELECT 1 FROM (SELECT c.points_cost, c.on_sale, c.changed_at, lead(c.changed_at) OVER (ORDER BY c.changed_at, c.id) AS until
+                                         FROM goods_change c WHERE c.goods_id = g.id) c
+                          WHERE c.points_cost = r.cost AND c.on_sale
+                            AND c.changed_at <= to_timestamp(r.at_ms / 1000.0) + ${TERMS_CLOCK_SLACK_MS}::int * interval '1 millisecond'
+                            AND (c.until IS NULL OR c.until >= to_timestamp(r.at_ms / 1000.0) - ${TERMS_CLOCK_SLACK_MS}::int * interval '1 millisecond')) END
     AND CASE WHEN g.pooled THEN EXISTS (SELECT 1 FROM voucher_code v WHERE v.code = r.code AND v.goods_id = g.id)
              ELSE r.stock_unit < COALESCE((SELECT s.allotted FROM goods_bucket_stock s WHERE s.goods_id = g.id AND s.bucket = r.stock_bucket), 0)
                                 + COALESCE((SELECT sum(t.units) FROM goods_stock_transfer t WHERE t.goods_id = g.id AND t.to_bucket = r.stock_bucket AND t.given_at IS NULL), 0) END
