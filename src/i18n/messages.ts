@@ -124,6 +124,10 @@ export const ruleMessages = {
     en: (v: RuleValues) => `stock must equal the number of voucher codes (${v.codes})`,
     'zh-CN': (v: RuleValues) => `库存必须等于券码数量（${v.codes}）`,
   },
+  UNITS_NOT_CODE_COUNT: {
+    en: (v: RuleValues) => `units must equal the number of voucher codes (${v.codes})`,
+    'zh-CN': (v: RuleValues) => `补货数量必须等于券码数量（${v.codes}）`,
+  },
   DUPLICATE_VOUCHER_CODE: { en: (v: RuleValues) => `voucher code ${v.code} appears twice`, 'zh-CN': (v: RuleValues) => `券码 ${v.code} 重复` },
   ZERO_AMOUNT: { en: () => 'amount must not be 0', 'zh-CN': () => '数量不能为 0' },
   UNKNOWN_TIMEZONE: {
@@ -145,6 +149,10 @@ export const ruleMessages = {
   ENDED_STAYS_ENDED: {
     en: () => 'the activity has ended: its end cannot move, or its winners and their subscribers would see it start again',
     'zh-CN': () => '活动已结束：结束时间不能再修改，否则已结束的活动会重新开始',
+  },
+  GROUP_BUY_ENDED: {
+    en: () => 'the group-buy has ended: its end and pause no longer change (its title and description still may)',
+    'zh-CN': () => '拼团活动已结束：结束时间和暂停状态不能再修改（标题和说明仍可修改）',
   },
   POINTS_PRIZE_NEEDS_POINTS: { en: () => 'a POINTS prize needs points', 'zh-CN': () => '积分奖品（POINTS）需要设置积分' },
   POINTS_ONLY_ON_POINTS_PRIZE: { en: () => 'only a POINTS prize has points', 'zh-CN': () => '只有积分奖品（POINTS）可以设置积分' },

@@ -121,7 +121,7 @@ const RETRY_WAIT_MAX_MS = 10_000;
 /**
  * A ping every KEEPALIVE_MS; a socket whose pong does not come within PONG_TIMEOUT_MS is
  * half dead (a phone that changed networks, a proxy that dropped it, no close event ever):
- * it is closed and retried, and the page says the live updates are interrupted meanwhile.
+ * it is terminated and retried, and the page says the live updates are interrupted meanwhile.
  */
 const KEEPALIVE_MS = 5_000;
 const PONG_TIMEOUT_MS = 3_000;
@@ -145,25 +145,25 @@ function socketClient(): Client {
     connectionParams: () => headers(),
     keepAlive: KEEPALIVE_MS,
   });
-  let connectedSocket: WebSocket | undefined;
+  // The socket a ping went out on: its pong is awaited, not the next socket's.
+  let connected: unknown;
   let pongDue: ReturnType<typeof setTimeout> | undefined;
-  client.on('connected', (connected) => {
-    connectedSocket = connected as WebSocket;
+  client.on('connected', (opened) => {
+    connected = opened;
   });
   client.on('ping', (received) => {
     if (received) return;
+    const pinged = connected;
     clearTimeout(pongDue);
-    pongDue = setTimeout(() => {
-      if (connectedSocket?.readyState !== WebSocket.OPEN) return;
-      connectedSocket.close(4408, 'no pong');
-      // The close event of a dead connection may be slow to come: the page says so now.
-      if (socket?.client !== client) return;
-      live.socket = live.subscriptions > 0 ? 'closed' : 'idle';
-      updateLive();
-    }, PONG_TIMEOUT_MS);
+    // terminate() retries at once: close() would wait for a closing handshake a dead connection never completes.
+    pongDue = setTimeout(() => connected === pinged && client.terminate(), PONG_TIMEOUT_MS);
   });
   client.on('pong', (received) => {
     if (received) clearTimeout(pongDue);
+  });
+  client.on('closed', () => {
+    connected = undefined;
+    clearTimeout(pongDue);
   });
   // A disposed client's events (the user changed) say nothing about the current one.
   client.on('connected', () => {

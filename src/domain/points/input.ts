@@ -38,7 +38,7 @@ function unitsAreTheCodes<Field extends 'stock' | 'units'>(countField: Field) {
   return (input: { voucherCodes?: string[] | null | undefined } & Record<Field, number>, ctx: z.RefinementCtx) => {
     if (!input.voucherCodes) return;
     if (input.voucherCodes.length !== input[countField]) {
-      ctx.addIssue({ ...ruleIssue('STOCK_NOT_CODE_COUNT', { codes: input.voucherCodes.length }), path: [countField] });
+      ctx.addIssue({ ...ruleIssue(countField === 'stock' ? 'STOCK_NOT_CODE_COUNT' : 'UNITS_NOT_CODE_COUNT', { codes: input.voucherCodes.length }), path: [countField] });
     }
     const seen = new Set<string>();
     for (const [index, code] of input.voucherCodes.entries()) {

@@ -150,29 +150,25 @@ export class PointsService {
    * sweeper). The same requestId restocks once; a retry gives what is still in flight.
    */
   async restock(createdBy: string, input: RestockGoodsInput): Promise<Goods> {
-    const restockId = randomUUID();
-    const outcome = await recordRestock(this.deps.prisma, restockId, createdBy, input, this.store.buckets);
+    const outcome = await recordRestock(this.deps.prisma, randomUUID(), createdBy, input, this.store.buckets);
     if (!outcome) throw new NotFound('goods', input.goodsId);
-    await this.transfers.giveRestocked(input.goodsId, restockId);
+    await this.transfers.giveRestocked(input.goodsId);
     return this.deps.prisma.goods.findUniqueOrThrow({ where: { id: input.goodsId } });
   }
 
   /**
    * Changes the item's title, price or sale: in PostgreSQL, then in every bucket's share,
-   * under every bucket's rebuild lock (a rebuild could otherwise write the old terms back).
-   * The terms are written to Redis even when nothing changed, so an operator's retry after
-   * a failure in between puts them right.
+   * each under its rebuild lock taken after the commit: a rebuild that read PostgreSQL
+   * before the commit still holds it then, so its older copy is written first and
+   * overwritten. The terms are written to Redis even when nothing changed, so an
+   * operator's retry after a failure in between puts them right; meanwhile PostgreSQL
+   * refuses redemptions at terms the item no longer has (redemptions.ts).
    */
   async updateGoods(changedBy: string, goodsId: string, input: UpdateGoodsInput): Promise<Goods> {
-    const apply = async () => {
-      const goods = await recordGoodsChange(this.deps.prisma, randomUUID(), changedBy, goodsId, input);
-      if (!goods) throw new NotFound('goods', goodsId);
-      await Promise.all(allBuckets(this.store.buckets).map((bucket) => this.store.setGoodsTerms({ goodsId, bucket }, goods)));
-      return goods;
-    };
-    // The locks are taken in bucket order, so two updates never wait on each other's.
-    const underLocks = allBuckets(this.store.buckets).reduceRight<() => Promise<Goods>>((inner, bucket) => () => this.goods.changeDurably({ goodsId, bucket }, inner), apply);
-    return underLocks();
+    const goods = await recordGoodsChange(this.deps.prisma, randomUUID(), changedBy, goodsId, input);
+    if (!goods) throw new NotFound('goods', goodsId);
+    await Promise.all(allBuckets(this.store.buckets).map((bucket) => this.goods.changeDurably({ goodsId, bucket }, () => this.store.setGoodsTerms({ goodsId, bucket }, goods))));
+    return goods;
   }
 
   /**

@@ -126,10 +126,10 @@ export const giveStockJournalKind = entryKind({
   },
 });
 
-/** The transfers of the item taken and not given yet. */
-async function inFlight(prisma: PrismaClient, goodsId: string): Promise<StockTransfer[]> {
+/** The transfers of the item taken (or restocked) and not given yet. */
+async function inFlight(prisma: PrismaClient, goodsId: string): Promise<(StockTransfer & { restock: boolean })[]> {
   const rows = await prisma.goodsStockTransfer.findMany({ where: { goodsId, givenAt: null }, orderBy: { takenAt: 'asc' } });
-  return rows.map((row) => ({ id: row.id, goodsId, toBucket: row.toBucket, units: row.units, codes: row.codes }));
+  return rows.map((row) => ({ id: row.id, goodsId, toBucket: row.toBucket, units: row.units, codes: row.codes, restock: row.fromBucket === null }));
 }
 
 export class StockTransfers {
@@ -179,9 +179,9 @@ export class StockTransfers {
     );
   }
 
-  /** Gives a committed restock's units (restockId's transfers) to their buckets, with anything else in flight. */
-  giveRestocked(goodsId: string, restockId: string): Promise<number> {
-    return underRebuildLock(this.deps, transferLockKey(goodsId), () => this.giveInFlight(goodsId, restockId));
+  /** Gives a committed restock's units to their buckets, with anything else of the item in flight. */
+  giveRestocked(goodsId: string): Promise<number> {
+    return underRebuildLock(this.deps, transferLockKey(goodsId), () => this.giveInFlight(goodsId));
   }
 
   /** The sweeper: gives what dead processes left in flight. Returns how many transfers it gave. */
@@ -192,12 +192,17 @@ export class StockTransfers {
     return given;
   }
 
-  /** Under the item's transfer lock, so no live transfer is between its two halves; what `ownRestock` made is not left behind. */
-  private async giveInFlight(goodsId: string, ownRestock?: string): Promise<number> {
+  /**
+   * Under the item's transfer lock, so no live transfer is between its two halves: a take
+   * in flight was left by a process that died before its give. A restock's units are in
+   * flight until a give, whoever makes it.
+   */
+  private async giveInFlight(goodsId: string): Promise<number> {
     const transfers = await inFlight(this.deps.prisma, goodsId);
     for (const transfer of transfers) {
-      if (ownRestock === undefined || !transfer.id.startsWith(`${ownRestock}:`))
-        this.deps.log.warn({ transfer: transfer.id, goodsId, toBucket: transfer.toBucket }, 'giving stock a transfer left in flight');
+      const fields = { transfer: transfer.id, goodsId, toBucket: transfer.toBucket };
+      if (transfer.restock) this.deps.log.info(fields, 'giving restocked stock');
+      else this.deps.log.warn(fields, 'giving stock a transfer left in flight');
       await this.give(transfer);
     }
     return transfers.length;

@@ -72,8 +72,16 @@ export interface GroupBuyActivity extends Omit<GroupBuyActivityInput, 'id'> {
 }
 
 /**
- * How long an instance trusts its copy of an activity: an operator's change made through
- * another instance reaches every open within this.
+ * The advisory lock openTeam's transaction takes shared and an operator's change takes
+ * exclusive. PostgreSQL queues these fairly: a change waits for the opens under way only,
+ * and the opens after it wait for it, then see it. (Row locks would not do: a stream of
+ * KEY SHARE lockers starves a FOR UPDATE for as long as a storm lasts.)
+ */
+export const activityChangeLock = (activityId: string) => `group-buy:${activityId}`;
+
+/**
+ * How long an instance trusts its copy of an activity for openTeam's quick refusals and for
+ * reads; the open's transaction checks the pause and the end against PostgreSQL anyway.
  */
 const ACTIVITY_CACHE_MS = 1000;
 
@@ -87,7 +95,7 @@ const ACTIVITY_CACHE_MS = 1000;
  * rebuild lock while the scripts that use them answer `missing`.
  */
 export class GroupBuyActivities {
-  private readonly cache = new Map<string, { activity: GroupBuyActivity; readAtMs: number }>();
+  private readonly cache = new Map<string, { activity: Promise<GroupBuyActivity | null>; readAtMs: number }>();
 
   constructor(private readonly deps: TeamDeps) {}
 
@@ -102,36 +110,40 @@ export class GroupBuyActivities {
     }
   }
 
-  async get(id: string): Promise<GroupBuyActivity | null> {
+  /** One read per activity a second, however many opens ask at once; an id that names none is not kept. */
+  get(id: string): Promise<GroupBuyActivity | null> {
     const cached = this.cache.get(id);
     if (cached && Date.now() - cached.readAtMs < ACTIVITY_CACHE_MS) return cached.activity;
-    const readAtMs = Date.now();
-    const found = await this.deps.prisma.groupBuyActivity.findUnique({ where: { id } });
-    if (found) this.cache.set(id, { activity: found, readAtMs });
-    else this.cache.delete(id);
-    return found;
+    const activity = this.deps.prisma.groupBuyActivity.findUnique({ where: { id } });
+    const entry = { activity, readAtMs: Date.now() };
+    this.cache.set(id, entry);
+    const forget = () => this.cache.get(id) === entry && this.cache.delete(id);
+    activity.then((found) => found ?? forget(), forget);
+    return activity;
   }
 
   /**
-   * Applies an operator's change, the row locked, checked against the activity as it is at
-   * `nowMs`: an ended activity keeps its end and stays unpaused (its teams were told it
+   * Applies an operator's change, under the activity's change lock, checked against the activity as it is at
+   * `nowMs`: an ended activity keeps its end and its pause (its teams were told it
    * ended), the end stays after the start and within the longest window. A later end
    * keeps the activity's keys in Redis that much longer. Null when there is no such activity.
    */
   async update(activityId: string, input: UpdateGroupBuyActivityInput, nowMs: number): Promise<GroupBuyActivity | null> {
     const updated = await this.deps.prisma.$transaction(async (tx) => {
+      await tx.$executeRaw`SELECT pg_advisory_xact_lock(hashtextextended(${activityChangeLock(activityId)}, 0))`;
       const [current] = await tx.$queryRaw<{ starts_at: Date; ends_at: Date }[]>`SELECT starts_at, ends_at FROM group_buy_activity WHERE id = ${activityId} FOR UPDATE`;
       if (!current) return null;
       const issues: RuleInputIssue[] = [];
       const ended = current.ends_at.getTime() <= nowMs;
-      if (ended && input.endsAt != null) issues.push(ruleInputIssue(['input', 'endsAt'], 'ENDED_STAYS_ENDED'));
-      if (ended && input.paused != null) issues.push(ruleInputIssue(['input', 'paused'], 'ENDED_NO_CHANGE'));
-      if (input.endsAt != null && input.endsAt <= current.starts_at) issues.push(ruleInputIssue(['input', 'endsAt'], 'ENDS_BEFORE_STARTS'));
-      if (input.endsAt != null && input.endsAt.getTime() - current.starts_at.getTime() > LIMITS.maxLengthDays * 86_400_000) {
+      for (const field of ['endsAt', 'paused'] as const) if (ended && input[field] != null) issues.push(ruleInputIssue(['input', field], 'GROUP_BUY_ENDED'));
+      // An end already past ends it now: no team opened under it ends up after its end.
+      const endsAt = input.endsAt == null ? undefined : new Date(Math.max(input.endsAt.getTime(), nowMs));
+      if (endsAt && endsAt <= current.starts_at) issues.push(ruleInputIssue(['input', 'endsAt'], 'ENDS_BEFORE_STARTS'));
+      if (endsAt && endsAt.getTime() - current.starts_at.getTime() > LIMITS.maxLengthDays * 86_400_000) {
         issues.push(ruleInputIssue(['input', 'endsAt'], 'ACTIVITY_TOO_LONG', { days: LIMITS.maxLengthDays }));
       }
       if (issues.length > 0) throw BadInputError.of(issues);
-      const changes = Object.fromEntries(Object.entries(input).filter(([, value]) => value != null));
+      const changes = Object.fromEntries(Object.entries({ ...input, endsAt }).filter(([, value]) => value != null));
       return tx.groupBuyActivity.update({ where: { id: activityId }, data: changes });
     });
     this.cache.delete(activityId);

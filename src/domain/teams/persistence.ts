@@ -6,8 +6,8 @@ import { unnest } from '../../infra/db/unnest.ts';
 import { conflictingEntries, entryKind } from '../../infra/journal/entryKind.ts';
 import type { JournalEntry } from '../../infra/journal/journal.ts';
 import { lateSeatPaymentKey, refundsOwedFrom } from '../money/refunds.ts';
-import { type GroupBuyActivity, MAX_LOCK_SECONDS } from './activities.ts';
-import { OpenTeamLimitReached } from './problems.ts';
+import { type GroupBuyActivity, MAX_LOCK_SECONDS, activityChangeLock } from './activities.ts';
+import { GroupBuyNotActive, OpenTeamLimitReached } from './problems.ts';
 import { type TeamRef, type TeamSnapshot, type TeamStatus, activityOfJournal } from './store.ts';
 
 /** A JSON list the scripts wrote; cjson encodes an empty Lua table as `{}`. */
@@ -275,10 +275,17 @@ export function teamsChangedBy(entry: JournalEntry): TeamRef[] {
  * Inserts a new team of the activity, on its terms, with its leader as the first member;
  * returns its snapshot. The leader's count of OPEN teams is checked in the same
  * transaction, under a transaction lock on (activity, leader): opening is PostgreSQL-first,
- * so two opens racing cannot both pass the cap.
+ * so two opens racing cannot both pass the cap. The activity's row is read again under
+ * its change lock (shared; activityChangeLock): a team commits only if the activity was
+ * not paused or ended when it did, so none is opened after updateGroupBuyActivity
+ * answered, whatever an instance's copy said.
  */
 export function insertTeam(prisma: PrismaClient, { activityId, teamId }: TeamRef, leaderId: string, activity: GroupBuyActivity, nowMs: number): Promise<TeamSnapshot> {
   return prisma.$transaction(async (tx) => {
+    await tx.$executeRaw`SELECT pg_advisory_xact_lock_shared(hashtextextended(${activityChangeLock(activityId)}, 0))`;
+    const [current] = await tx.$queryRaw<{ paused: boolean; ends_at: Date }[]>`SELECT paused, ends_at FROM group_buy_activity WHERE id = ${activityId}`;
+    const ended = !current || current.ends_at.getTime() <= nowMs;
+    if (ended || current.paused) throw new GroupBuyNotActive(activity.startsAt, current?.ends_at ?? activity.endsAt, new Date(nowMs), !ended);
     await tx.$executeRaw`SELECT pg_advisory_xact_lock(hashtextextended(${`team-leader:${activityId}:${leaderId}`}, 0))`;
     const open = await tx.team.count({ where: { activityId, leaderId, status: 'OPEN', deadline: { gt: new Date(nowMs) } } });
     if (open >= activity.maxOpenTeamsPerLeader) throw new OpenTeamLimitReached(activity.maxOpenTeamsPerLeader);

@@ -96,9 +96,8 @@ export class TeamService {
     const activity = await this.teams.groupBuys.get(activityId);
     if (!activity) throw new NotFound('group-buy activity', activityId);
     const now = await redisTimeMs(this.deps.redis);
-    if (now < activity.startsAt.getTime() || now >= activity.endsAt.getTime() || activity.paused) {
-      throw new GroupBuyNotActive(activity.startsAt, activity.endsAt, new Date(now), activity.paused);
-    }
+    const inWindow = now >= activity.startsAt.getTime() && now < activity.endsAt.getTime();
+    if (!inWindow || activity.paused) throw new GroupBuyNotActive(activity.startsAt, activity.endsAt, new Date(now), inWindow);
     const ref = { activityId, teamId: randomUUID() };
     // The activity lists the team as soon as PostgreSQL has it, and a rebuild from that list
     // lets seats be locked: created under the rebuild lock, its first keys cannot wipe them.
