@@ -30,8 +30,10 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
 end
 local units = tonumber(ARGV[5])
 local codes = cjson.decode(ARGV[6])
-if #codes > 0 then
-  redis.call('RPUSH', KEYS[2], unpack(codes))
+-- In slices: unpack() of more than about 8,000 values overflows Lua's stack, and a restock
+-- carries up to 10,000 codes to one bucket.
+for first = 1, #codes, 1000 do
+  redis.call('RPUSH', KEYS[2], unpack(codes, first, math.min(first + 999, #codes)))
 end
 redis.call('HINCRBY', KEYS[1], 'remaining', units)
 redis.call('HINCRBY', KEYS[1], 'stock', units)

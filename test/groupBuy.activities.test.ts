@@ -226,6 +226,7 @@ describe('updateGroupBuyActivity', () => {
     }
     expect(await rowOf(id)).toEqual(before);
     expect((await update('no-such-activity', { paused: true })).body.data?.updateGroupBuyActivity).toMatchObject({ __typename: 'NotFound', code: 'NOT_FOUND' });
+    for (const badId of ['', 'a'.repeat(65), 'a b']) expect(errorCodes(await update(badId, { paused: true })), badId).toEqual(['BAD_USER_INPUT']);
   });
 
   const bad: [string, Record<string, unknown>][] = [

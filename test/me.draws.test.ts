@@ -1,13 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { DrawNotActiveDocument, LotteryActivitiesDocument, type LotteryStatus, MyDrawsDocument, type MyDrawsQuery, ServerTimesDocument } from './gql/generated.ts';
-import { errorCodes, requestsAt } from './support/client.ts';
+import { errorCodes, gql, requestsAt } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
 import { lotteryAt } from './support/lottery.ts';
 import { waitFor } from './support/poll.ts';
 import { redPacketsAt } from './support/redPackets.ts';
 import { teamsAt } from './support/teams.ts';
+import { tokenOf } from './support/tokens.ts';
 
 const env = testEnv('me_draws');
 const started = startedServer(env);
@@ -114,8 +115,10 @@ describe('Me.draws', () => {
     const narrowed = (await data(MyDrawsDocument, { activityId: losing, first: 10, after: second.pageInfo.endCursor }, 'hana')).me.draws;
     expect(narrowed.edges.map((edge) => edge.node.id)).toEqual(drawIds[losing]!.slice(1));
     expect((await data(MyDrawsDocument, { activityId: 'no-such-activity', first: 10 }, 'hana')).me.draws.edges).toEqual([]);
-    // A cursor naming someone else's draw is no cursor of my list.
+    // A cursor naming someone else's draw is no cursor of my list, in the caller's language.
     expect(errorCodes(await raw(MyDrawsDocument, { first: 5, after: newest.pageInfo.endCursor }, 'gina'))).toEqual(['BAD_USER_INPUT']);
+    const chinese = await gql(started.server.url, MyDrawsDocument, { first: 5, after: newest.pageInfo.endCursor }, await tokenOf('gina'), { 'accept-language': 'zh-CN' });
+    expect(chinese.body.errors?.[0]?.message).toBe('after 不是该列表的游标');
   });
 });
 

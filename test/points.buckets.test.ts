@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allBuckets, bucketOf } from '../src/domain/points/buckets.ts';
-import { shopJournal } from '../src/domain/points/store.ts';
+import { goodsKeys, shopJournal } from '../src/domain/points/store.ts';
 import { unlessCutOff } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { stopAll } from './support/lifecycle.ts';
@@ -262,5 +262,27 @@ describe('restocks across four buckets', () => {
     expect(won.sort()).toEqual([...codes, 'SWEPT-N5', 'SWEPT-N6'].sort());
     await waitFor('the journals to be empty', journalsEmpty);
     await expectPointsInvariants(stores, BUCKETS);
+  });
+});
+
+describe('price and sale changes across four buckets', () => {
+  it('leaves every bucket with the newest terms when changes race', async () => {
+    const items = await Promise.all(Array.from({ length: 12 }, (_, i) => points.createGoods('operator', { title: `raced ${i}`, pointsCost: 5, stock: 40 })));
+    // Every share in Redis, as redemptions of users of every bucket leave them.
+    await Promise.all(items.map((item) => points.goods('operator', item.id, { admin: true })));
+    await Promise.all(
+      items.flatMap((item) => [
+        points.updateGoods('operator', item.id, { pointsCost: 11, onSale: false }),
+        points.updateGoods('operator', item.id, { pointsCost: 22, onSale: true }),
+        points.updateGoods('operator', item.id, { pointsCost: 33 }),
+      ]),
+    );
+    for (const item of items) {
+      const { rows } = await stores.sql.query<{ points_cost: number; on_sale: boolean }>('SELECT points_cost, on_sale FROM goods WHERE id = $1', [item.id]);
+      for (const bucket of allBuckets(BUCKETS)) {
+        const terms = await stores.redis.hmget(goodsKeys(item.id, bucket).meta, 'pointsCost', 'onSale');
+        expect(terms, `${item.id} in bucket ${bucket}`).toEqual([String(rows[0]!.points_cost), rows[0]!.on_sale ? '1' : '0']);
+      }
+    }
   });
 });

@@ -328,6 +328,21 @@ describe('restockGoods', () => {
     await expectPointsInvariants(stores);
   });
 
+  it('takes the largest restock, 10,000 codes into one bucket, handed out after the pool it had', async () => {
+    const big = await points.createGoods('operator', { title: 'big restock', pointsCost: 1, stock: 1, voucherCodes: ['BIG-FIRST'] });
+    const codes = voucherCodes('BIGRS', 10_000);
+    expect(await points.restock('operator', { goodsId: big.id, units: codes.length, voucherCodes: codes })).toMatchObject({ stock: 10_001, remainingStock: 10_001 });
+    expect(await stores.redis.lrange(goodsKeys(big.id).codes, 0, -1)).toEqual(['BIG-FIRST', ...codes]);
+    await expectPointsInvariants(stores);
+  });
+
+  it('tells a replay from another restock by every code, whatever the codes hold', async () => {
+    const card = await points.createGoods('operator', { title: 'newline card', pointsCost: 1, stock: 1, voucherCodes: ['NL-0'] });
+    await points.restock('operator', { goodsId: card.id, requestId: 'nl', units: 2, voucherCodes: ['NL-1\nNL-2', 'NL-3'] });
+    const other = await unchanged(() => restock({ goodsId: card.id, requestId: 'nl', units: 2, voucherCodes: ['NL-1', 'NL-2\nNL-3'] }, admin));
+    expect(other.body.errors?.[0]?.extensions?.issues).toEqual([expect.objectContaining({ code: 'REQUEST_ID_OF_ANOTHER_RESTOCK' })]);
+  });
+
   it('NotFound for an item that does not exist, changing nothing', async () => {
     const response = await unchanged(() => restock({ goodsId: 'no-such-goods', requestId: 'r', units: 1 }, admin));
     expect(response.body.data?.restockGoods).toMatchObject({ __typename: 'NotFound', code: 'NOT_FOUND' });
@@ -448,14 +463,20 @@ describe('updateGoods', () => {
     expect((await points.tryRedeem('pen-buyer', pen.id, 'p1')).result?.__typename).toBe('GoodsOffSale');
     await points.updateGoods('operator', pen.id, { onSale: true });
     // The same requestId was never answered, so it redeems now.
-    expect((await points.tryRedeem('pen-buyer', pen.id, 'p1')).result).toMatchObject({ __typename: 'Redemption', pointsSpent: 3 });
+    const first = (await points.tryRedeem('pen-buyer', pen.id, 'p1')).result;
+    expect(first).toMatchObject({ __typename: 'Redemption', pointsSpent: 3 });
     expect((await points.me('pen-buyer')).pointsBalance).toBe(7);
+    // Off sale again, with the answer forgotten by Redis (its TTL ran out): a retry still gets its redemption.
+    await points.updateGoods('operator', pen.id, { onSale: false });
+    await stores.redis.del(answerKey('pen-buyer', 'p1'));
+    expect((await points.tryRedeem('pen-buyer', pen.id, 'p1')).result).toMatchObject({ __typename: 'Redemption', id: first?.__typename === 'Redemption' ? first.id : '' });
     await expectPointsInvariants(stores);
   });
 
-  it('NotFound for an item that does not exist, changing nothing', async () => {
+  it('NotFound for an item that does not exist, and BAD_USER_INPUT for an id no item can have, changing nothing', async () => {
     const response = await unchanged(() => update('no-such-goods', { onSale: false }, admin));
     expect(response.body.data?.updateGoods).toMatchObject({ __typename: 'NotFound', code: 'NOT_FOUND' });
+    for (const id of ['', 'g'.repeat(129)]) expect(errorCodes(await unchanged(() => update(id, { onSale: false }, admin))), id).toEqual(['BAD_USER_INPUT']);
   });
 
   const badUpdates: [string, Record<string, unknown>][] = [

@@ -1,6 +1,7 @@
 import { builder } from '../builder.ts';
 import { NotFound } from '../domain/problems.ts';
 import { type GroupBuyActivity, groupBuyActivityInput, updateGroupBuyActivityInput } from '../domain/teams/activities.ts';
+import { activityId } from '../domain/teams/input.ts';
 import { rethrowInLocale } from '../i18n/issues.ts';
 import { serverNow, serverTimeNote } from './common.ts';
 import { keysetConnection } from './connections.ts';
@@ -73,9 +74,9 @@ const UpdateGroupBuyActivityInput = builder
 builder.mutationField('updateGroupBuyActivity', (t) =>
   t.withAuth({ admin: true }).field({
     type: GroupBuyActivityRef,
-    description: "Operators: changes a group-buy's title, description, end or pause. Once it answers, no team opens on any instance while paused or after the end.",
+    description: "Operators: changes a group-buy's title, description, end or pause. Once it answers, no team opens on any instance while paused or after the end; a resume or a new title reaches other instances within a second.",
     errors: { types: [NotFound], directResult: true, union: { name: 'UpdateGroupBuyActivityResult' } },
-    args: { activityId: t.arg.id({ required: true }), input: t.arg({ type: UpdateGroupBuyActivityInput, required: true }) },
+    args: { activityId: t.arg.id({ required: true, validate: activityId }), input: t.arg({ type: UpdateGroupBuyActivityInput, required: true }) },
     resolve: (_root, { activityId, input }, { app, locale }) => app.teams.updateActivity(String(activityId), input).catch(rethrowInLocale(locale)),
   }),
 );

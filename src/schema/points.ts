@@ -1,5 +1,15 @@
 import { builder } from '../builder.ts';
-import { awardPointsArgs, createGoodsInput, listLimit, listOffset, redeemPointsArgs, redemptionUpdatedArgs, restockGoodsInput, updateGoodsInput } from '../domain/points/input.ts';
+import {
+  awardPointsArgs,
+  createGoodsInput,
+  goodsIdArg,
+  listLimit,
+  listOffset,
+  redeemPointsArgs,
+  redemptionUpdatedArgs,
+  restockGoodsInput,
+  updateGoodsInput,
+} from '../domain/points/input.ts';
 import { GoodsOffSale, InsufficientPoints, OutOfStock, PerUserLimitReached } from '../domain/points/problems.ts';
 import { NotFound } from '../domain/problems.ts';
 import { RedemptionStatus } from '../generated/prisma/enums.ts';
@@ -189,7 +199,7 @@ builder.mutationField('updateGoods', (t) =>
     type: Goods,
     description: "Operators: changes a goods item's title, its price in points, or whether it is on sale; the next redemption sees it.",
     errors: { types: [NotFound], directResult: true, union: { name: 'UpdateGoodsResult' } },
-    args: { goodsId: t.arg.id({ required: true }), input: t.arg({ type: UpdateGoodsInput, required: true }) },
+    args: { goodsId: t.arg.id({ required: true, validate: goodsIdArg }), input: t.arg({ type: UpdateGoodsInput, required: true }) },
     resolve: (_root, { goodsId, input }, { app, viewer, locale }) => app.points.updateGoods(viewer.userId, String(goodsId), input).catch(rethrowInLocale(locale)),
   }),
 );

@@ -27,6 +27,9 @@ export const awardPointsArgs = z.object({
 
 export const redeemPointsArgs = z.object({ goodsId: id, requestId });
 
+/** A goods item's id as an argument of its own (updateGoods). */
+export const goodsIdArg = id;
+
 export const redemptionUpdatedArgs = z.object({ redemptionId: id });
 
 const title = z.string().trim().min(1, 'title must not be empty').max(100);

@@ -189,7 +189,7 @@ export async function recordRestock(prisma: PrismaClient, restockId: string, cre
     if (!item) return null;
     const first = await tx.goodsRestock.findUnique({ where: { goodsId_requestId: { goodsId, requestId } } });
     if (first) {
-      if (first.units !== units || first.codes.join('\n') !== codes.join('\n')) {
+      if (first.units !== units || first.codes.length !== codes.length || first.codes.some((code, i) => code !== codes[i])) {
         throw BadInputError.of([ruleInputIssue(['input', 'requestId'], 'REQUEST_ID_OF_ANOTHER_RESTOCK', { requestId })]);
       }
       return 'replayed';

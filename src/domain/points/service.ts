@@ -158,16 +158,25 @@ export class PointsService {
 
   /**
    * Changes the item's title, price or sale: in PostgreSQL, then in every bucket's share,
-   * each under its rebuild lock taken after the commit: a rebuild that read PostgreSQL
-   * before the commit still holds it then, so its older copy is written first and
-   * overwritten. The terms are written to Redis even when nothing changed, so an
-   * operator's retry after a failure in between puts them right; meanwhile PostgreSQL
-   * refuses redemptions at terms the item no longer has (redemptions.ts).
+   * each under its rebuild lock taken after the commit, with the terms read again under
+   * it. A rebuild that read PostgreSQL before the commit still holds the lock then, so its
+   * older copy is written first and overwritten; and of two changes racing, whichever
+   * writes a bucket last writes the newest terms, not its own. The terms are written to
+   * Redis even when nothing changed, so an operator's retry after a failure in between
+   * puts them right; meanwhile PostgreSQL refuses redemptions at terms the item no longer
+   * has (redemptions.ts).
    */
   async updateGoods(changedBy: string, goodsId: string, input: UpdateGoodsInput): Promise<Goods> {
     const goods = await recordGoodsChange(this.deps.prisma, randomUUID(), changedBy, goodsId, input);
     if (!goods) throw new NotFound('goods', goodsId);
-    await Promise.all(allBuckets(this.store.buckets).map((bucket) => this.goods.changeDurably({ goodsId, bucket }, () => this.store.setGoodsTerms({ goodsId, bucket }, goods))));
+    await Promise.all(
+      allBuckets(this.store.buckets).map((bucket) =>
+        this.goods.changeDurably({ goodsId, bucket }, async () => {
+          const terms = await this.deps.prisma.goods.findUniqueOrThrow({ where: { id: goodsId }, select: { pointsCost: true, onSale: true } });
+          await this.store.setGoodsTerms({ goodsId, bucket }, terms);
+        }),
+      ),
+    );
     return goods;
   }
 
@@ -207,8 +216,12 @@ export class PointsService {
     switch (reply.kind) {
       case 'dry':
         return { kind: 'dry' };
-      case 'offSale':
+      case 'offSale': {
+        // Redis forgot this requestId's answer (its TTL, a data loss): a retry gets the first one, not a refusal.
+        const first = await this.durableAnswer(userId, goodsId, requestId);
+        if (first) return { kind: 'answer', redemption: first };
         throw new GoodsOffSale();
+      }
       case 'durable':
         return { kind: 'answer', redemption: reply.redemption };
       case 'redeemed':

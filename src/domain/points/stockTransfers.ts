@@ -184,11 +184,17 @@ export class StockTransfers {
     return underRebuildLock(this.deps, transferLockKey(goodsId), () => this.giveInFlight(goodsId));
   }
 
-  /** The sweeper: gives what dead processes left in flight. Returns how many transfers it gave. */
+  /** The sweeper: gives what dead processes left in flight, item by item; one that fails holds back no other. Returns how many transfers it gave. */
   async mend(): Promise<number> {
     const items = await this.deps.prisma.goodsStockTransfer.findMany({ where: { givenAt: null }, distinct: ['goodsId'], select: { goodsId: true } });
     let given = 0;
-    for (const { goodsId } of items) given += await underRebuildLock(this.deps, transferLockKey(goodsId), () => this.giveInFlight(goodsId));
+    for (const { goodsId } of items) {
+      try {
+        given += await underRebuildLock(this.deps, transferLockKey(goodsId), () => this.giveInFlight(goodsId));
+      } catch (error) {
+        this.deps.log.error({ err: error, goodsId }, 'could not give the stock in flight of a goods item; tried again next round');
+      }
+    }
     return given;
   }
 
