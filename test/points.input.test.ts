@@ -96,6 +96,15 @@ async function unchanged<T>(request: () => Promise<T>): Promise<T> {
   return result;
 }
 
+/** The callers an operator's mutation refuses, each with its code: no token, a broken one, a user who is not an operator. */
+async function refusedCallers(): Promise<[string | undefined, string][]> {
+  return [
+    [undefined, 'UNAUTHENTICATED'],
+    ['not-a-jwt', 'UNAUTHENTICATED'],
+    [await tokenOf('mallory'), 'FORBIDDEN'],
+  ];
+}
+
 const award = (variables: AwardPointsMutationVariables, token?: string) => gql(server.url, AwardPointsDocument, variables, token);
 const goodAward = { userId: 'someone', amount: 10, reason: 'watched a video', requestId: 'video-1' };
 
@@ -385,11 +394,7 @@ describe('restockGoods', () => {
   });
 
   it('UNAUTHENTICATED without a token or with a bad one, FORBIDDEN for a user who is not an operator', async () => {
-    for (const [token, code] of [
-      [undefined, 'UNAUTHENTICATED'],
-      ['not-a-jwt', 'UNAUTHENTICATED'],
-      [await tokenOf('mallory'), 'FORBIDDEN'],
-    ] as const) {
+    for (const [token, code] of await refusedCallers()) {
       const response = await unchanged(() => restock({ goodsId, requestId: 'mallory', units: 1, voucherCodes: ['MAL-1'] }, token));
       expect(response.body.data?.restockGoods ?? null).toBeNull();
       expect(errorCodes(response)).toEqual([code]);
@@ -498,11 +503,7 @@ describe('updateGoods', () => {
   });
 
   it('UNAUTHENTICATED without a token or with a bad one, FORBIDDEN for a user who is not an operator', async () => {
-    for (const [token, code] of [
-      [undefined, 'UNAUTHENTICATED'],
-      ['not-a-jwt', 'UNAUTHENTICATED'],
-      [await tokenOf('mallory'), 'FORBIDDEN'],
-    ] as const) {
+    for (const [token, code] of await refusedCallers()) {
       const response = await unchanged(() => update(goodsId, { pointsCost: 1 }, token));
       expect(response.body.data?.updateGoods ?? null).toBeNull();
       expect(errorCodes(response)).toEqual([code]);
