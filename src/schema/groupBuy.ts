@@ -74,7 +74,8 @@ const UpdateGroupBuyActivityInput = builder
 builder.mutationField('updateGroupBuyActivity', (t) =>
   t.withAuth({ admin: true }).field({
     type: GroupBuyActivityRef,
-    description: "Operators: changes a group-buy's title, description, end or pause. Once it answers, no team opens on any instance while paused or after the end; a resume or a new title reaches other instances within a second.",
+    description:
+      "Operators: changes a group-buy's title, description, end or pause. Once it answers, no team opens on any instance while paused or after the end; a resume or a new title reaches other instances within a second.",
     errors: { types: [NotFound], directResult: true, union: { name: 'UpdateGroupBuyActivityResult' } },
     args: { activityId: t.arg.id({ required: true, validate: activityId }), input: t.arg({ type: UpdateGroupBuyActivityInput, required: true }) },
     resolve: (_root, { activityId, input }, { app, locale }) => app.teams.updateActivity(String(activityId), input).catch(rethrowInLocale(locale)),
