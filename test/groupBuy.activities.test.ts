@@ -252,6 +252,27 @@ describe('updateGroupBuyActivity', () => {
     expect(await rowOf(id)).toEqual(before);
   });
 
+  /**
+   * 200 opens over a second, spread over the servers, with the change a fifth of the way
+   * in: some opens are refused, and not one team commits after the change answered,
+   * whatever each instance's copy of the activity said. The opens' answers.
+   */
+  async function stormChangedMidway(id: string, servers: string[], change: UpdateGroupBuyActivityInput) {
+    let teamsWhenChanged = -1;
+    const opens = Array.from({ length: 200 }, (_, i) => new Promise((resolve) => setTimeout(resolve, 5 * i)).then(() => openAt(servers[i % servers.length]!, `gb-storm-${i}`, id)));
+    const changed = new Promise((resolve) => setTimeout(resolve, 200))
+      .then(() => update(id, change))
+      .then(async (response) => {
+        teamsWhenChanged = (await teamIdsOf(id)).length;
+        return response;
+      });
+    expect((await changed).body.data?.updateGroupBuyActivity).toMatchObject({ __typename: 'GroupBuyActivity' });
+    const results = await Promise.all(opens);
+    expect(results.filter((result) => result.__typename === 'GroupBuyNotActive').length, 'opens refused after the change').toBeGreaterThan(0);
+    expect(await teamIdsOf(id)).toHaveLength(teamsWhenChanged);
+    return results;
+  }
+
   it('pauses a storm of openTeam on every instance, while teams already open still fill; then resumes', async () => {
     const id = newId();
     await create(activityInput(id, { capacity: 2 }));
@@ -262,21 +283,8 @@ describe('updateGroupBuyActivity', () => {
     try {
       // Warm the other instance's copy of the activity, so the pause must reach it.
       expect((await openAt(other.url, 'gb-warm', id)).__typename).toBe('Team');
-      // 200 opens over a second, half through each instance; the pause comes a fifth of the way in.
-      let teamsWhenPaused = -1;
-      const opens = Array.from({ length: 200 }, (_, i) => new Promise((resolve) => setTimeout(resolve, 5 * i)).then(() => openAt(i % 2 ? other.url : url(), `gb-storm-${i}`, id)));
-      const pause = new Promise((resolve) => setTimeout(resolve, 200))
-        .then(() => update(id, { paused: true }))
-        .then(async (response) => {
-          teamsWhenPaused = (await teamIdsOf(id)).length;
-          return response;
-        });
-      expect((await pause).body.data?.updateGroupBuyActivity).toMatchObject({ __typename: 'GroupBuyActivity', paused: true });
-      const results = await Promise.all(opens);
+      const results = await stormChangedMidway(id, [url(), other.url], { paused: true });
       expect(results.every((result) => result.__typename === 'Team' || (result.__typename === 'GroupBuyNotActive' && result.paused))).toBe(true);
-      expect(results.filter((result) => result.__typename === 'GroupBuyNotActive').length, 'opens refused by the pause').toBeGreaterThan(0);
-      // Not one team committed after the pause answered, whatever either instance's copy said.
-      expect(await teamIdsOf(id)).toHaveLength(teamsWhenPaused);
       await new Promise((resolve) => setTimeout(resolve, 1_100));
       for (const at of [url(), other.url]) {
         expect(await openAt(at, 'gb-after', id)).toMatchObject({ __typename: 'GroupBuyNotActive', paused: true, message: 'this group-buy is paused: no new team opens for now' });
@@ -293,6 +301,14 @@ describe('updateGroupBuyActivity', () => {
     const teamIds = await teamIdsOf(id);
     await expectTeamInvariants(started.stores, id, teamIds);
     expect(await paymentViolations(started.stores, teamIds)).toEqual([]);
+  });
+
+  it('ends a storm of openTeam early: no team commits after the end answered', async () => {
+    const id = newId();
+    await create(activityInput(id));
+    const results = await stormChangedMidway(id, [url()], { endsAt: new Date(Date.now() - 60_000).toISOString() });
+    expect(results.every((result) => result.__typename === 'Team' || (result.__typename === 'GroupBuyNotActive' && !result.paused))).toBe(true);
+    await expectTeamInvariants(started.stores, id, await teamIdsOf(id));
   });
 
   it('ends an activity early: no team opens, open ones fill; ended, it keeps its end and cannot be paused, but takes a new title', async () => {

@@ -283,8 +283,10 @@ export function teamsChangedBy(entry: JournalEntry): TeamRef[] {
 export function insertTeam(prisma: PrismaClient, { activityId, teamId }: TeamRef, leaderId: string, activity: GroupBuyActivity, nowMs: number): Promise<TeamSnapshot> {
   return prisma.$transaction(async (tx) => {
     await tx.$executeRaw`SELECT pg_advisory_xact_lock_shared(hashtextextended(${activityChangeLock(activityId)}, 0))`;
-    const [current] = await tx.$queryRaw<{ paused: boolean; ends_at: Date }[]>`SELECT paused, ends_at FROM group_buy_activity WHERE id = ${activityId}`;
-    const ended = !current || current.ends_at.getTime() <= nowMs;
+    // Ended by the clock of now, not of when the open began: it may have waited for the lock and a connection since.
+    const [current] = await tx.$queryRaw<{ paused: boolean; ends_at: Date; ended: boolean }[]>`
+      SELECT paused, ends_at, ends_at <= greatest(clock_timestamp(), to_timestamp(${nowMs}::bigint / 1000.0)) AS ended FROM group_buy_activity WHERE id = ${activityId}`;
+    const ended = !current || current.ended;
     if (ended || current.paused) throw new GroupBuyNotActive(activity.startsAt, current?.ends_at ?? activity.endsAt, new Date(nowMs), !ended);
     await tx.$executeRaw`SELECT pg_advisory_xact_lock(hashtextextended(${`team-leader:${activityId}:${leaderId}`}, 0))`;
     const open = await tx.team.count({ where: { activityId, leaderId, status: 'OPEN', deadline: { gt: new Date(nowMs) } } });

@@ -87,5 +87,6 @@ async function underLock<T>({ redis, scripts }: LockDeps, lockKey: string, task:
     }
     await new Promise((resolve) => setTimeout(resolve, WAIT_STEP_MS));
   }
-  throw new RebuildTimeoutError(`timed out waiting for ${lockKey}`);
+  // The key stays out of the message: clients read it, and it names the service's internals.
+  throw new RebuildTimeoutError("this campaign is busy with a rebuild or an operator's change; try again");
 }
