@@ -68,6 +68,11 @@ export function ruleIssue(rule: InputRule, values: RuleValues = {}) {
   return { code: 'custom' as const, message: ruleMessages[rule].en(values), params: { rule, values } };
 }
 
+/** An update's refinement: one whose every field is left out or null changes nothing (NOTHING_TO_CHANGE). */
+export function requireAChange(input: Record<string, unknown>, ctx: { addIssue(issue: ReturnType<typeof ruleIssue> & { path: never[] }): void }): void {
+  if (Object.values(input).every((value) => value == null)) ctx.addIssue({ ...ruleIssue('NOTHING_TO_CHANGE'), path: [] });
+}
+
 /** An issue coded by the rule it breaks. */
 export interface RuleInputIssue extends InputIssue {
   code: InputRule;

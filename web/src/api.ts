@@ -148,9 +148,6 @@ function socketClient(): Client {
   // The socket a ping went out on: its pong is awaited, not the next socket's.
   let connected: unknown;
   let pongDue: ReturnType<typeof setTimeout> | undefined;
-  client.on('connected', (opened) => {
-    connected = opened;
-  });
   client.on('ping', (received) => {
     if (received) return;
     const pinged = connected;
@@ -161,17 +158,16 @@ function socketClient(): Client {
   client.on('pong', (received) => {
     if (received) clearTimeout(pongDue);
   });
-  client.on('closed', () => {
-    connected = undefined;
-    clearTimeout(pongDue);
-  });
   // A disposed client's events (the user changed) say nothing about the current one.
-  client.on('connected', () => {
+  client.on('connected', (opened) => {
+    connected = opened;
     if (socket?.client !== client) return;
     live.socket = 'open';
     updateLive();
   });
   client.on('closed', () => {
+    connected = undefined;
+    clearTimeout(pongDue);
     if (socket?.client !== client) return;
     live.socket = live.subscriptions > 0 ? 'closed' : 'idle';
     updateLive();

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ruleIssue } from '../../i18n/issues.ts';
+import { requireAChange, ruleIssue } from '../../i18n/issues.ts';
 import { LOTTERY_LIMITS as L, settingsIssues } from './settings.ts';
 import { canonicalTimezone } from './timezone.ts';
 
@@ -82,7 +82,7 @@ export const updateLotteryInput = z
     prizes: z.array(prizeUpdate).max(L.maxPrizes).nullish(),
   })
   .superRefine((input, ctx) => {
-    if (Object.values(input).every((value) => value == null)) ctx.addIssue({ ...ruleIssue('NOTHING_TO_CHANGE'), path: [] });
+    requireAChange(input, ctx);
     const ids = (input.prizes ?? []).map((prize) => prize.prizeId);
     if (new Set(ids).size !== ids.length) ctx.addIssue({ ...ruleIssue('DUPLICATE_PRIZE'), path: ['prizes'] });
   });

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ruleIssue } from '../../i18n/issues.ts';
+import { requireAChange, ruleIssue } from '../../i18n/issues.ts';
 
 /** GraphQL Int is 32-bit: a balance and a cost must stay within it. */
 export const MAX_POINTS = 2_147_483_647;
@@ -77,9 +77,7 @@ export const restockGoodsInput = z
 export type RestockGoodsInput = z.infer<typeof restockGoodsInput>;
 
 /** updateGoods' input: what changes; a field left out (or null) stays as it is. */
-export const updateGoodsInput = z.object({ title: title.nullish(), pointsCost: pointsCost.nullish(), onSale: z.boolean().nullish() }).superRefine((input, ctx) => {
-  if (Object.values(input).every((value) => value == null)) ctx.addIssue({ ...ruleIssue('NOTHING_TO_CHANGE'), path: [] });
-});
+export const updateGoodsInput = z.object({ title: title.nullish(), pointsCost: pointsCost.nullish(), onSale: z.boolean().nullish() }).superRefine(requireAChange);
 
 export type UpdateGoodsInput = z.infer<typeof updateGoodsInput>;
 

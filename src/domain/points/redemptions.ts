@@ -44,6 +44,13 @@ export function requestOf(entry: JournalEntry): z.infer<typeof requestFields> {
 }
 
 /**
+ * How far apart the clocks of Redis (a redemption's time) and PostgreSQL (a change of an
+ * item's terms) may be, for a redemption made just before a change to be held to the terms
+ * before it. Within it, a redemption made just after may pass at the old terms too.
+ */
+const TERMS_CLOCK_SLACK_MS = 5_000;
+
+/**
  * The redemptions of a batch, checked again by PostgreSQL and inserted with their
  * ledger rows and balance debits in one statement. Redis already checked them;
  * PostgreSQL's own check matters only when Redis lost data and was rebuilt while
@@ -68,13 +75,6 @@ export function requestOf(entry: JournalEntry): z.infer<typeof requestFields> {
  * but whose reply was lost is not returned by the retry, so it waits for its lease to
  * run out and goes out as attempt 2: late, never lost.
  */
-/**
- * How far apart the clocks of Redis (a redemption's time) and PostgreSQL (a change of an
- * item's terms) may be, for a redemption made just before a change to be held to the terms
- * before it. Within it, a redemption made just after may pass at the old terms too.
- */
-const TERMS_CLOCK_SLACK_MS = 5_000;
-
 function insertRedemptions(redemptions: RedeemFields[], leaseMs: number): Prisma.Sql {
   // The batch's order, for each user's running total.
   const numbered = redemptions.map((fields, i) => ({ ...fields, position: i + 1 }));

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { Prisma } from '../../generated/prisma/client.ts';
-import { type RuleInputIssue, ruleInputIssue, ruleIssue } from '../../i18n/issues.ts';
+import { type RuleInputIssue, requireAChange, ruleInputIssue, ruleIssue } from '../../i18n/issues.ts';
 import { rebuildOnce } from '../../infra/campaign/rebuild.ts';
 import { type KeysetPage, keysetArgs } from '../../infra/db/pages.ts';
 import { keysExpireAt, retainUntil } from '../../infra/redis/keys.ts';
@@ -59,9 +59,7 @@ export const updateGroupBuyActivityInput = z
     endsAt: z.date().nullish(),
     paused: z.boolean().nullish(),
   })
-  .superRefine((input, ctx) => {
-    if (Object.values(input).every((value) => value == null)) ctx.addIssue({ ...ruleIssue('NOTHING_TO_CHANGE'), path: [] });
-  });
+  .superRefine(requireAChange);
 
 export type UpdateGroupBuyActivityInput = z.infer<typeof updateGroupBuyActivityInput>;
 
@@ -78,6 +76,9 @@ export interface GroupBuyActivity extends Omit<GroupBuyActivityInput, 'id'> {
  * KEY SHARE lockers starves a FOR UPDATE for as long as a storm lasts.)
  */
 export const activityChangeLock = (activityId: string) => `group-buy:${activityId}`;
+
+/** When an activity's keys may go: once its last team's deadline is long past. */
+const activityKeysExpireAt = (activity: GroupBuyActivity) => keysExpireAt(retainUntil(activity.endsAt.getTime() + activity.formationSeconds * 1000));
 
 /**
  * How long an instance trusts its copy of an activity for openTeam's quick refusals and for
@@ -123,15 +124,16 @@ export class GroupBuyActivities {
   }
 
   /**
-   * Applies an operator's change, under the activity's change lock, checked against the activity as it is at
-   * `nowMs`: an ended activity keeps its end and its pause (its teams were told it
-   * ended), the end stays after the start and within the longest window. A later end
-   * keeps the activity's keys in Redis that much longer. Null when there is no such activity.
+   * Applies an operator's change under the activity's change lock (which also keeps two
+   * changes apart), checked against the activity as it is at `nowMs`: an ended activity
+   * keeps its end and its pause (its teams were told it ended), the end stays after the
+   * start and within the longest window. A later end keeps the activity's keys in Redis
+   * that much longer. Null when there is no such activity.
    */
   async update(activityId: string, input: UpdateGroupBuyActivityInput, nowMs: number): Promise<GroupBuyActivity | null> {
     const updated = await this.deps.prisma.$transaction(async (tx) => {
       await tx.$executeRaw`SELECT pg_advisory_xact_lock(hashtextextended(${activityChangeLock(activityId)}, 0))`;
-      const [current] = await tx.$queryRaw<{ starts_at: Date; ends_at: Date }[]>`SELECT starts_at, ends_at FROM group_buy_activity WHERE id = ${activityId} FOR UPDATE`;
+      const [current] = await tx.$queryRaw<{ starts_at: Date; ends_at: Date }[]>`SELECT starts_at, ends_at FROM group_buy_activity WHERE id = ${activityId}`;
       if (!current) return null;
       const issues: RuleInputIssue[] = [];
       const ended = current.ends_at.getTime() <= nowMs;
@@ -149,7 +151,7 @@ export class GroupBuyActivities {
     this.cache.delete(activityId);
     if (updated && input.endsAt != null) {
       const keys = activityKeys(activityId);
-      const expireAt = keysExpireAt(retainUntil(updated.endsAt.getTime() + updated.formationSeconds * 1000));
+      const expireAt = activityKeysExpireAt(updated);
       // Only ever later: the keys of an end brought forward outlive it, as its teams do.
       await Promise.all([keys.activity, keys.joined].map((key) => this.deps.redis.pexpireat(key, expireAt, 'GT')));
     }
@@ -174,7 +176,7 @@ export class GroupBuyActivities {
         SELECT m.user_id, count(*)::int AS n FROM team_member m JOIN team t ON t.id = m.team_id
         WHERE t.activity_id = ${activityId} AND t.status <> 'FAILED' AND m.user_id <> t.leader_id
         GROUP BY m.user_id`);
-      const expireAt = keysExpireAt(retainUntil(activity.endsAt.getTime() + activity.formationSeconds * 1000));
+      const expireAt = activityKeysExpireAt(activity);
       const tx = this.deps.redis.multi().del(keys.joined);
       if (counts.length > 0) tx.hset(keys.joined, Object.fromEntries(counts.map((row) => [row.user_id, row.n]))).pexpireat(keys.joined, expireAt);
       tx.hset(keys.activity, { groupPriceCents: activity.groupPriceCents, maxTeamsPerUser: activity.maxTeamsPerUser }).pexpireat(keys.activity, expireAt);
