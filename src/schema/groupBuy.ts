@@ -1,7 +1,7 @@
 import { builder } from '../builder.ts';
+import { activityId } from '../domain/ids.ts';
 import { NotFound } from '../domain/problems.ts';
 import { type GroupBuyActivity, groupBuyActivityInput, updateGroupBuyActivityInput } from '../domain/teams/activities.ts';
-import { activityId } from '../domain/teams/input.ts';
 import { rethrowInLocale } from '../i18n/issues.ts';
 import { serverNow, serverTimeNote } from './common.ts';
 import { keysetConnection } from './connections.ts';
@@ -86,7 +86,7 @@ builder.queryField('groupBuyActivity', (t) =>
   t.withAuth({ signedIn: true }).field({
     type: GroupBuyActivityRef,
     nullable: true,
-    args: { id: t.arg.id({ required: true }) },
+    args: { id: t.arg.id({ required: true, validate: activityId }) },
     resolve: (_root, { id }, { app }) => app.teams.activity(String(id)),
   }),
 );

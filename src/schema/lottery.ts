@@ -1,6 +1,7 @@
 import { wrapOrThrow } from '@pothos/plugin-errors';
 import { z } from 'zod';
 import { builder } from '../builder.ts';
+import { recordId } from '../domain/ids.ts';
 import type { DrawAudit } from '../domain/lottery/audit.ts';
 import { createLotteryInput, requestIdInput, updateLotteryInput } from '../domain/lottery/input.ts';
 import { ActivityNotActive, DrawLimitReached, WinLimitReached } from '../domain/lottery/problems.ts';
@@ -243,7 +244,7 @@ builder.queryField('lotteryActivity', (t) =>
   t.withAuth({ signedIn: true }).field({
     type: LotteryActivity,
     nullable: true,
-    args: { id: t.arg.id({ required: true }) },
+    args: { id: t.arg.id({ required: true, validate: recordId }) },
     resolve: (_root, { id }, { app }) => app.lottery.get(String(id)),
   }),
 );
@@ -268,7 +269,7 @@ builder.queryField('lotteryDrawAudit', (t) =>
     type: LotteryDrawAudit,
     nullable: true,
     description: 'Operators: replays a committed draw.',
-    args: { drawId: t.arg.id({ required: true }) },
+    args: { drawId: t.arg.id({ required: true, validate: recordId }) },
     resolve: (_root, { drawId }, { app }) => app.lottery.audit(String(drawId)),
   }),
 );
@@ -279,8 +280,8 @@ builder.queryField('lotteryWins', (t) =>
     description:
       "Operators: an activity's winning draws, oldest first, every one committed (losses are not listed), to ship the prizes; with prizeId, that prize's only. An unknown activity or prize has none.",
     args: {
-      activityId: t.arg.id({ required: true }),
-      prizeId: t.arg.id({ description: 'Only the wins of this prize of the activity; unset: every prize.' }),
+      activityId: t.arg.id({ required: true, validate: recordId }),
+      prizeId: t.arg.id({ validate: recordId, description: 'Only the wins of this prize of the activity; unset: every prize.' }),
     },
     resolve: (_root, { activityId, prizeId, ...args }, { app, locale }) =>
       keysetConnection(
@@ -307,7 +308,7 @@ builder.mutationField('drawLottery', (t) =>
     description:
       'One draw; a result is already committed in PostgreSQL, with its cost in points and any POINTS prize. The same requestId returns the first result, counts once and pays once. InsufficientPoints: the balance does not cover drawCostPoints; nothing was spent.',
     args: {
-      activityId: t.arg.id({ required: true }),
+      activityId: t.arg.id({ required: true, validate: recordId }),
       requestId: t.arg.string({ validate: requestIdInput }),
     },
     resolve: (_root, { activityId, requestId }, { app, viewer }) =>
@@ -321,7 +322,7 @@ builder.mutationField('updateLotteryActivity', (t) =>
     description: 'Operators: changes weights, stock, limits, the end or pause; the next draw sees all of it at once.',
     errors: { types: [NotFound], directResult: true, union: { name: 'UpdateLotteryActivityResult' } },
     args: {
-      activityId: t.arg.id({ required: true }),
+      activityId: t.arg.id({ required: true, validate: recordId }),
       input: t.arg({ type: UpdateLotteryInput, required: true }),
     },
     resolve: (_root, { activityId, input }, { app, viewer, locale }) => app.lottery.update(viewer.userId, String(activityId), input).catch(rethrowInLocale(locale)),
@@ -334,7 +335,7 @@ builder.subscriptionField('lotteryWinners', (t) =>
     description:
       "The latest `recent` wins, then every win as it is committed (each its own event, none merged). Completes once the activity has ENDED, after the wins of draws made before the end. Each subscriber sees the winners' user ids by the rule of LotteryWin.userId.",
     args: {
-      activityId: t.arg.id({ required: true }),
+      activityId: t.arg.id({ required: true, validate: recordId }),
       recent: t.arg.int({
         defaultValue: 0,
         description: `How many of the latest wins to send first: 0 to ${LOTTERY_LIMITS.maxRecentWins}, more is BAD_USER_INPUT. A ticker, not a list: operators page every win with lotteryWins.`,

@@ -1,4 +1,5 @@
 import { builder } from '../builder.ts';
+import { recordId } from '../domain/ids.ts';
 import type { RedPacketState } from '../domain/redPackets/store.ts';
 import { rethrowInLocale } from '../i18n/issues.ts';
 import { keysetConnection } from './connections.ts';
@@ -58,7 +59,7 @@ builder.objectFields(Me, (t) => ({
   draws: t.connection({
     type: LotteryDrawRecord,
     description: 'My lottery draws, won or lost, newest first.',
-    args: { activityId: t.arg.id({ description: "Only this activity's draws." }) },
+    args: { activityId: t.arg.id({ validate: recordId, description: "Only this activity's draws." }) },
     resolve: (me, args, { app, locale }) =>
       keysetConnection(
         args,

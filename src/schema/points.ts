@@ -1,15 +1,6 @@
 import { builder } from '../builder.ts';
-import {
-  awardPointsArgs,
-  createGoodsInput,
-  goodsIdArg,
-  listLimit,
-  listOffset,
-  redeemPointsArgs,
-  redemptionUpdatedArgs,
-  restockGoodsInput,
-  updateGoodsInput,
-} from '../domain/points/input.ts';
+import { recordId } from '../domain/ids.ts';
+import { awardPointsArgs, createGoodsInput, listLimit, listOffset, redeemPointsArgs, redemptionUpdatedArgs, restockGoodsInput, updateGoodsInput } from '../domain/points/input.ts';
 import { GoodsOffSale, InsufficientPoints, OutOfStock, PerUserLimitReached } from '../domain/points/problems.ts';
 import { NotFound } from '../domain/problems.ts';
 import { RedemptionStatus } from '../generated/prisma/enums.ts';
@@ -140,7 +131,7 @@ builder.queryField('goods', (t) =>
   t.withAuth({ signedIn: true }).prismaField({
     type: 'Goods',
     nullable: true,
-    args: { id: t.arg.id({ required: true }) },
+    args: { id: t.arg.id({ required: true, validate: recordId }) },
     resolve: (query, _root, { id }, { app }) => app.points.findGoods(query, String(id)),
   }),
 );
@@ -150,7 +141,7 @@ builder.queryField('goodsRedemptions', (t) =>
     type: [Redemption],
     description: "Operators: a goods item's redemptions, oldest first.",
     args: {
-      goodsId: t.arg.id({ required: true }),
+      goodsId: t.arg.id({ required: true, validate: recordId }),
       status: t.arg({ type: RedemptionStatusEnum }),
       limit: t.arg.int({ defaultValue: 100, validate: listLimit }),
       offset: t.arg.int({ defaultValue: 0, validate: listOffset }),
@@ -199,7 +190,7 @@ builder.mutationField('updateGoods', (t) =>
     type: Goods,
     description: "Operators: changes a goods item's title, its price in points, or whether it is on sale; the next redemption sees it.",
     errors: { types: [NotFound], directResult: true, union: { name: 'UpdateGoodsResult' } },
-    args: { goodsId: t.arg.id({ required: true, validate: goodsIdArg }), input: t.arg({ type: UpdateGoodsInput, required: true }) },
+    args: { goodsId: t.arg.id({ required: true, validate: recordId }), input: t.arg({ type: UpdateGoodsInput, required: true }) },
     resolve: (_root, { goodsId, input }, { app, viewer, locale }) => app.points.updateGoods(viewer.userId, String(goodsId), input).catch(rethrowInLocale(locale)),
   }),
 );

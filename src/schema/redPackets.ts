@@ -1,4 +1,5 @@
 import { builder } from '../builder.ts';
+import { recordId } from '../domain/ids.ts';
 import { InsufficientFunds } from '../domain/money/problems.ts';
 import { aliasScope, userIdRule } from '../domain/privacy.ts';
 import { NotFound } from '../domain/problems.ts';
@@ -154,7 +155,7 @@ builder.queryField('redPacket', (t) =>
   t.withAuth({ signedIn: true }).field({
     type: RedPacket,
     nullable: true,
-    args: { id: t.arg.id({ required: true }) },
+    args: { id: t.arg.id({ required: true, validate: recordId }) },
     resolve: (_root, { id }, { app }) => app.redPackets.get(String(id)),
   }),
 );
@@ -182,7 +183,7 @@ builder.mutationField('grabRedPacket', (t) =>
       directResult: true,
       union: { name: 'GrabRedPacketResult' },
     },
-    args: { packetId: t.arg.id({ required: true }) },
+    args: { packetId: t.arg.id({ required: true, validate: recordId }) },
     resolve: (_root, { packetId }, { app, viewer }) => app.redPackets.grab(viewer.userId, String(packetId)),
   }),
 );
@@ -192,7 +193,7 @@ builder.mutationField('closeRedPacket', (t) =>
     type: RedPacket,
     description: "Operators: ends the packet now. Within seconds what is left is owed back to the sender's wallet (a refund), or, for a shop-funded packet, stays with the shop.",
     errors: { types: [NotFound], directResult: true, union: { name: 'CloseRedPacketResult' } },
-    args: { packetId: t.arg.id({ required: true }) },
+    args: { packetId: t.arg.id({ required: true, validate: recordId }) },
     resolve: (_root, { packetId }, { app }) => app.redPackets.close(String(packetId)),
   }),
 );
@@ -202,7 +203,7 @@ builder.subscriptionField('redPacketUpdated', (t) =>
     type: RedPacket,
     description:
       'The current state first, then newer states: after grabs, at the expiry instant, and with the refund. Only committed grabs count, and each event is one consistent snapshot (counts, amounts, latestShares, bestLuck and shares agree). An event carries the counts and the newest shares, not every share: select latestShares, not the costly shares. Grabs close together are merged into one event carrying the newest state, so intermediate states may be skipped. The stream completes after a final state: EMPTY, or EXPIRED with the refund made.',
-    args: { packetId: t.arg.id({ required: true }) },
+    args: { packetId: t.arg.id({ required: true, validate: recordId }) },
     subscribe: (_root, { packetId }, context) => {
       const id = String(packetId);
       return watchExisting(new NotFound('red packet', id), context, context.app.redPackets.get(id), () => context.app.redPackets.watch(id));

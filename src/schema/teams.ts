@@ -1,8 +1,9 @@
 import { builder } from '../builder.ts';
 import type { Context } from '../context.ts';
+import { activityId as activityIdSchema, recordId } from '../domain/ids.ts';
 import { aliasScope, userIdRule } from '../domain/privacy.ts';
 import { NotFound } from '../domain/problems.ts';
-import { activityId as activityIdSchema, openTeamInput, paymentRef as paymentRefSchema, teamListLimit, userId as userIdSchema } from '../domain/teams/input.ts';
+import { openTeamInput, paymentRef as paymentRefSchema, teamListLimit, userId as userIdSchema } from '../domain/teams/input.ts';
 import { AlreadyMember, GroupBuyNotActive, NoSeatLock, OpenTeamLimitReached, SeatLockLimitReached, TeamClosed, TeamFull, TeamLimitReached } from '../domain/teams/problems.ts';
 import type { SeatLocked } from '../domain/teams/service.ts';
 import type { SeatLockView, TeamMemberView, TeamState } from '../domain/teams/store.ts';
@@ -147,7 +148,7 @@ builder.queryField('team', (t) =>
   t.withAuth({ signedIn: true }).field({
     type: Team,
     nullable: true,
-    args: { id: t.arg.id({ required: true }) },
+    args: { id: t.arg.id({ required: true, validate: recordId }) },
     resolve: (_root, { id }, { app }) => app.teams.get(String(id)),
   }),
 );
@@ -207,7 +208,7 @@ builder.mutationField('lockTeamSeat', (t) =>
       directResult: true,
       union: { name: 'LockTeamSeatResult' },
     },
-    args: { teamId: t.arg.id({ required: true }) },
+    args: { teamId: t.arg.id({ required: true, validate: recordId }) },
     resolve: (_root, { teamId }, { app, viewer }) => app.teams.lock(viewer.userId, String(teamId)),
   }),
 );
@@ -216,7 +217,7 @@ builder.mutationField('releaseTeamSeat', (t) =>
   t.withAuth({ signedIn: true }).field({
     type: Team,
     description: "Gives the caller's seat lock back at once. Without a lock: the team, unchanged.",
-    args: { teamId: t.arg.id({ required: true }) },
+    args: { teamId: t.arg.id({ required: true, validate: recordId }) },
     resolve: async (_root, { teamId }, context) => {
       const team = await context.app.teams.release(context.viewer.userId, String(teamId));
       if (!team) throw notFoundError(new NotFound('team', String(teamId)), context);
@@ -236,7 +237,7 @@ builder.mutationField('confirmTeamSeat', (t) =>
       union: { name: 'ConfirmTeamSeatResult' },
     },
     args: {
-      teamId: t.arg.id({ required: true }),
+      teamId: t.arg.id({ required: true, validate: recordId }),
       userId: t.arg.id({ required: true, validate: userIdSchema }),
       paymentRef: t.arg.string({ required: true, validate: paymentRefSchema }),
     },
@@ -249,7 +250,7 @@ builder.subscriptionField('teamStatus', (t) =>
     type: Team,
     description:
       'The current state first, then newer states after changes: lock, release, lock expiry, confirm, completion, failure. Changes close together are merged into one event carrying the newest state (version grows), so intermediate states may be skipped. The stream completes after the team is COMPLETE or FAILED.',
-    args: { teamId: t.arg.id({ required: true }) },
+    args: { teamId: t.arg.id({ required: true, validate: recordId }) },
     subscribe: (_root, { teamId }, context) => {
       const id = String(teamId);
       return watchExisting(new NotFound('team', id), context, context.app.teams.get(id), () => context.app.teams.watch(id));

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { requireAChange, ruleIssue } from '../../i18n/issues.ts';
+import { recordId } from '../ids.ts';
 
 /** GraphQL Int is 32-bit: a balance and a cost must stay within it. */
 export const MAX_POINTS = 2_147_483_647;
@@ -9,12 +10,11 @@ const MAX_STOCK = 1_000_000;
 /** The most units a goods item has in all, restocks included: its stock is a 32-bit column. */
 export const MAX_GOODS_STOCK = 2_147_483_647;
 
-const id = z.string().min(1).max(128);
 /** A client's name for one attempt; retries reuse it. */
 const requestId = z.string().min(1, 'requestId must not be empty').max(128);
 
 export const awardPointsArgs = z.object({
-  userId: id,
+  userId: recordId,
   amount: z
     .number()
     .int()
@@ -25,12 +25,9 @@ export const awardPointsArgs = z.object({
   requestId,
 });
 
-export const redeemPointsArgs = z.object({ goodsId: id, requestId });
+export const redeemPointsArgs = z.object({ goodsId: recordId, requestId });
 
-/** A goods item's id as an argument of its own (updateGoods). */
-export const goodsIdArg = id;
-
-export const redemptionUpdatedArgs = z.object({ redemptionId: id });
+export const redemptionUpdatedArgs = z.object({ redemptionId: recordId });
 
 const title = z.string().trim().min(1, 'title must not be empty').max(100);
 const pointsCost = z.number().int().min(1, 'pointsCost must be at least 1').max(MAX_POINTS);
@@ -67,7 +64,7 @@ export type CreateGoodsInput = z.infer<typeof createGoodsInput>;
 /** restockGoods' input: units more of the item; for pooled goods, that many new codes. */
 export const restockGoodsInput = z
   .object({
-    goodsId: id,
+    goodsId: recordId,
     requestId,
     units: z.number().int().min(1, 'units must be at least 1').max(MAX_STOCK),
     voucherCodes,

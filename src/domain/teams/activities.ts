@@ -6,8 +6,8 @@ import { rebuildOnce } from '../../infra/campaign/rebuild.ts';
 import { type KeysetPage, keysetArgs } from '../../infra/db/pages.ts';
 import { keysExpireAt, retainUntil } from '../../infra/redis/keys.ts';
 import { BadInputError } from '../errors.ts';
+import { activityId } from '../ids.ts';
 import type { TeamDeps } from './campaign.ts';
-import { activityId } from './input.ts';
 import { activityKeys } from './store.ts';
 
 /** The longest a seat lock lasts: a lock taken earlier has run out. */

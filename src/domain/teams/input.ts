@@ -1,7 +1,5 @@
 import { z } from 'zod';
-
-/** Activity ids become part of Redis keys (the hash tag), so they are kept to a plain alphabet. */
-export const activityId = z.string().regex(/^[\w.-]{1,64}$/, 'activityId must be 1 to 64 letters, digits, "_", "-" or "."');
+import { activityId } from '../ids.ts';
 
 export const openTeamInput = z.object({ activityId });
 

@@ -1,0 +1,114 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  CloseRedPacketDocument,
+  ConfirmTeamSeatDocument,
+  DrawLotteryDocument,
+  GoodsDocument,
+  GoodsRedemptionsDocument,
+  GrabRedPacketDocument,
+  GroupBuyActivityDocument,
+  LockTeamSeatDocument,
+  LotteryActivityDocument,
+  LotteryDrawAuditDocument,
+  LotteryWinnersDocument,
+  LotteryWinsDocument,
+  MyDrawsDocument,
+  RedPacketDocument,
+  RedPacketUpdatedDocument,
+  ReleaseTeamSeatDocument,
+  TeamDocument,
+  TeamStatusDocument,
+  UpdateLotteryDocument,
+} from './gql/generated.ts';
+import { type GraphqlResponse, errorCodes, gql, subscribeSse, subscribeWs } from './support/client.ts';
+import { testEnv } from './support/env.ts';
+import { type ServerProcess, startServerProcess } from './support/server.ts';
+import { type Stores, openStores, stateKeys } from './support/stores.ts';
+import { tokenOf } from './support/tokens.ts';
+
+const env = testEnv('ids');
+let server: ServerProcess;
+let stores: Stores;
+
+beforeAll(async () => {
+  server = await startServerProcess(env.vars);
+  stores = openStores(env);
+});
+
+afterAll(async () => {
+  await server?.stop();
+  await stores?.cleanup();
+});
+
+/** Every Redis key under the prefix and the row count of every table of the file's schema. */
+async function state() {
+  const { rows } = await stores.sql.query<{ table_name: string }>('SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY table_name');
+  const counts = await Promise.all(rows.map(async ({ table_name }) => [table_name, (await stores.sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${table_name}"`)).rows[0]!.n]));
+  return { counts, keys: await stateKeys(stores.redis, env.keyPrefix) };
+}
+
+/** Ids no record can have: empty, and long enough to cost a key, a lookup and a message. */
+const BAD_IDS = ['', 'x'.repeat(129), 'x'.repeat(5_000)];
+
+type Caller = (id: string) => Promise<GraphqlResponse<unknown>>;
+const as = (user: string, admin = false) => tokenOf(user, { admin });
+const buyer: (document: Parameters<typeof gql>[1], variables: (id: string) => Record<string, unknown>) => Caller = (document, variables) => async (id) =>
+  gql(server.url, document, variables(id), await as('ids-user'));
+const operator: typeof buyer = (document, variables) => async (id) => gql(server.url, document, variables(id), await as('ids-ops', true));
+
+const operations: [string, Caller][] = [
+  ['lockTeamSeat', buyer(LockTeamSeatDocument, (teamId) => ({ teamId }))],
+  ['releaseTeamSeat', buyer(ReleaseTeamSeatDocument, (teamId) => ({ teamId }))],
+  ['confirmTeamSeat', operator(ConfirmTeamSeatDocument, (teamId) => ({ teamId, userId: 'ids-user', paymentRef: 'ids-pay' }))],
+  ['team', buyer(TeamDocument, (id) => ({ id }))],
+  ['groupBuyActivity', buyer(GroupBuyActivityDocument, (id) => ({ id }))],
+  ['grabRedPacket', buyer(GrabRedPacketDocument, (packetId) => ({ packetId }))],
+  ['closeRedPacket', operator(CloseRedPacketDocument, (packetId) => ({ packetId }))],
+  ['redPacket', buyer(RedPacketDocument, (id) => ({ id }))],
+  ['drawLottery', buyer(DrawLotteryDocument, (activityId) => ({ activityId, requestId: 'ids-draw' }))],
+  ['updateLotteryActivity', operator(UpdateLotteryDocument, (activityId) => ({ activityId, input: { paused: true } }))],
+  ['lotteryActivity', buyer(LotteryActivityDocument, (id) => ({ id }))],
+  ['lotteryDrawAudit', operator(LotteryDrawAuditDocument, (drawId) => ({ drawId }))],
+  ['lotteryWins', operator(LotteryWinsDocument, (activityId) => ({ activityId }))],
+  ['lotteryWins(prizeId)', operator(LotteryWinsDocument, (prizeId) => ({ activityId: 'ids-lottery', prizeId }))],
+  ['goods', buyer(GoodsDocument, (id) => ({ id }))],
+  ['goodsRedemptions', operator(GoodsRedemptionsDocument, (goodsId) => ({ goodsId }))],
+  ['me.draws', buyer(MyDrawsDocument, (activityId) => ({ activityId }))],
+];
+
+describe('an id no record can have is BAD_USER_INPUT, in the caller language, and changes nothing', () => {
+  it.each(operations)('%s', async (name, call) => {
+    const before = await state();
+    for (const id of BAD_IDS) {
+      const response = await call(id);
+      expect(errorCodes(response), `${name} with ${id.length} characters: ${JSON.stringify(response.body.errors)}`).toEqual(['BAD_USER_INPUT']);
+      expect(JSON.stringify(response.body).length, 'the id is not echoed').toBeLessThan(2_000);
+    }
+    expect(await state()).toEqual(before);
+  });
+
+  it('words the refusal in Chinese for a zh-CN caller', async () => {
+    const response = await gql(server.url, GrabRedPacketDocument, { packetId: '' }, await as('ids-user'), { 'accept-language': 'zh-CN' });
+    expect(errorCodes(response)).toEqual(['BAD_USER_INPUT']);
+    expect(response.body.errors?.[0]?.message).toMatch(/[\u4e00-\u9fff]/);
+  });
+
+  const subscriptions = [
+    ['teamStatus', TeamStatusDocument, (teamId: string) => ({ teamId })],
+    ['redPacketUpdated', RedPacketUpdatedDocument, (packetId: string) => ({ packetId })],
+    ['lotteryWinners', LotteryWinnersDocument, (activityId: string) => ({ activityId })],
+  ] as const;
+  for (const [transport, subscribe] of [
+    ['SSE', subscribeSse],
+    ['graphql-ws', subscribeWs],
+  ] as const) {
+    it.each(subscriptions)(`%s over ${transport}`, async (_name, document, variables) => {
+      for (const id of ['', 'x'.repeat(129)]) {
+        const subscription = subscribe(server.url, document as typeof TeamStatusDocument, variables(id) as { teamId: string }, await as('ids-user'));
+        const events = await subscription.until((all) => all.length >= 1);
+        subscription.close();
+        expect(events[0]!.errors?.[0]?.extensions?.code, `${id.length} characters`).toBe('BAD_USER_INPUT');
+      }
+    });
+  }
+});
