@@ -1,3 +1,4 @@
+import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   CloseRedPacketDocument,
@@ -52,9 +53,14 @@ const BAD_IDS = ['', 'x'.repeat(129), 'x'.repeat(5_000)];
 
 type Caller = (id: string) => Promise<GraphqlResponse<unknown>>;
 const as = (user: string, admin = false) => tokenOf(user, { admin });
-const buyer: (document: Parameters<typeof gql>[1], variables: (id: string) => Record<string, unknown>) => Caller = (document, variables) => async (id) =>
-  gql(server.url, document, variables(id), await as('ids-user'));
-const operator: typeof buyer = (document, variables) => async (id) => gql(server.url, document, variables(id), await as('ids-ops', true));
+/** A call of `document` with the id put where `variables` puts it, as `user`. */
+const callerAs =
+  (user: string, admin = false) =>
+  <T, V>(document: TypedDocumentNode<T, V>, variables: (id: string) => V): Caller =>
+  async (id) =>
+    gql(server.url, document, variables(id), await as(user, admin));
+const buyer = callerAs('ids-user');
+const operator = callerAs('ids-ops', true);
 
 const operations: [string, Caller][] = [
   ['lockTeamSeat', buyer(LockTeamSeatDocument, (teamId) => ({ teamId }))],
