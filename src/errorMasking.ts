@@ -2,6 +2,8 @@ import { type ExecutionResult, GraphQLError } from 'graphql';
 import { maskError } from 'graphql-yoga';
 import { DomainError, ServiceUnavailableError } from './domain/errors.ts';
 import { answeredError } from './errors.ts';
+import { DEFAULT_LOCALE, type Locale, errorMessage } from './i18n/messages.ts';
+import { currentLocale } from './requestId.ts';
 
 // Socket errors of ioredis, pg and Prisma's pg adapter when a store is down or restarting.
 // biome-ignore format: one line per source reads better than one code per line
@@ -69,18 +71,29 @@ export type MaskErrorFunction = (error: unknown, message: string) => Error;
  * "Unexpected error.". The original error (a Prisma message, file paths, a stack)
  * reaches the client only with `exposeErrors` (GRAPHQL_EXPOSE_ERRORS=1), whatever
  * NODE_ENV says.
+ *
+ * Yoga passes no context, so the caller's language is the request's (src/requestId.ts).
+ * Outside English, every SERVICE_UNAVAILABLE says the same (the services word theirs in
+ * English, with the detail an operator reads in the log), and so does every unexpected error.
  */
 export function createErrorMasking(exposeErrors: boolean): MaskErrorFunction {
   return (error, message) => {
     const located = error instanceof GraphQLError ? error : undefined;
     const domain = domainErrorIn(error);
+    if (!domain && isStoreOutage(error)) return answeredError(unavailableIn(currentLocale()), located);
+    if (domain instanceof ServiceUnavailableError && !domain.inCallerLanguage) {
+      const locale = currentLocale();
+      if (locale !== DEFAULT_LOCALE) return answeredError(unavailableIn(locale), located);
+    }
     // graphql-js has already copied a resolver's DomainError into a located error: kept as
     // it is, so Yoga does not log an answer the client was meant to get.
     if (domain) return located?.originalError === domain ? located : answeredError(domain, located);
-    if (isStoreOutage(error)) return answeredError(new ServiceUnavailableError('the service is briefly unavailable; try again'), located);
-    return maskError(error, message, exposeErrors);
+    const locale = currentLocale();
+    return maskError(error, locale === DEFAULT_LOCALE ? message : errorMessage('UNEXPECTED_ERROR', locale), exposeErrors);
   };
 }
+
+const unavailableIn = (locale: Locale) => new ServiceUnavailableError(errorMessage('BRIEFLY_UNAVAILABLE', locale), { inCallerLanguage: true });
 
 /** Seconds for a Retry-After header: the longest retry hint among the result's errors, if any. */
 export function retryAfterSeconds(result: ExecutionResult | readonly ExecutionResult[]): number | undefined {

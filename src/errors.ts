@@ -34,7 +34,7 @@ export function answeredError(error: DomainError, located?: GraphQLError): Graph
   });
 }
 
-/** SERVICE_UNAVAILABLE with a retry hint, for refusals made at the edge itself. */
+/** SERVICE_UNAVAILABLE with a retry hint, for refusals made at the edge itself, worded in the caller's language. */
 export function unavailableError(message: string): GraphQLError {
-  return answeredError(new ServiceUnavailableError(message));
+  return answeredError(new ServiceUnavailableError(message, { inCallerLanguage: true }));
 }

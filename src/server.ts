@@ -28,7 +28,7 @@ import { watchJournal, wsConnections } from './infra/metrics.ts';
 import { StartupError, describeCause } from './infra/startupError.ts';
 import { METRICS_PATH, metricsAccess, serveMetrics, useMetrics } from './metrics.ts';
 import { NOTIFY_PATH, servePaymentNotify } from './paymentNotify.ts';
-import { assignRequestId, pulledAs, requestIdOrNew, servingRequest } from './requestId.ts';
+import { type ServedRequest, assignRequestId, pulledAs, requestIdOrNew, servingRequest } from './requestId.ts';
 import { schemaFor } from './schema/index.ts';
 import { type DocumentParams, type TrustedDocuments, createTrustedDocuments, loadManifest } from './trustedDocuments.ts';
 import { createWebApp } from './webApp.ts';
@@ -108,7 +108,11 @@ export const WS_MAX_FRAME_BYTES = 64 * 1024;
 
 type EnvelopedRoot = { execute: (args: ExecutionArgs) => unknown; subscribe: (args: ExecutionArgs) => unknown };
 
-const operationId = (args: ExecutionArgs) => (args.contextValue as Context).requestId;
+/** A graphql-ws operation as the request it is: its own id, and its caller's language as its context has it. */
+const servedOperation = (args: ExecutionArgs): ServedRequest => {
+  const { requestId, locale } = args.contextValue as Context;
+  return { id: requestId, language: locale };
+};
 
 const isAsyncIterable = (value: unknown): value is AsyncIterable<unknown> => typeof value === 'object' && value !== null && Symbol.asyncIterator in value;
 
@@ -144,7 +148,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
       inFlight.add(res);
       res.once('close', () => inFlight.delete(res));
     }
-    servingRequest(assignRequestId(req, res), () => {
+    servingRequest({ id: assignRequestId(req, res), language: req.headers['accept-language'] }, () => {
       const path = req.url?.split('?')[0];
       if (path === NOTIFY_PATH) void servePaymentNotify(app, req, res);
       else if (path === METRICS_PATH && metrics.enabled) serveMetrics(metrics.token, req, res);
@@ -177,14 +181,14 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
         wsLimits.connected(ctx);
       },
       // Each operation is a request of its own: started, executed and pulled as its id.
-      execute: (args) => servingRequest(operationId(args), () => (args.rootValue as EnvelopedRoot).execute(args)) as never,
+      execute: (args) => servingRequest(servedOperation(args), () => (args.rootValue as EnvelopedRoot).execute(args)) as never,
       subscribe: async (args) => {
-        const id = operationId(args);
-        const result = await servingRequest(id, () => (args.rootValue as EnvelopedRoot).subscribe(args));
-        return (isAsyncIterable(result) ? pulledAs(id, result) : result) as never;
+        const operation = servedOperation(args);
+        const result = await servingRequest(operation, () => (args.rootValue as EnvelopedRoot).subscribe(args));
+        return (isAsyncIterable(result) ? pulledAs(operation, result) : result) as never;
       },
       onSubscribe: (ctx, _id, params) =>
-        servingRequest(randomUUID(), async () => {
+        servingRequest({ id: randomUUID(), language: localeOfCaller({ connectionParams: ctx.connectionParams, params }) }, async () => {
           const connectionParams = ctx.connectionParams ?? {};
           const {
             schema: enveloped,

@@ -3,8 +3,11 @@ import { GraphQLError } from 'graphql';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
+import { ServiceUnavailableError } from '../src/domain/errors.ts';
 import { createErrorMasking, isStoreOutage } from '../src/errorMasking.ts';
+import { unavailableError } from '../src/errors.ts';
 import { PrismaClient } from '../src/generated/prisma/client.ts';
+import { servingRequest } from '../src/requestId.ts';
 import { TEST_DATABASE_URL, TEST_REDIS_URL } from './support/env.ts';
 import { freePort } from './support/server.ts';
 
@@ -106,5 +109,37 @@ describe('the masking function', () => {
     expect(JSON.stringify(hidden.toJSON())).not.toMatch(/prisma|x\.ts|originalError/);
     const shown = createErrorMasking(true)(located(bug), 'Unexpected error.') as GraphQLError;
     expect((shown.extensions.originalError as { message: string }).message).toBe(bug.message);
+  });
+
+  describe('in the language of the request being served (Yoga passes masking no context)', () => {
+    const mask = createErrorMasking(false);
+    const asCaller = (language: string | undefined, error: Error) => servingRequest({ id: 'r', language }, () => mask(located(error), 'Unexpected error.') as GraphQLError);
+    const outage = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6379'), { code: 'ECONNREFUSED' });
+    const rebuilding = new ServiceUnavailableError('the team is being rebuilt; try again');
+
+    it("words an outage, a service's own SERVICE_UNAVAILABLE and an unexpected error in Chinese for zh-CN", () => {
+      for (const error of [outage, rebuilding]) {
+        const masked = asCaller('zh-CN,zh;q=0.9', error);
+        expect(masked.message).toBe('服务暂时不可用，请稍后重试');
+        expect(masked.extensions).toEqual({ code: 'SERVICE_UNAVAILABLE', retryAfterMs: 1000 });
+        expect(masked.path).toEqual(['grabRedPacket']);
+      }
+      const bug = asCaller('zh-CN', new Error('boom'));
+      expect(bug.message).toBe('服务器出现意外错误');
+      expect(bug.extensions.code).toBe('INTERNAL_SERVER_ERROR');
+    });
+
+    it("keeps a service's English, with its detail, for English and for callers who name no language", () => {
+      for (const language of ['en-US', undefined]) {
+        expect(asCaller(language, rebuilding).message).toBe('the team is being rebuilt; try again');
+        expect(asCaller(language, outage).message).toBe('the service is briefly unavailable; retry shortly');
+        expect(asCaller(language, new Error('boom')).message).toBe('Unexpected error.');
+      }
+    });
+
+    it('leaves a refusal already worded for its caller as it is', () => {
+      const refusal = unavailableError('暂时无法校验令牌，请稍后重试');
+      expect(servingRequest({ id: 'r', language: 'zh-CN' }, () => mask(refusal, 'Unexpected error.'))).toBe(refusal);
+    });
   });
 });

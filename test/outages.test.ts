@@ -1,6 +1,9 @@
 import type { ChildProcess } from 'node:child_process';
 import { type Server, type Socket, createConnection, createServer } from 'node:net';
+import { print } from 'graphql';
 import { afterAll, describe, expect, it } from 'vitest';
+import { RedPacketDocument, RedPacketUpdatedDocument } from './gql/generated.ts';
+import { errorCodes, gql, openWs } from './support/client.ts';
 import { TEST_DATABASE_URL, type TestEnv, testEnv } from './support/env.ts';
 import { expectGrantsKept, expectSuccessOrUnavailable, grabUntilAnswered, stormWithOutage } from './support/outageStorms.ts';
 import { sleep, waitFor } from './support/poll.ts';
@@ -8,7 +11,7 @@ import { startThrowawayRedis, stopChild } from './support/redisServer.ts';
 import { redPacketsAt } from './support/redPackets.ts';
 import { freePort, startServerProcess } from './support/server.ts';
 import { openStores } from './support/stores.ts';
-import { signAhead } from './support/tokens.ts';
+import { signAhead, tokenOf } from './support/tokens.ts';
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterAll(async () => {
@@ -113,4 +116,38 @@ describe('PostgreSQL unreachable in the middle of a storm', () => {
     await waitFor('the journal to drain', async () => (await stores.redis.xlen(`{rp:${packetId}}:journal`)) === 0, { timeoutMs: 20_000 });
     await expectGrantsKept(stores, packetId, outcomes, answers);
   }, 180_000);
+});
+
+describe('Redis down, for a caller who reads Chinese', () => {
+  it('words SERVICE_UNAVAILABLE in Chinese over HTTP and graphql-ws, and in English for others', async () => {
+    const redisPort = await freePort();
+    let redis = await startThrowawayRedis(redisPort, []);
+    cleanups.push(() => stopChild(redis));
+    const env = testEnv('outage_zh', { REDIS_URL: `redis://127.0.0.1:${redisPort}` });
+    const { server, packetId } = await setUp(env, 1);
+    const token = await tokenOf('outage-reader');
+    // Opened while Redis is up (a new socket cannot be counted without it, and is refused),
+    // and held open by a live subscription (the client closes a lazy socket with none).
+    const socket = openWs(server.url, { authorization: `Bearer ${token}`, 'accept-language': 'zh-CN' });
+    cleanups.push(async () => socket.dispose());
+    const held = socket.subscribe<unknown>({ query: print(RedPacketUpdatedDocument), variables: { packetId } });
+    await held.until((all) => all.length >= 1);
+    // Over graphql-ws a read waits out more of ioredis' reconnection backoff than the first HTTP reads did.
+    const readOverWs = async () => (await socket.subscribe<unknown>({ query: print(RedPacketDocument), variables: { id: packetId } }).until((all) => all.length >= 1, 40_000))[0]!;
+    expect((await readOverWs()).errors).toBeUndefined();
+    await stopChild(redis);
+
+    const viaHttp = (language: string) => gql(server.url, RedPacketDocument, { id: packetId }, token, { 'accept-language': language });
+    const zh = await viaHttp('zh-CN,zh;q=0.9');
+    expect(errorCodes(zh), JSON.stringify(zh.body)).toEqual(['SERVICE_UNAVAILABLE']);
+    expect(zh.body.errors![0]!.message).toBe('服务暂时不可用，请稍后重试');
+    const en = await viaHttp('en-US');
+    expect(errorCodes(en)).toEqual(['SERVICE_UNAVAILABLE']);
+    expect(en.body.errors![0]!.message).toBe('the service is briefly unavailable; retry shortly');
+    const overWs = await readOverWs();
+    expect(overWs.errors?.[0]?.extensions?.code, JSON.stringify(overWs)).toBe('SERVICE_UNAVAILABLE');
+    expect(overWs.errors?.[0]?.message).toBe('服务暂时不可用，请稍后重试');
+    // Back, empty, so the test's cleanup can delete its keys and then drop its schema.
+    redis = await startThrowawayRedis(redisPort, []);
+  }, 90_000);
 });

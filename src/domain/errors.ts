@@ -48,6 +48,13 @@ export abstract class DomainError extends Error {
 export class ServiceUnavailableError extends DomainError {
   readonly retryAfterMs = RETRY_AFTER_UNAVAILABLE_MS;
   readonly extensions = { code: ErrorCode.unavailable, retryAfterMs: this.retryAfterMs };
+  /** Worded in the caller's language already; a service's own are English, and masking words them for other callers. */
+  readonly inCallerLanguage: boolean;
+
+  constructor(message: string, { inCallerLanguage = false } = {}) {
+    super(message);
+    this.inCallerLanguage = inCallerLanguage;
+  }
 }
 
 /** Input the contract has no problem type for: the same request would be refused again. */

@@ -363,6 +363,7 @@ export const errorMessages = {
   },
   TOKENS_UNVERIFIABLE: { en: () => 'cannot verify tokens right now; retry shortly', 'zh-CN': () => '暂时无法校验令牌，请稍后重试' },
   BRIEFLY_UNAVAILABLE: { en: () => 'the service is briefly unavailable; retry shortly', 'zh-CN': () => '服务暂时不可用，请稍后重试' },
+  UNEXPECTED_ERROR: { en: () => 'Unexpected error.', 'zh-CN': () => '服务器出现意外错误' },
 } satisfies Record<string, Record<Locale, (values: RuleValues) => string>>;
 
 export type ErrorWording = keyof typeof errorMessages;

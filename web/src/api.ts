@@ -47,7 +47,7 @@ function operation(document: DocumentNode, variables: unknown, asText = false): 
 
 const codeOf = (error: GraphqlError | undefined) => (typeof error?.extensions?.code === 'string' ? error.extensions.code : undefined);
 
-/** What a SERVICE_UNAVAILABLE says here: the server words outages in English whatever the language asked for. */
+/** What a SERVICE_UNAVAILABLE says here, in the shop's own words, whichever language the browser asked the server for. */
 export const UNAVAILABLE_PROBLEM = '服务繁忙，请稍后重试';
 
 /** An ApiError for the first GraphQL error; a refused token (expired, say) ends the session, so the user signs in again. */
