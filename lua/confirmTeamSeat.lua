@@ -105,6 +105,8 @@ end
 local seat = redis.call('HLEN', members) + 1
 redis.call('HSET', members, user, seat .. ':' .. now)
 redis.call('HSET', payments, payment_ref, user)
+-- The first paid seat creates the hash: it goes when the team goes.
+expire_with_team(meta, payments)
 redis.call('HINCRBY', joined, user, 1)
 -- The counts go with the terms they are checked against.
 local activity_ttl = redis.call('PTTL', activity)

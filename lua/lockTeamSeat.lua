@@ -130,10 +130,11 @@ redis.call('ZADD', expiries, expires_at, team_id .. ':' .. user)
 add_event(events, 'LOCKED', team_id, user, now, expires_at)
 redis.call('HSET', lock_refs, user, payment_ref)
 redis.call('HINCRBY', lock_counts, user, 1)
--- Gone with the team's keys: a rebuilt team has no locks, so no reference is needed then.
--- The counts live as long (a rebuild keeps them; Redis losing its data loses them, and the
--- limit, which only has to outlast abuse, starts again).
-expire_with_team(meta, lock_refs, lock_counts)
+-- Gone with the team's keys, the locks too (the first lock creates their set): a rebuilt
+-- team has no locks, so no reference is needed then. The counts live as long (a rebuild
+-- keeps them; Redis losing its data loses them, and the limit, which only has to outlast
+-- abuse, starts again).
+expire_with_team(meta, locks, lock_refs, lock_counts)
 local entry_id, fields = journal_changes(stream, metas, 'lock', team_id, event_id, now, events,
   {'payer', user, 'paymentRef', payment_ref, 'amountCents', amount, 'expiresAt', tostring(expires_at)})
 return {'locked', entry_id, fields, expires_at, previous or '', payment_ref, amount, team_state(meta, members, locks, now)}

@@ -128,6 +128,17 @@ export async function postgresViolations(stores: Stores, teamIds: string[]): Pro
   return violations;
 }
 
+/** The teams' keys in Redis without an expiry: each must go when its team does, or Redis fills up over the campaigns. */
+async function keysThatNeverExpire(stores: Stores, activityId: string, teamIds: string[]): Promise<string[]> {
+  const keys = teamIds.flatMap((teamId) => {
+    const { meta, members, payments, locks, lockRefs, lockCounts, lateRefs } = teamKeys(activityId, teamId);
+    return [meta, members, payments, locks, lockRefs, lockCounts, lateRefs];
+  });
+  const ttls = await Promise.all(keys.map((key) => stores.redis.pttl(key)));
+  // -2: no such key; -1: a key that never expires.
+  return keys.filter((_key, index) => ttls[index] === -1);
+}
+
 /**
  * Every team invariant of docs/architecture.md in Redis and in PostgreSQL, and the two agreeing (status,
  * members, lock history) once the activity's journal is empty. Returns PostgreSQL's members.
@@ -135,6 +146,7 @@ export async function postgresViolations(stores: Stores, teamIds: string[]): Pro
 export async function expectTeamInvariants(stores: Stores, activityId: string, teamIds: string[], { locksLost = false }: { locksLost?: boolean } = {}): Promise<MemberRow[]> {
   const snapshot = await readRedisTeams(stores.redis, activityId, teamIds);
   expect(redisViolations(snapshot)).toEqual([]);
+  expect(await keysThatNeverExpire(stores, activityId, teamIds)).toEqual([]);
   expect(await postgresViolations(stores, teamIds)).toEqual([]);
 
   const { rows: members } = await stores.sql.query<MemberRow>('SELECT team_id, user_id, payment_ref FROM team_member WHERE team_id = ANY($1)', [teamIds]);
