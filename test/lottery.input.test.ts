@@ -71,6 +71,14 @@ async function unchanged<T>(request: () => Promise<T>): Promise<T> {
 
 const expectBadInput = (response: GraphqlResponse<unknown>, what: string) => expect(errorCodes(response), `${what}: ${JSON.stringify(response.body.errors)}`).toEqual(['BAD_USER_INPUT']);
 
+/** The first month of 30 days after this one (YYYY-MM), soon enough for a lottery's window: its 31st does not exist. */
+function aMonthOf30Days(): string {
+  const month = new Date(now);
+  do month.setUTCMonth(month.getUTCMonth() + 1, 1);
+  while (new Date(Date.UTC(month.getUTCFullYear(), month.getUTCMonth() + 1, 0)).getUTCDate() !== 30);
+  return month.toISOString().slice(0, 7);
+}
+
 describe('createLotteryActivity refuses malformed input with BAD_USER_INPUT and changes nothing', () => {
   const prize = valid.prizes[0]!;
   const bad: [string, Record<string, unknown>][] = [
@@ -106,6 +114,11 @@ describe('createLotteryActivity refuses malformed input with BAD_USER_INPUT and 
     ['an unknown strategy', { ...valid, strategy: 'LUCKY' }],
     ['an unknown prize kind', { ...valid, prizes: [{ ...prize, kind: 'CAR' }] }],
     ['a startsAt that is not a date', { ...valid, startsAt: 'tomorrow' }],
+    // Read in the server's own zone, a time without one would move with where it is deployed.
+    ['an endsAt without its zone', { ...valid, endsAt: valid.endsAt.replace(/Z$/, '') }],
+    ['an endsAt of free-form text', { ...valid, endsAt: new Date(valid.endsAt).toString() }],
+    ['an endsAt on a day that does not exist', { ...valid, endsAt: `${aMonthOf30Days()}-31T00:00:00Z` }],
+    ['an endsAt that is only a date', { ...valid, endsAt: new Date(now + 10 * 86_400_000).toISOString().slice(0, 10) }],
     ['a string for an Int', { ...valid, noPrizeWeight: 'ten' }],
     ['a float weight', { ...valid, prizes: [{ ...prize, weight: 1.5 }] }],
     ['a missing totalStock', { ...valid, prizes: [{ title: 'a', weight: 1 }] }],
@@ -122,6 +135,15 @@ describe('createLotteryActivity refuses malformed input with BAD_USER_INPUT and 
   it('reports which field is wrong', async () => {
     const response = await lottery.raw(CreateLotteryDocument, { input: { ...valid, endsAt: valid.startsAt } }, OPERATOR, { admin: true });
     expect(response.body.errors?.[0]?.extensions?.issues).toEqual([{ path: ['input', 'endsAt'], message: 'endsAt must be after startsAt', code: 'ENDS_BEFORE_STARTS' }]);
+  });
+});
+
+describe('a DateTime', () => {
+  it('with an offset is the same instant as in UTC, and is answered in UTC', async () => {
+    const endsAt = new Date(valid.endsAt);
+    const shanghai = new Date(endsAt.getTime() + 8 * 3_600_000).toISOString().replace('Z', '+08:00');
+    const created = await lottery.create(OPERATOR, { ...valid, endsAt: shanghai });
+    expect(created.endsAt).toBe(endsAt.toISOString());
   });
 });
 

@@ -12,11 +12,29 @@ import { redisTimeMs } from '../infra/redis/time.ts';
 const FIRST_DATE_MS = Date.UTC(1970, 0, 1);
 const LAST_DATE_MS = Date.UTC(10_000, 0, 1) - 1;
 
+/**
+ * RFC 3339: a date, a time and its zone (Z or an offset), as client libraries write one.
+ * Without a zone a time would be read in the server process's own, so a campaign's window
+ * would move with where it is deployed; free-form dates and days that do not exist (Date
+ * rolls 2026-02-30 into March) are refused too.
+ */
+const RFC_3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:[Zz]|[+-](\d{2}):(\d{2}))$/;
+
+function isRfc3339(value: string): boolean {
+  const fields = RFC_3339.exec(value);
+  if (!fields) return false;
+  const [year, month, day, hour, minute, second = 0, offsetHours = 0, offsetMinutes = 0] = fields.slice(1).map((field) => (field === undefined ? undefined : Number(field)));
+  const daysInMonth = new Date(Date.UTC(year!, month!, 0)).getUTCDate();
+  return month! >= 1 && month! <= 12 && day! >= 1 && day! <= daysInMonth && hour! <= 23 && minute! <= 59 && second <= 59 && offsetHours <= 23 && offsetMinutes <= 59;
+}
+
 function parseDateTime(value: unknown): Date {
-  const date = typeof value === 'string' ? new Date(value) : new Date(Number.NaN);
-  if (Number.isNaN(date.getTime())) {
-    throw new GraphQLError('DateTime must be an ISO-8601 string', { extensions: { code: ErrorCode.badUserInput } });
+  if (typeof value !== 'string' || !isRfc3339(value)) {
+    throw new GraphQLError('DateTime must be a date and time with its zone (RFC 3339), such as 2026-11-11T00:00:00Z or 2026-11-11T08:00:00+08:00', {
+      extensions: { code: ErrorCode.badUserInput },
+    });
   }
+  const date = new Date(value);
   if (date.getTime() < FIRST_DATE_MS || date.getTime() > LAST_DATE_MS) {
     throw new GraphQLError('DateTime must lie between 1970-01-01 and 9999-12-31', { extensions: { code: ErrorCode.badUserInput } });
   }
@@ -24,7 +42,7 @@ function parseDateTime(value: unknown): Date {
 }
 
 builder.scalarType('DateTime', {
-  description: 'An ISO-8601 timestamp, always serialized in UTC.',
+  description: 'An RFC 3339 (ISO-8601) timestamp with its zone, such as 2026-11-11T00:00:00Z or 2026-11-11T08:00:00+08:00; always answered in UTC.',
   serialize: (value) => (value instanceof Date ? value : new Date(value)).toISOString(),
   parseValue: parseDateTime,
   parseLiteral: (node) => parseDateTime(node.kind === Kind.STRING ? node.value : undefined),
