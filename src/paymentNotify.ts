@@ -7,20 +7,37 @@ const MAX_NOTIFY_BYTES = 64 * 1024;
 class BodyTooLarge extends Error {}
 
 /**
- * The raw bytes, as signed: the signature covers them exactly, not a re-serialization. A
- * body too large is read to its end and dropped, so the 413 reaches the caller.
+ * The raw bytes, as signed: the signature covers them exactly, not a re-serialization.
+ * Reading stops at the first byte over the limit: the endpoint needs no sign-in, and a body
+ * read to its end would let anyone stream gigabytes.
  */
 function readRawBody(req: IncomingMessage): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    req.on('data', (chunk: Buffer) => {
+    const take = (chunk: Buffer) => {
       size += chunk.length;
-      if (size <= MAX_NOTIFY_BYTES) chunks.push(chunk);
-    });
-    req.on('end', () => (size > MAX_NOTIFY_BYTES ? reject(new BodyTooLarge()) : resolve(Buffer.concat(chunks))));
+      if (size <= MAX_NOTIFY_BYTES) return void chunks.push(chunk);
+      req.off('data', take);
+      req.pause();
+      reject(new BodyTooLarge());
+    };
+    req.on('data', take);
+    req.on('end', () => resolve(Buffer.concat(chunks)));
     req.on('error', reject);
   });
+}
+
+/** How long the connection of an oversized body stays open, unread, after its 413. */
+const LINGER_MS = 2_000;
+
+/**
+ * Closes the connection a moment after the 413, reading no more of the body meanwhile: at
+ * once, with bytes unread, the socket is reset, and the reset can reach the client before
+ * the answer does. Paused, the sender's buffers fill and it reads the 413 while it waits.
+ */
+function closeSoon(req: IncomingMessage): void {
+  setTimeout(() => req.socket.destroy(), LINGER_MS).unref();
 }
 
 function answer(res: ServerResponse, status: number, body: unknown): void {
@@ -43,7 +60,10 @@ export async function servePaymentNotify(app: App, req: IncomingMessage, res: Se
   try {
     raw = await readRawBody(req);
   } catch (error) {
-    if (error instanceof BodyTooLarge) answer(res, 413, { error: 'the notify is too large' });
+    if (error instanceof BodyTooLarge) {
+      answer(res, 413, { error: 'the notify is too large' });
+      closeSoon(req);
+    }
     return;
   }
   try {

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { TeamStore, teamKeys } from '../src/domain/teams/store.ts';
 import { Scripts } from '../src/infra/redis/scripts.ts';
@@ -90,6 +91,12 @@ describe('a notify that is not the provider’s, or not well-formed, gets a 4xx 
   it('a body over 64 KiB', async () => {
     const response = await unchanged(() => sendNotify(started.server.url, { ...succeeded(pending), padding: 'x'.repeat(70_000) }));
     expect(response.status).toBe(413);
+  });
+
+  it('a body streamed without end, refused at once: the rest is never read', async () => {
+    const { status, sentBytes } = await unchanged(() => streamEndlessBody(notifyUrl(started.server.url)));
+    expect(status).toBe(413);
+    expect(sentBytes, 'bytes sent before the answer').toBeLessThan(16 * 1024 * 1024);
   });
 });
 
@@ -253,3 +260,28 @@ describe('who may call what', () => {
     }
   });
 });
+
+/** POSTs a chunked body of up to 256 MiB, as fast as the server takes it, until an answer comes. */
+function streamEndlessBody(url: string): Promise<{ status: number | undefined; sentBytes: number }> {
+  return new Promise((resolve, reject) => {
+    const chunk = Buffer.alloc(64 * 1024, 0x20);
+    let sentBytes = 0;
+    let answered = false;
+    const request = httpRequest(url, { method: 'POST', headers: { 'content-type': 'application/json' } });
+    request.on('response', (response) => {
+      answered = true;
+      response.resume();
+      resolve({ status: response.statusCode, sentBytes });
+      request.destroy();
+    });
+    request.on('error', (error) => answered || reject(error));
+    const pump = () => {
+      while (!answered && sentBytes < 256 * 1024 * 1024) {
+        sentBytes += chunk.length;
+        if (!request.write(chunk)) return void request.once('drain', pump);
+      }
+      if (!answered) request.end();
+    };
+    pump();
+  });
+}
