@@ -53,7 +53,8 @@ export function createCorsPolicy(config: Config) {
     const headers = getCORSHeadersByRequestAndOptions(request as Request, {
       origin,
       credentials: true,
-      exposedHeaders: ['Retry-After'],
+      // A browser client reads the request's id for a support ticket (src/requestId.ts).
+      exposedHeaders: ['Retry-After', 'X-Request-Id'],
     }) as Record<string, string>;
     return { ...headers, Vary: headers.Vary ? `Origin, ${headers.Vary}` : 'Origin' };
   };

@@ -91,7 +91,7 @@ describe('the fast lane answers exactly as Yoga does', () => {
     const { headers } = await expectSameAnswer({ headers: { origin: 'https://shop.example' }, body: typename });
     expect(headers['access-control-allow-origin']).toBe('https://shop.example');
     expect(headers['access-control-allow-credentials']).toBe('true');
-    expect(headers['access-control-expose-headers']).toBe('Retry-After');
+    expect(headers['access-control-expose-headers']).toBe('Retry-After, X-Request-Id');
     expect(headers.vary).toBe('Origin');
   });
 
