@@ -186,6 +186,21 @@ describe("an operator's seat and the provider's payment", () => {
     expect(await paymentViolations(started.stores, [team])).toEqual([]);
   });
 
+  it('a seat an operator confirmed is refunded when its team fails in PostgreSQL while the notify finds it open in Redis', async () => {
+    const team = await failingTeam('op-leader-3');
+    const locked = await teams.lock('op-racing-payer', team);
+    if (locked.__typename !== 'SeatLocked') throw new Error(`got ${locked.__typename}`);
+    await teams.confirm('op-racing-payer', team, locked.payment.paymentRef);
+    // The losing order of the race: the failure and the refunds it owes commit (nothing is
+    // owed, the payment being pending) after the notify read Redis, before it succeeds.
+    await started.stores.sql.query("UPDATE team SET status = 'FAILED', closed_at = now() WHERE id = $1", [team]);
+    expect(await sendNotify(started.server.url, succeeded(locked.payment))).toEqual({ status: 200, body: { outcome: 'REFUND_OWED' } });
+    expect(await refundsOf(locked.payment.paymentRef)).toEqual([{ source_key: `team:${team}:op-racing-payer`, reason: 'TEAM_FAILED' }]);
+    expect(await sendNotify(started.server.url, succeeded(locked.payment))).toEqual({ status: 200, body: { outcome: 'REFUND_OWED' } });
+    expect(await refundsOf(locked.payment.paymentRef)).toHaveLength(1);
+    expect(await paymentViolations(started.stores, [team])).toEqual([]);
+  });
+
   it('a seat an operator confirmed is refunded once when its payment comes after the team failed', async () => {
     const team = await failingTeam('op-leader-2');
     const locked = await teams.lock('op-slow-payer', team);

@@ -101,8 +101,7 @@ export class PaymentService {
         // retry or a second charge), or by an operator with this reference, whose seat this
         // first success pays for and a failed team refunds.
         case 'seated':
-          await this.succeed(this.deps.prisma, notice);
-          outcome = 'SEATED';
+          outcome = await this.succeedSeat(userId, teamId, notice);
           break;
         // An operator's seat in a team that failed before its payment came: the team's
         // statement owed its refunds without this one, owed now under the key it would have used.
@@ -131,6 +130,22 @@ export class PaymentService {
     return tx.payment.updateMany({
       where: { paymentRef: notice.paymentRef, status: { not: 'SUCCEEDED' } },
       data: { status: 'SUCCEEDED', providerTxnId: notice.providerTxnId, settledAt: new Date() },
+    });
+  }
+
+  /**
+   * A seat the buyer already holds is paid for. Redis had the team open, but its failure
+   * may commit in PostgreSQL at any moment: the payment succeeds with the team's row
+   * locked, so the failure commits wholly before or after. After, the refunds it owes see
+   * this success; before, they could not, and this owes the refund under their key.
+   */
+  private async succeedSeat(userId: string, teamId: string, notice: PaymentNotice): Promise<NotifyOutcome> {
+    return this.deps.prisma.$transaction(async (tx): Promise<NotifyOutcome> => {
+      const [team] = await tx.$queryRaw<{ status: string }[]>`SELECT status::text AS status FROM team WHERE id = ${teamId} FOR SHARE`;
+      await this.succeed(tx, notice);
+      if (team?.status !== 'FAILED') return 'SEATED';
+      await oweRefunds(tx, [{ sourceKey: failedTeamRefundKey(teamId, userId), userId, amountCents: notice.amountCents, reason: 'TEAM_FAILED', paymentRef: notice.paymentRef }]);
+      return 'REFUND_OWED';
     });
   }
 
