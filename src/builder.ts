@@ -5,12 +5,11 @@ import RelayPlugin from '@pothos/plugin-relay';
 import ScopeAuthPlugin from '@pothos/plugin-scope-auth';
 import ValidationPlugin from '@pothos/plugin-validation';
 import { type Context, type SignedInContext, unauthenticated } from './context.ts';
-import { BadInputError } from './domain/errors.ts';
 import { Problem } from './domain/problems.ts';
 import { ErrorCode, graphqlError } from './errors.ts';
 import type PrismaTypes from './generated/pothos-prisma-types.ts';
 import { getDatamodel } from './generated/pothos-prisma-types.ts';
-import { inputIssue } from './i18n/issues.ts';
+import { badInput } from './i18n/issues.ts';
 import { errorMessage } from './i18n/messages.ts';
 import { AuthFailure, isOperator } from './infra/auth/tokens.ts';
 import { businessRefusals } from './infra/metrics.ts';
@@ -47,7 +46,7 @@ export const builder = new SchemaBuilder<{
   // Every problem a field answers with passes here, once: the one place refusals are counted.
   errors: { defaultTypes: [], onResolvedError: (error) => businessRefusals.inc({ code: problemCode(error) }) },
   validation: {
-    validationError: (failure, _args, context) => BadInputError.of(failure.issues.map((issue) => inputIssue(issue, context.locale))),
+    validationError: (failure, _args, context) => badInput(failure.issues, context.locale),
   },
   prisma: {
     client: (context) => context.app.prisma,

@@ -1,6 +1,7 @@
 import { isObjectType } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LOCALES, boundMessages, errorMessages, localeOf, problemMessages, ruleMessages } from '../src/i18n/messages.ts';
+import { OpenTeamLimitReached, SeatLockLimitReached, TeamLimitReached } from '../src/domain/teams/problems.ts';
+import { LOCALES, boundMessages, errorMessages, localeOf, problemMessage, problemMessages, ruleMessages } from '../src/i18n/messages.ts';
 import { schema } from '../src/schema/index.ts';
 import {
   AwardPointsDocument,
@@ -41,6 +42,16 @@ describe('the message catalog', () => {
     }
   });
 
+  it('counts in English as English counts: one of a thing, two things', () => {
+    const limits = [new OpenTeamLimitReached(1), new TeamLimitReached(1), new SeatLockLimitReached(1)];
+    expect(limits.map((problem) => problemMessage(problem, 'en'))).toEqual([
+      'you lead 1 open team of this group-buy, as many as it allows',
+      'you joined 1 team of this group-buy, as many as it allows',
+      'you took 1 seat lock in this team, as many as one user may',
+    ]);
+    expect(problemMessage(new TeamLimitReached(2), 'en')).toBe('you joined 2 teams of this group-buy, as many as it allows');
+  });
+
   it('picks the language the caller ranks highest, English by default', () => {
     expect(localeOf('zh-CN,zh;q=0.9,en;q=0.8')).toBe('zh-CN');
     expect(localeOf('zh-TW')).toBe('zh-CN');
@@ -77,12 +88,13 @@ describe('over HTTP', () => {
       const { body } = await gql(started.server.url, TeamsLimitedDocument, { activityId: 'a1', limit: 0 }, token, headers);
       expect(body.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', issues: [{ code: 'TOO_SMALL', minimum: 1, message: expect.stringMatching(message) }] });
     }
-    for (const [headers, message] of [
-      [{}, 'limit must be at most 200'],
-      [ZH, '不能大于 200'],
+    // The error's message names the field in Chinese too; an issue's leaves it to the form that shows it beside the field.
+    for (const [headers, message, issueMessage] of [
+      [{}, 'limit must be at most 200', 'limit must be at most 200'],
+      [ZH, 'limit：不能大于 200', '不能大于 200'],
     ] as const) {
       const { body } = await gql(started.server.url, TeamsLimitedDocument, { activityId: 'a1', limit: 201 }, token, headers);
-      expect(body.errors?.[0]).toMatchObject({ message, extensions: { issues: [{ path: ['limit'], code: 'TOO_BIG', maximum: 200, message }] } });
+      expect(body.errors?.[0]).toMatchObject({ message, extensions: { issues: [{ path: ['limit'], code: 'TOO_BIG', maximum: 200, message: issueMessage }] } });
     }
   });
 
@@ -129,8 +141,11 @@ describe('over HTTP', () => {
     const token = await tokenOf('i18n-pager');
     const refusal = async (variables: MyPointsLedgerQueryVariables, headers: Record<string, string> = ZH) =>
       (await gql(started.server.url, MyPointsLedgerDocument, variables, token, headers)).body.errors?.[0];
-    expect(await refusal({ first: 101 })).toMatchObject({ message: '不能大于 100', extensions: { code: 'BAD_USER_INPUT', issues: [{ path: ['first'], code: 'TOO_BIG', maximum: 100 }] } });
-    expect(await refusal({ last: -1 })).toMatchObject({ message: '不能小于 0', extensions: { issues: [{ code: 'TOO_SMALL', minimum: 0 }] } });
+    expect(await refusal({ first: 101 })).toMatchObject({
+      message: 'first：不能大于 100',
+      extensions: { code: 'BAD_USER_INPUT', issues: [{ path: ['first'], code: 'TOO_BIG', maximum: 100 }] },
+    });
+    expect(await refusal({ last: -1 })).toMatchObject({ message: 'last：不能小于 0', extensions: { issues: [{ code: 'TOO_SMALL', minimum: 0 }] } });
     expect(await refusal({ after: 'garbage' })).toMatchObject({ message: 'after 不是该列表的游标', extensions: { issues: [{ path: ['after'], code: 'INVALID_CURSOR' }] } });
     expect(await refusal({ after: 'garbage' }, {})).toMatchObject({ message: 'after is not a cursor of this list' });
   });

@@ -8,7 +8,7 @@
  * through, and in English where the schema left zod's own wording.
  */
 import { BadInputError, type InputIssue } from '../domain/errors.ts';
-import { type InputRule, type Locale, type RuleValues, boundMessages, ruleMessages } from './messages.ts';
+import { DEFAULT_LOCALE, type InputRule, type Locale, type RuleValues, boundMessages, ruleMessages } from './messages.ts';
 
 /** What the standard-schema issue of a zod schema carries beside its message and path. */
 interface ZodIssueFields {
@@ -101,6 +101,21 @@ export function inputIssue(issue: SchemaIssue, locale: Locale): InputIssue {
     ...(issue.minimum === undefined ? {} : { minimum: limit(issue.minimum) }),
     ...(issue.maximum === undefined ? {} : { maximum: limit(issue.maximum) }),
   };
+}
+
+/**
+ * BAD_USER_INPUT for the issues a schema found, each worded in `locale`. In Chinese an
+ * issue's message leaves its field out (a form shows it beside the field, in its own
+ * words), so the error's message, which a client may show alone, names each field.
+ */
+export function badInput(issues: readonly SchemaIssue[], locale: Locale): BadInputError {
+  const worded = issues.map((issue) => inputIssue(issue, locale));
+  if (locale === DEFAULT_LOCALE) return BadInputError.of(worded);
+  const named = worded.map((issue) => {
+    const subject = isRule(issue.code) ? undefined : subjectOf(issue.path);
+    return subject ? `${subject}：${issue.message}` : issue.message;
+  });
+  return new BadInputError(named.join('；'), worded);
 }
 
 /** For a resolver's catch: a BadInputError the domain threw, its rule issues worded in `locale`; anything else as it is. */

@@ -33,6 +33,7 @@ const yuan = (cents: number) => (cents / 100).toFixed(2);
 
 /** "once", "2 times": English counts its times by number. */
 const times = (count: number) => (count === 1 ? 'once' : `${count} times`);
+const countOf = (count: number, one: string, many: string) => `${count} ${count === 1 ? one : many}`;
 
 export const problemMessages: Record<string, Wording<Problem>> = {
   NOT_FOUND: wording<NotFound>({ en: (p) => `${p.what} ${p.id} does not exist`, 'zh-CN': (p) => `${CAMPAIGN_ZH[p.what]} ${p.id} 不存在` }),
@@ -48,15 +49,15 @@ export const problemMessages: Record<string, Wording<Problem>> = {
     'zh-CN': (p) => (p.serverTime < p.startsAt ? '该拼团活动尚未开始' : p.serverTime >= p.endsAt ? '该拼团活动已结束' : '该拼团活动已暂停开团'),
   }),
   OPEN_TEAM_LIMIT_REACHED: wording<OpenTeamLimitReached>({
-    en: (p) => `you lead ${p.maxOpenTeamsPerLeader} open teams of this group-buy, as many as it allows`,
+    en: (p) => `you lead ${countOf(p.maxOpenTeamsPerLeader, 'open team', 'open teams')} of this group-buy, as many as it allows`,
     'zh-CN': (p) => `你在该拼团活动中已开 ${p.maxOpenTeamsPerLeader} 个进行中的团，已达上限`,
   }),
   SEAT_LOCK_LIMIT_REACHED: wording<SeatLockLimitReached>({
-    en: (p) => `you took ${p.maxLocks} seat locks in this team, as many as one user may`,
+    en: (p) => `you took ${countOf(p.maxLocks, 'seat lock', 'seat locks')} in this team, as many as one user may`,
     'zh-CN': (p) => `你在该团已锁定座位 ${p.maxLocks} 次，已达上限`,
   }),
   TEAM_LIMIT_REACHED: wording<TeamLimitReached>({
-    en: (p) => `you joined ${p.maxTeamsPerUser} teams of this group-buy, as many as it allows`,
+    en: (p) => `you joined ${countOf(p.maxTeamsPerUser, 'team', 'teams')} of this group-buy, as many as it allows`,
     'zh-CN': (p) => `你在该拼团活动中已参加 ${p.maxTeamsPerUser} 个团，已达上限`,
   }),
   NO_SEAT_LOCK: wording({ en: () => 'you hold no seat lock on this team and no seat is free', 'zh-CN': () => '你在该团没有锁定的座位，且没有空位' }),
@@ -244,8 +245,6 @@ export interface Bound {
   /** An exact length (too small and too big at once). */
   exact: boolean;
 }
-
-const countOf = (count: number, one: string, many: string) => `${count} ${count === 1 ? one : many}`;
 
 /** How many of what a bounded string or list holds, in English. */
 function englishSize({ origin, limit }: Bound): string | null {

@@ -1,7 +1,7 @@
 import { type DefaultConnectionArguments, resolveCursorConnection } from '@pothos/plugin-relay';
 import { BadInputError } from '../domain/errors.ts';
 import { unacceptableCharacter } from '../domain/text.ts';
-import { inLocale, inputIssue, ruleInputIssue } from '../i18n/issues.ts';
+import { badInput, inLocale, ruleInputIssue } from '../i18n/issues.ts';
 import type { Locale } from '../i18n/messages.ts';
 import type { KeysetPage } from '../infra/db/pages.ts';
 
@@ -42,9 +42,9 @@ export async function keysetConnection<Row>(args: DefaultConnectionArguments, re
   for (const bound of ['first', 'last'] as const) {
     const size = args[bound];
     const path = [bound];
-    if (size != null && size < 0) throw BadInputError.of([inputIssue({ path, message: `${bound} must not be negative`, code: 'too_small', minimum: 0, origin: 'number' }, locale)]);
+    if (size != null && size < 0) throw badInput([{ path, message: `${bound} must not be negative`, code: 'too_small', minimum: 0, origin: 'number' }], locale);
     if (size != null && size > PAGE_SIZE.maxSize)
-      throw BadInputError.of([inputIssue({ path, message: `${bound} must be at most ${PAGE_SIZE.maxSize}`, code: 'too_big', maximum: PAGE_SIZE.maxSize, origin: 'number' }, locale)]);
+      throw badInput([{ path, message: `${bound} must be at most ${PAGE_SIZE.maxSize}`, code: 'too_big', maximum: PAGE_SIZE.maxSize, origin: 'number' }], locale);
   }
   const connection = await resolveCursorConnection<Promise<Row[]>>({ args, ...PAGE_SIZE, toCursor: (row) => encodeCursor(idOf(row)) }, ({ after, before, limit, inverted }) => {
     const given = after !== undefined ? { argument: 'after' as const, cursor: after } : before !== undefined ? { argument: 'before' as const, cursor: before } : null;
