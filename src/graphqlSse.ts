@@ -17,13 +17,24 @@ export const GRAPHQL_SSE_PATH = '/graphql/stream';
 /** Streams a user may have reserved and not yet connected: a client needs one, a reconnect race two. */
 export const RESERVATIONS_PER_USER = 4;
 
-const STATUS_TEXT = { 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 429: 'Too Many Requests', 503: 'Service Unavailable' };
+const STATUS_TEXT = { 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 429: 'Too Many Requests', 503: 'Service Unavailable' };
 
 function errorAnswer(status: keyof typeof STATUS_TEXT, errors: readonly GraphQLError[], headers: Record<string, string> = {}): SseResponse {
   return [JSON.stringify({ errors }), { status, statusText: STATUS_TEXT[status], headers: { 'content-type': 'application/json; charset=utf-8', ...headers } }];
 }
 
 const badRequest = (errors: readonly GraphQLError[]) => errorAnswer(400, errors);
+
+/**
+ * graphql-sse's answer to a request on a stream its owner reserved that is gone (dropped
+ * unconnected, or closed): "Missing query" (400) to a connect, as it reads one for a stream
+ * of its own, and "Stream not found" (404) to an operation, neither with a code. The
+ * client's fix is a new reservation, which its own answer says instead.
+ */
+function isStreamGone(request: Request, url: URL, response: Response): boolean {
+  if (request.method === 'PUT' || !(request.headers.get(TOKEN_HEADER_KEY) ?? url.searchParams.get(TOKEN_QUERY_KEY))) return false;
+  return response.status === 404 || (request.method === 'GET' && response.status === 400);
+}
 
 /**
  * The streams reserved for single connection mode and not yet connected. graphql-sse keeps
@@ -167,10 +178,17 @@ export function useGraphqlSse(app: App, trusted: TrustedDocuments): Plugin {
         yoga.fetchAPI,
       );
     },
-    onRequest({ request, serverContext, endResponse }) {
-      if (new URL(request.url).pathname !== GRAPHQL_SSE_PATH) return;
+    onRequest({ request, serverContext, endResponse, fetchAPI }) {
+      const url = new URL(request.url);
+      if (url.pathname !== GRAPHQL_SSE_PATH) return;
       serverContexts.set(request, serverContext as object);
-      return handler(request).then(endResponse);
+      return handler(request).then((response) => {
+        if (!isStreamGone(request, url, response)) return endResponse(response);
+        void response.body?.cancel();
+        const error = graphqlError(ErrorCode.notFound, errorMessage('STREAM_GONE', localeOf(request.headers.get('accept-language'))));
+        const [body, init] = errorAnswer(404, [error]);
+        endResponse(new fetchAPI.Response(body as string, init));
+      });
     },
   };
 }

@@ -262,9 +262,19 @@ describe('graphql-sse single connection mode', () => {
 
     // The rest were never connected: after the timeout they are gone, and so are their places.
     await new Promise((resolve) => setTimeout(resolve, 3_000));
+    // Told so, with a code, whether it connects or sends an operation.
     const late = await fetch(`${server.url}/stream`, { headers: { ...headers, accept: 'text/event-stream', 'x-graphql-event-stream-token': tokens[1]! } });
-    expect(late.status).toBe(400);
-    await late.body?.cancel();
+    const lateOperation = await fetch(`${server.url}/stream`, {
+      method: 'POST',
+      headers: { ...headers, 'content-type': 'application/json', 'x-graphql-event-stream-token': tokens[2]! },
+      body: JSON.stringify({ query: '{ serverTime }', extensions: { operationId: 'late' } }),
+    });
+    for (const response of [late, lateOperation]) {
+      expect(response.status).toBe(404);
+      const { errors } = (await response.json()) as ExecutionResult;
+      expect(errors?.[0]?.extensions?.code).toBe('NOT_FOUND');
+      expect(errors?.[0]?.message).toMatch(/reserve a new one with PUT/);
+    }
     for (let i = 0; i < 4; i++) expect((await reserve()).status).toBe(201);
   });
 });

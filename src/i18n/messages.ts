@@ -327,8 +327,12 @@ export const errorMessages = {
     'zh-CN': () => '内省已关闭；只有运营人员可以内省 schema',
   },
   STREAM_OF_ANOTHER: {
-    en: () => 'this stream was reserved by another user, or in another server process',
-    'zh-CN': () => '该事件流由其他用户预留，或预留在另一个服务进程中',
+    en: () => 'this stream was reserved by another user or in another server process, or its token is no token this server minted',
+    'zh-CN': () => '该事件流由其他用户预留，或预留在另一个服务进程中，或其令牌并非本服务签发',
+  },
+  STREAM_GONE: {
+    en: () => 'this stream no longer exists (a reservation not connected in time is dropped, a closed stream ends): reserve a new one with PUT',
+    'zh-CN': () => '该事件流已不存在（预留后未及时连接会被丢弃，关闭的流即结束），请用 PUT 重新预留',
   },
   SLOW_DOWN: { en: () => 'too many requests; slow down', 'zh-CN': () => '请求过于频繁，请放慢速度' },
   TOO_MANY_MUTATIONS: {
