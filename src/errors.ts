@@ -15,6 +15,18 @@ export function rebuiltError(error: GraphQLError, change: { message?: string; ex
   });
 }
 
+/**
+ * The errors as a client over a socket or an event stream gets them: Yoga's
+ * `extensions.http` (the status it would answer over HTTP) is for its own HTTP answers.
+ */
+export function withoutHttpStatus(errors: readonly GraphQLError[]): GraphQLError[] {
+  return errors.map((error) => {
+    if (error.extensions.http === undefined) return error;
+    const { http: _status, ...extensions } = error.extensions;
+    return rebuiltError(error, { extensions });
+  });
+}
+
 export function graphqlError(code: ErrorCode, message: string, extensions: Record<string, unknown> = {}): GraphQLError {
   return new GraphQLError(message, { extensions: { code, ...extensions } });
 }

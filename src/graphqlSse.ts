@@ -5,7 +5,7 @@ import { createHandler } from 'graphql-sse/lib/use/fetch';
 import type { Plugin } from 'graphql-yoga';
 import type { App } from './app.ts';
 import { buildContext, unauthenticated } from './context.ts';
-import { ErrorCode, graphqlError } from './errors.ts';
+import { ErrorCode, graphqlError, withoutHttpStatus } from './errors.ts';
 import { rateLimited } from './guards/rateLimits.ts';
 import { type ErrorWording, errorMessage, localeOf } from './i18n/messages.ts';
 import { AuthFailure } from './infra/auth/tokens.ts';
@@ -23,7 +23,7 @@ function errorAnswer(status: keyof typeof STATUS_TEXT, errors: readonly GraphQLE
   return [JSON.stringify({ errors }), { status, statusText: STATUS_TEXT[status], headers: { 'content-type': 'application/json; charset=utf-8', ...headers } }];
 }
 
-const badRequest = (errors: readonly GraphQLError[]) => errorAnswer(400, errors);
+const badRequest = (errors: readonly GraphQLError[]) => errorAnswer(400, withoutHttpStatus(errors));
 
 /**
  * graphql-sse's answer to a request on a stream its owner reserved that is gone (dropped

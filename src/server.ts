@@ -14,6 +14,7 @@ import { type App, createApp } from './app.ts';
 import type { Config } from './config.ts';
 import { type Context, authorizationOf, buildContext, connectionHeaders, localeOfCaller } from './context.ts';
 import { type MaskErrorFunction, createErrorMasking } from './errorMasking.ts';
+import { withoutHttpStatus } from './errors.ts';
 import { createFastLane } from './fastLane.ts';
 import { useCredentialRefusal, useInputErrorCodes, useReadiness } from './graphqlPlugins.ts';
 import { useGraphqlSse } from './graphqlSse.ts';
@@ -212,12 +213,12 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
             // graphql-ws wants a `query` string: a persisted document comes as `query: ''` with a `documentId`.
             document = parse(await trusted.queryOf(params as typeof params & DocumentParams, { connectionParams, params }));
             const errors = validate(enveloped, document);
-            if (errors.length > 0) return errors;
+            if (errors.length > 0) return withoutHttpStatus(errors);
             contextValue = (await contextFactory()) as Context;
           } catch (error) {
             const answer = maskError(error, 'Unexpected error.') as GraphQLError;
             if (answer !== error) app.log.error({ err: error }, 'unexpected error while starting a graphql-ws operation');
-            return [answer];
+            return withoutHttpStatus([answer]);
           }
           return {
             schema: enveloped,

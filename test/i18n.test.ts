@@ -287,11 +287,17 @@ describe('over HTTP, the refusals the catalog words since the review', () => {
     const url = started.server.url;
     const user = await tokenOf('i18n-user');
     const grab = { packetId: 'no-such-packet' };
-    expect(refusalOf(await gql(url, GrabRedPacketDocument, grab))).toMatchObject({ message: 'sign in: send Authorization: Bearer <token>', code: 'UNAUTHENTICATED' });
-    expect(refusalOf(await gql(url, GrabRedPacketDocument, grab, undefined, ZH))).toMatchObject({ message: '请先登录：发送 Authorization: Bearer <token>', code: 'UNAUTHENTICATED' });
+    expect(refusalOf(await gql(url, GrabRedPacketDocument, grab))).toMatchObject({
+      message: 'sign in: send Authorization: Bearer <token> (over graphql-ws, as connectionParams.authorization)',
+      code: 'UNAUTHENTICATED',
+    });
+    expect(refusalOf(await gql(url, GrabRedPacketDocument, grab, undefined, ZH))).toMatchObject({
+      message: '请先登录：发送 Authorization: Bearer <token>（graphql-ws 放在 connectionParams.authorization 中）',
+      code: 'UNAUTHENTICATED',
+    });
     expect((await gql(url, GrabRedPacketDocument, grab, undefined, ZH)).body.errors?.[0]?.extensions?.reason).toBe('MISSING');
     expect(refusalOf(await gql(url, GrabRedPacketDocument, grab, undefined, { ...ZH, authorization: 'Basic x' }))).toMatchObject({
-      message: '请按 Authorization: Bearer <token> 的格式发送令牌',
+      message: '请按 Authorization: Bearer <token> 的格式发送令牌（graphql-ws 放在 connectionParams.authorization 中）',
       code: 'UNAUTHENTICATED',
     });
     expect(refusalOf(await gql(url, GrabRedPacketDocument, grab, 'not-a-jwt'))).toMatchObject({ message: 'the token is not a well-formed JWT', code: 'UNAUTHENTICATED' });
@@ -309,8 +315,8 @@ describe('over HTTP, the refusals the catalog words since the review', () => {
 
     const query = 'subscription { redemptionUpdated(redemptionId: "no-such-redemption") { id } }';
     for (const [connectionParams, message] of [
-      [{}, 'sign in: send Authorization: Bearer <token>'],
-      [{ 'Accept-Language': 'zh-CN' }, '请先登录：发送 Authorization: Bearer <token>'],
+      [{}, 'sign in: send Authorization: Bearer <token> (over graphql-ws, as connectionParams.authorization)'],
+      [{ 'Accept-Language': 'zh-CN' }, '请先登录：发送 Authorization: Bearer <token>（graphql-ws 放在 connectionParams.authorization 中）'],
     ] as const) {
       const socket = openWs(url, connectionParams);
       try {

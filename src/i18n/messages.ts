@@ -294,8 +294,15 @@ export const boundMessages = {
  * The English wording is the default, as it always was.
  */
 export const errorMessages = {
-  SIGN_IN: { en: () => 'sign in: send Authorization: Bearer <token>', 'zh-CN': () => '请先登录：发送 Authorization: Bearer <token>' },
-  BEARER_EXPECTED: { en: () => 'send Authorization: Bearer <token>', 'zh-CN': () => '请按 Authorization: Bearer <token> 的格式发送令牌' },
+  // Worded for every transport: over graphql-ws the header goes in connectionParams.
+  SIGN_IN: {
+    en: () => 'sign in: send Authorization: Bearer <token> (over graphql-ws, as connectionParams.authorization)',
+    'zh-CN': () => '请先登录：发送 Authorization: Bearer <token>（graphql-ws 放在 connectionParams.authorization 中）',
+  },
+  BEARER_EXPECTED: {
+    en: () => 'send Authorization: Bearer <token> (over graphql-ws, as connectionParams.authorization)',
+    'zh-CN': () => '请按 Authorization: Bearer <token> 的格式发送令牌（graphql-ws 放在 connectionParams.authorization 中）',
+  },
   SIGN_IN_TO_RESERVE_STREAM: { en: () => 'reserving a stream needs a signed-in caller', 'zh-CN': () => '预留事件流需要先登录' },
   SIGN_IN_TO_RESERVED_STREAM: { en: () => 'a reserved stream answers only the user who reserved it', 'zh-CN': () => '预留的事件流只应答预留它的用户，请先登录' },
   TOKEN_WITHOUT_SUB: {
