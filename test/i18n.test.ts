@@ -216,11 +216,21 @@ describe('over HTTP, the refusals the catalog words since the review', () => {
     const otherId = other.body.data!.createGoods.id;
 
     for (const [headers, message] of [
-      [{}, "a voucher code is already in a goods item's pool (this one's or another's)"],
-      [ZH, '有券码已在商品的券码池中（本商品或其他商品）'],
+      [{}, "voucher code i18n-code-2 is already in a goods item's pool (this one's or another's)"],
+      [ZH, '券码 i18n-code-2 已在商品的券码池中（本商品或其他商品）'],
     ] as const) {
-      const again = await gql(started.server.url, CreateGoodsDocument, { input: { title: '券', pointsCost: 1, stock: 1, voucherCodes: ['i18n-code-2'] } }, operator, headers);
-      expect(refusalOf(again)).toEqual({ message, code: 'BAD_USER_INPUT', issues: [{ path: ['input', 'voucherCodes'], code: 'VOUCHER_CODE_IN_ANOTHER_POOL', message }] });
+      const again = await gql(
+        started.server.url,
+        CreateGoodsDocument,
+        { input: { title: '券', pointsCost: 2, stock: 2, voucherCodes: ['i18n-new-code', 'i18n-code-2'] } },
+        operator,
+        headers,
+      );
+      expect(refusalOf(again)).toEqual({
+        message,
+        code: 'BAD_USER_INPUT',
+        issues: [{ path: ['input', 'voucherCodes', 1], code: 'VOUCHER_CODE_IN_ANOTHER_POOL', values: { code: 'i18n-code-2' }, message }],
+      });
     }
 
     const award = (amount: number, requestId: string, headers: Record<string, string> = {}) =>

@@ -188,8 +188,8 @@ export const ruleMessages = {
   },
   ACTIVITY_ID_TAKEN: { en: (v: RuleValues) => `activity ${v.id} exists already`, 'zh-CN': (v: RuleValues) => `活动 ${v.id} 已存在` },
   VOUCHER_CODE_IN_ANOTHER_POOL: {
-    en: () => "a voucher code is already in a goods item's pool (this one's or another's)",
-    'zh-CN': () => '有券码已在商品的券码池中（本商品或其他商品）',
+    en: (v: RuleValues) => `voucher code ${v.code} is already in a goods item's pool (this one's or another's)`,
+    'zh-CN': (v: RuleValues) => `券码 ${v.code} 已在商品的券码池中（本商品或其他商品）`,
   },
   REQUEST_ID_OF_ANOTHER_ITEM: {
     en: (v: RuleValues) => `requestId ${v.requestId} was already used to redeem another goods item`,

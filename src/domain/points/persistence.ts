@@ -170,7 +170,14 @@ async function insertPool(tx: Prisma.TransactionClient, goodsId: string, codes: 
     SELECT pool.code, ${goodsId}, pool.position, CASE WHEN ${place.inFlight} THEN NULL ELSE pool.position % ${buckets}::int END
     FROM ${unnest('pool', rows, { code: ['text', (row) => row.code], position: ['int', (row) => row.position] })}
     ON CONFLICT (code) DO NOTHING`;
-  if (inserted !== codes.length) throw BadInputError.of([ruleInputIssue(['input', 'voucherCodes'], 'VOUCHER_CODE_IN_ANOTHER_POOL')]);
+  if (inserted === codes.length) return;
+  // The transaction fails; which code was pooled already tells an operator importing thousands what to fix.
+  const [taken] = await tx.$queryRaw<{ index: number; code: string }[]>`
+    SELECT pool.position - ${place.firstPosition}::int AS index, pool.code
+    FROM ${unnest('pool', rows, { code: ['text', (row) => row.code], position: ['int', (row) => row.position] })}
+    WHERE NOT EXISTS (SELECT 1 FROM voucher_code v WHERE v.code = pool.code AND v.goods_id = ${goodsId} AND v.position = pool.position)
+    ORDER BY pool.position LIMIT 1`;
+  throw BadInputError.of([ruleInputIssue(['input', 'voucherCodes', taken!.index], 'VOUCHER_CODE_IN_ANOTHER_POOL', { code: taken!.code })]);
 }
 
 /**
