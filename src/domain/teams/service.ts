@@ -11,7 +11,7 @@ import { DeadlineSweeper } from './deadlines.ts';
 import { LockExpirySweeper } from './lockExpiry.ts';
 import { insertTeam, listTeams, operatorSeatPaymentProblem, recentlyLockedTeams, teamsOfUser, teamsPage } from './persistence.ts';
 import { AlreadyMember, GroupBuyNotActive, NoSeatLock, SeatLockLimitReached, TeamClosed, TeamFull, TeamLimitReached } from './problems.ts';
-import { type ConfirmReply, type ConfirmedBy, type SeatLockView, type TeamRef, type TeamState, type TeamStatus, activityKeys, teamStateOf } from './store.ts';
+import { type ConfirmReply, type ConfirmedBy, type LockReply, type SeatLockView, type TeamRef, type TeamState, type TeamStatus, activityKeys, teamStateOf } from './store.ts';
 
 export type { TeamDeps } from './campaign.ts';
 
@@ -126,7 +126,7 @@ export class TeamService {
     let expectedHolder = '';
     const paymentRef = mintPaymentRef();
     for (let attempt = 1; attempt <= LOCK_ATTEMPTS; attempt++) {
-      const reply = await this.teams.journaled(ref, () => this.teams.store.lock(ref.activityId, ref.teamId, userId, randomUUID(), expectedHolder, paymentRef));
+      const reply = await this.teams.journaled(ref, () => this.lockOnce(ref, userId, expectedHolder, paymentRef));
       if (!reply) throw new NotFound('team', ref.teamId);
       switch (reply.kind) {
         case 'holderIs':
@@ -154,6 +154,23 @@ export class TeamService {
       }
     }
     throw new ServiceUnavailableError('your seat lock moved between teams while this request ran; try again');
+  }
+
+  /**
+   * The lock script, its answer durable: a lock the caller holds already is answered with
+   * its payment reference, which the provider's notify looks up in PostgreSQL, so only once
+   * that payment is committed (the first call may still be in flight, on another instance).
+   * One PostgreSQL never got means Redis was rebuilt while the first call was in flight:
+   * the keys are dropped, and the call is made again on rebuilt ones.
+   */
+  private async lockOnce(ref: TeamRef, userId: string, expectedHolder: string, paymentRef: string): Promise<LockReply | Missing> {
+    const reply = await this.teams.store.lock(ref.activityId, ref.teamId, userId, randomUUID(), expectedHolder, paymentRef);
+    if (reply.kind !== 'alreadyLocked') return reply;
+    const findPayment = () => this.deps.prisma.payment.findUnique({ where: { paymentRef: reply.paymentRef }, select: { paymentRef: true } });
+    if (await this.isDurable(ref, findPayment)) return reply;
+    this.deps.log.warn({ teamId: ref.teamId, userId }, 'a seat lock conflicted with PostgreSQL; rebuilding the team');
+    await this.teams.runtime.forget([ref]);
+    return { kind: 'missing' } satisfies Missing;
   }
 
   /** Gives the caller's lock back; the team as it is now, or null if there is no such team. */
@@ -197,7 +214,8 @@ export class TeamService {
    */
   private async confirmOnce(ref: TeamRef, userId: string, paymentRef: string, by: ConfirmedBy): Promise<ConfirmReply> {
     const reply = await this.teams.store.confirm(ref.activityId, ref.teamId, userId, paymentRef, randomUUID(), by);
-    if (reply.kind !== 'alreadyMember' || (await this.isDurableMember(ref, userId))) return reply;
+    const findMember = () => this.deps.prisma.teamMember.findUnique({ where: { teamId_userId: { teamId: ref.teamId, userId } }, select: { userId: true } });
+    if (reply.kind !== 'alreadyMember' || (await this.isDurable(ref, findMember))) return reply;
     this.deps.log.warn({ teamId: ref.teamId, userId }, 'confirmation conflicted with PostgreSQL; rebuilding the team');
     await this.teams.runtime.forget([ref]);
     return { kind: 'missing' } satisfies Missing;
@@ -227,8 +245,8 @@ export class TeamService {
     }
   }
 
-  private async isDurableMember({ activityId, teamId }: TeamRef, userId: string): Promise<boolean> {
-    const find = () => this.deps.prisma.teamMember.findUnique({ where: { teamId_userId: { teamId, userId } }, select: { userId: true } });
+  /** Whether `find` finds the row in PostgreSQL, once the activity's journal is committed if it did not at first. */
+  private async isDurable({ activityId }: TeamRef, find: () => Promise<unknown>): Promise<boolean> {
     if (await find()) return true;
     await this.deps.journal.commitStream(activityKeys(activityId).journal);
     return (await find()) !== null;
