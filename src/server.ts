@@ -188,8 +188,9 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
         const result = await servingRequest(operation, () => (args.rootValue as EnvelopedRoot).subscribe(args));
         return (isAsyncIterable(result) ? pulledAs(operation, result) : result) as never;
       },
-      onSubscribe: (ctx, _id, params) =>
-        servingRequest({ id: randomUUID(), language: localeOfCaller({ connectionParams: ctx.connectionParams, params }) }, async () => {
+      onSubscribe: (ctx, _id, params) => {
+        wsLimits.operationArrived(ctx);
+        return servingRequest({ id: randomUUID(), language: localeOfCaller({ connectionParams: ctx.connectionParams, params }) }, async () => {
           const connectionParams = ctx.connectionParams ?? {};
           const {
             schema: enveloped,
@@ -228,7 +229,8 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
             contextValue,
             rootValue: { execute, subscribe },
           };
-        }),
+        });
+      },
     },
     wsServer,
   );

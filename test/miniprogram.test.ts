@@ -5,6 +5,7 @@ import { wxWebSocket } from '../clients/miniprogram/wxWebSocket.js';
 import { testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
 import { redPacketsAt } from './support/redPackets.ts';
+import { freePort } from './support/server.ts';
 import { tokenOf } from './support/tokens.ts';
 
 const env = testEnv('miniprogram');
@@ -57,6 +58,21 @@ describe('the mini-program adapter', () => {
     await completed;
     expect(states.at(-1)).toBe(0);
     expect(opened).toEqual([['graphql-transport-ws']]);
+    await client.dispose();
+  });
+
+  it('passes a failed connect on as a lost connection, which graphql-ws retries', async () => {
+    const opened: string[][] = [];
+    const client = createClient({
+      // Nothing listens there: each SocketTask reports an error.
+      url: `ws://127.0.0.1:${await freePort()}/graphql`,
+      webSocketImpl: wxWebSocket(emulatedWx(opened)),
+      retryAttempts: 2,
+      retryWait: () => Promise.resolve(),
+    });
+    const outcome = await new Promise<unknown>((resolve) => client.subscribe({ query: '{ serverTime }' }, { next: resolve, error: resolve, complete: () => resolve('complete') }));
+    expect(outcome).toMatchObject({ type: 'close', code: 1006 });
+    expect(opened, 'a connect and two retries').toHaveLength(3);
     await client.dispose();
   });
 

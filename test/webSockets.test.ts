@@ -74,6 +74,21 @@ describe('graphql-ws sockets', () => {
     busy.close();
   });
 
+  it('keeps a socket that sends queries and mutations alone, each live for a moment only', async () => {
+    const socket = (await open('127.0.0.11', 'limits-asker')) as WebSocket;
+    const ended = closed(socket);
+    let answers = 0;
+    socket.on('message', (data) => JSON.parse(String(data)).type === 'next' && answers++);
+    for (let i = 0; i < 10; i++) {
+      socket.send(JSON.stringify({ id: `q${i}`, type: 'subscribe', payload: { query: '{ serverTime }' } }));
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+    expect(socket.readyState, 'closed as idle while it asked every 500 ms').toBe(WebSocket.OPEN);
+    expect(answers).toBe(10);
+    // Once it stops asking, it is idle.
+    expect(await ended).toBe(1000);
+  });
+
   it('cuts a socket whose client asks and never reads, once its backlog passes 1 MiB', async () => {
     const socket = (await open('127.0.0.10')) as WebSocket;
     const ended = closed(socket);

@@ -45,12 +45,18 @@ export function wxWebSocket(wx) {
         this.onopen?.({ type: 'open' });
       });
       this.task.onMessage(({ data }) => this.onmessage?.({ type: 'message', data }));
-      this.task.onError((error) => this.onerror?.({ type: 'error', message: error?.errMsg ?? 'socket error' }));
-      this.task.onClose(({ code, reason }) => {
-        this.readyState = CLOSED;
-        // graphql-ws reads the close code to tell a retryable loss from a refusal.
-        this.onclose?.({ type: 'close', code: code ?? 1006, reason: reason ?? '', wasClean: code === 1000 });
-      });
+      // A SocketTask's error (a failed connect, a dropped network) is a connection lost:
+      // graphql-ws would take an error event as final and never retry, so it gets the close
+      // a browser's WebSocket sends after its error instead, once.
+      this.task.onError((error) => this.reportClose(1006, error?.errMsg ?? 'socket error'));
+      // graphql-ws reads the close code to tell a retryable loss from a refusal.
+      this.task.onClose(({ code, reason }) => this.reportClose(code ?? 1006, reason ?? ''));
+    }
+
+    reportClose(code, reason) {
+      if (this.readyState === CLOSED) return;
+      this.readyState = CLOSED;
+      this.onclose?.({ type: 'close', code, reason, wasClean: code === 1000 });
     }
 
     send(data) {

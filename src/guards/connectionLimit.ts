@@ -62,6 +62,16 @@ export class WebSocketLimits {
     if (held) held.context = context;
   }
 
+  /**
+   * graphql-ws's onSubscribe: an operation came. A query or a mutation is live only while it
+   * runs, often between two sweeps, so a socket used for them alone would look idle, and be
+   * closed the instant its next operation arrives: run, but unanswered.
+   */
+  operationArrived(context: WsContext): void {
+    const held = this.sockets.get((context.extra as { socket: WebSocket }).socket);
+    if (held) held.busyAtMs = Date.now();
+  }
+
   stop(): void {
     clearInterval(this.sweeper);
   }
