@@ -68,7 +68,13 @@ function hangAfter(count: number | undefined): (() => Promise<void>) | undefined
 }
 
 export async function createApp(config: Config, log: Logger): Promise<App> {
-  const redisOptions = { url: config.REDIS_URL, keyPrefix: config.REDIS_KEY_PREFIX, clusterNodes: config.REDIS_CLUSTER_NODES, connectTimeoutMs: config.REDIS_CONNECT_TIMEOUT_MS };
+  const redisOptions = {
+    url: config.REDIS_URL,
+    keyPrefix: config.REDIS_KEY_PREFIX,
+    clusterNodes: config.REDIS_CLUSTER_NODES,
+    connectTimeoutMs: config.REDIS_CONNECT_TIMEOUT_MS,
+    commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS,
+  };
   const redis = createRedis(redisOptions, 'commands');
   const scripts = new Scripts(redis);
   await connectRedis(redis, redisOptions);

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { readOrCreateDevSecret } from './infra/auth/devSecret.ts';
-import { DEFAULT_REDIS_CONNECT_TIMEOUT_MS } from './infra/redis/connection.ts';
+import { DEFAULT_REDIS_COMMAND_TIMEOUT_MS, DEFAULT_REDIS_CONNECT_TIMEOUT_MS } from './infra/redis/connection.ts';
 
 const DEV_PAYMENT_SECRET_FILE = '.data/payment-webhook-secret';
 
@@ -31,6 +31,8 @@ const envSchema = z.object({
     .pipe(z.array(z.string().regex(/^[^\s:,]+:\d{1,5}$/, 'REDIS_CLUSTER_NODES must list host:port, separated by commas'))),
   /** How long a start waits for Redis (every connection ready, a cluster in state ok) before it refuses. */
   REDIS_CONNECT_TIMEOUT_MS: intFromEnv(DEFAULT_REDIS_CONNECT_TIMEOUT_MS, 100),
+  /** How long a Redis command waits for its reply before its request answers SERVICE_UNAVAILABLE (a hung Redis closes nothing). */
+  REDIS_COMMAND_TIMEOUT_MS: intFromEnv(DEFAULT_REDIS_COMMAND_TIMEOUT_MS, 100),
 
   JWT_SECRET: z.string().min(32, 'JWT_SECRET must be at least 32 characters').optional(),
   /** Keys the per-campaign aliases other users see instead of a user id; unset: derived from the JWT secret. */

@@ -23,6 +23,8 @@ const OUTAGE_MESSAGES = [
   /^Connection is closed\.?$/,
   /^Command aborted due to connection close/,
   /^Stream isn't writeable/,
+  // ioredis, when a command got no reply within REDIS_COMMAND_TIMEOUT_MS (a hung Redis).
+  /^Command timed out$/,
   // Redis replies while (re)starting or failing over. A cluster node's MOVED or ASK (the
   // command did not run) reaches callers when ioredis cannot redirect an auto-pipeline
   // whose commands were moved to different nodes, as its slot map lags a failover.

@@ -151,3 +151,27 @@ describe('Redis down, for a caller who reads Chinese', () => {
     redis = await startThrowawayRedis(redisPort, []);
   }, 90_000);
 });
+
+describe('Redis hung: stopped, its connections left open', () => {
+  it('answers SERVICE_UNAVAILABLE once a command waits past REDIS_COMMAND_TIMEOUT_MS, and serves again once it resumes', async () => {
+    const redisPort = await freePort();
+    const redis = await startThrowawayRedis(redisPort, []);
+    cleanups.push(async () => {
+      redis.kill('SIGCONT');
+      await stopChild(redis);
+    });
+    const env = testEnv('outage_hung', { REDIS_URL: `redis://127.0.0.1:${redisPort}`, REDIS_COMMAND_TIMEOUT_MS: '1000' });
+    const { server, packetId } = await setUp(env, 1);
+    const token = await tokenOf('outage-waiter');
+    const read = () => gql(server.url, RedPacketDocument, { id: packetId }, token);
+
+    redis.kill('SIGSTOP');
+    const started = performance.now();
+    const hung = await read();
+    expect(errorCodes(hung), JSON.stringify(hung.body)).toEqual(['SERVICE_UNAVAILABLE']);
+    expect(performance.now() - started, 'answered within a few command timeouts').toBeLessThan(8_000);
+
+    redis.kill('SIGCONT');
+    await waitFor('Redis to answer again', async () => errorCodes(await read()).length === 0, { timeoutMs: 20_000 });
+  }, 60_000);
+});

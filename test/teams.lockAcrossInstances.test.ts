@@ -2,6 +2,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { type App, createApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
 import { signNotify } from '../src/domain/payments/provider.ts';
+import type { SeatLocked } from '../src/domain/teams/service.ts';
 import { teamKeys } from '../src/domain/teams/store.ts';
 import { createLogger } from '../src/infra/logger.ts';
 import { TEST_JWT_SECRET, testEnv } from './support/env.ts';
@@ -32,21 +33,26 @@ it('answers a lock the buyer holds already, from another instance, only once its
   const team = await openInApp(one, 'lock-leader', ACTIVITY);
   // Every journal statement that inserts a payment (the first lock's entry) waits behind this.
   const holder = await started.stores.sql.connect();
-  await holder.query('BEGIN');
-  await holder.query('LOCK TABLE payment IN SHARE MODE');
-  const first = one.teams.lock('lock-buyer', team.id);
-  await waitFor('the first lock taken in Redis', async () => (await started.stores.redis.zscore(teamKeys(ACTIVITY, team.id).locks, 'lock-buyer')) !== null);
+  let first: Promise<SeatLocked>;
+  let second: Promise<SeatLocked>;
+  try {
+    await holder.query('BEGIN');
+    await holder.query('LOCK TABLE payment IN SHARE MODE');
+    first = one.teams.lock('lock-buyer', team.id);
+    await waitFor('the first lock taken in Redis', async () => (await started.stores.redis.zscore(teamKeys(ACTIVITY, team.id).locks, 'lock-buyer')) !== null);
 
-  // The same buyer on another instance (a retry after a timeout, a second tab).
-  let answered = false;
-  const second = two.teams.lock('lock-buyer', team.id).finally(() => {
-    answered = true;
-  });
-  await sleep(1_000);
-  expect(answered, 'answered with a payment reference PostgreSQL does not hold').toBe(false);
-
-  await holder.query('COMMIT');
-  holder.release();
+    // The same buyer on another instance (a retry after a timeout, a second tab).
+    let answered = false;
+    second = two.teams.lock('lock-buyer', team.id).finally(() => {
+      answered = true;
+    });
+    await sleep(1_000);
+    expect(answered, 'answered with a payment reference PostgreSQL does not hold').toBe(false);
+  } finally {
+    // Held past a failure, the lock would keep the file's cleanup from dropping its schema.
+    await holder.query('COMMIT');
+    holder.release();
+  }
   const [firstLock, secondLock] = await Promise.all([first, second]);
   expect(secondLock.payment.paymentRef).toBe(firstLock.payment.paymentRef);
   const { rows } = await started.stores.sql.query('SELECT status FROM payment WHERE payment_ref = $1', [secondLock.payment.paymentRef]);

@@ -13,9 +13,12 @@ export interface RedisOptions {
   clusterNodes: string[];
   /** How long connectRedis waits for the connection to be ready (REDIS_CONNECT_TIMEOUT_MS). */
   connectTimeoutMs?: number;
+  /** How long a command waits for its reply (REDIS_COMMAND_TIMEOUT_MS); unset: for ever. */
+  commandTimeoutMs?: number;
 }
 
 export const DEFAULT_REDIS_CONNECT_TIMEOUT_MS = 30_000;
+export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 5_000;
 
 /** Where the connections go, for messages: REDIS_URL, or the cluster's seed nodes. */
 export function redisAddress({ url, clusterNodes }: RedisOptions): string {
@@ -27,9 +30,12 @@ export function redisAddress({ url, clusterNodes }: RedisOptions): string {
  * than retried forever. `subscriber`: on a cluster, one that takes sharded subscriptions
  * (a connection to each primary).
  */
-export function createRedis({ url, keyPrefix, clusterNodes }: RedisOptions, name: string, { subscriber = false } = {}): RedisClient {
+export function createRedis({ url, keyPrefix, clusterNodes, commandTimeoutMs }: RedisOptions, name: string, { subscriber = false } = {}): RedisClient {
   const options: IoRedisOptions = {
     keyPrefix,
+    // A Redis that hangs (stopped, or cut off without a reset) closes no connection: without
+    // a timeout every request waiting on it would wait for good, not answer SERVICE_UNAVAILABLE.
+    commandTimeout: commandTimeoutMs,
     connectionName: `campaign-backend:${name}`,
     lazyConnect: true,
     maxRetriesPerRequest: 3,
