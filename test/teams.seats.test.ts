@@ -283,12 +283,17 @@ describe('recovery', () => {
     const locked = await teams.lock('rec-locker', team.id);
     if (locked.__typename !== 'SeatLocked') throw new Error(`got ${locked.__typename}`);
     expect(locked.team.freeSeats).toBe(0);
+    const watcher = await watch(team.id, 'rec-watcher');
+    await watcher.until((events) => lastState(events)?.freeSeats === 0);
 
     expect(await loseKeysAtOnce(stores.redis, env.keyPrefix)).toBeGreaterThan(0);
     const rebuilt = await teams.team('rec-leader', team.id);
     expect(rebuilt).toMatchObject({ status: 'OPEN', freeSeats: 1, locks: [] });
     expect(rebuilt!.members.map((member) => member.userId)).toEqual(['rec-leader', alias(activityId, 'rec-member')]);
     expect(rebuilt!.version).toBeGreaterThan(locked.team.version);
+    // The lost lock's seat is free again: its watchers hear it from the rebuild, with no change to wait for.
+    await watcher.until((events) => lastState(events)?.freeSeats === 1, 2_000);
+    expect(lastState(watcher.events)?.version).toBeGreaterThan(locked.team.version);
 
     // The paid seat is honoured (the lock was lost, the seat is free); the repeat is idempotent.
     expect(await teams.confirm('rec-locker', team.id, 'rec-pay-2')).toMatchObject({ __typename: 'Team', status: 'COMPLETE' });

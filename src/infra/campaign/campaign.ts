@@ -206,7 +206,11 @@ export class Campaign<Id, Snapshot, State = never> {
     // keys: committed first, PostgreSQL counts them in the snapshot.
     await this.deps.journal.commitStream(keys.journal, owns && ((entry) => owns(id, entry)));
     const snapshot = await this.rules.load(id);
-    if (snapshot) await this.install(id, snapshot);
+    if (!snapshot) return null;
+    await this.install(id, snapshot);
+    // What Redis lost (a lock, say) changed the state without any change to publish it:
+    // its subscribers would wait on the lost state until the next change.
+    if (this.rules.live) this.publish(id);
     return snapshot;
   }
 
