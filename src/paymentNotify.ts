@@ -32,12 +32,14 @@ function readRawBody(req: IncomingMessage): Promise<Buffer> {
 const LINGER_MS = 2_000;
 
 /**
- * Closes the connection a moment after the 413, reading no more of the body meanwhile: at
- * once, with bytes unread, the socket is reset, and the reset can reach the client before
- * the answer does. Paused, the sender's buffers fill and it reads the 413 while it waits.
+ * Closes the connection a moment after the 413 if the body is still coming, reading no more
+ * of it meanwhile: closed at once, with bytes unread, the socket is reset, and the reset can
+ * reach the client before the answer does; paused, the sender's buffers fill and it reads
+ * the 413 while it waits. A body that did arrive whole leaves the connection as HTTP keeps
+ * it, serving the client's next requests: closing it then would cut one of them.
  */
-function closeSoon(req: IncomingMessage): void {
-  setTimeout(() => req.socket.destroy(), LINGER_MS).unref();
+function closeSoonUnlessComplete(req: IncomingMessage): void {
+  setTimeout(() => req.complete || req.socket.destroy(), LINGER_MS).unref();
 }
 
 function answer(res: ServerResponse, status: number, body: unknown): void {
@@ -62,7 +64,7 @@ export async function servePaymentNotify(app: App, req: IncomingMessage, res: Se
   } catch (error) {
     if (error instanceof BodyTooLarge) {
       answer(res, 413, { error: 'the notify is too large' });
-      closeSoon(req);
+      closeSoonUnlessComplete(req);
     }
     return;
   }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { request as httpRequest } from 'node:http';
+import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { TeamStore, teamKeys } from '../src/domain/teams/store.ts';
 import { Scripts } from '../src/infra/redis/scripts.ts';
@@ -91,6 +91,32 @@ describe('a notify that is not the provider’s, or not well-formed, gets a 4xx 
   it('a body over 64 KiB', async () => {
     const response = await unchanged(() => sendNotify(started.server.url, { ...succeeded(pending), padding: 'x'.repeat(70_000) }));
     expect(response.status).toBe(413);
+  });
+
+  it('a body over 64 KiB on a kept-alive connection: the connection serves the notifies after it', async () => {
+    // One connection, kept alive: every notify after the refused one goes on it, for 3 s.
+    const agent = new HttpAgent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const post = (body: string) =>
+        new Promise<{ status?: number; error?: string }>((resolve) => {
+          const request = httpRequest(
+            notifyUrl(started.server.url),
+            { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+            (response) => {
+              response.resume();
+              response.on('end', () => resolve({ status: response.statusCode }));
+            },
+          );
+          request.on('error', (error) => resolve({ error: error.message }));
+          request.end(body);
+        });
+      expect(await post(JSON.stringify({ padding: 'x'.repeat(70_000) }))).toEqual({ status: 413 });
+      const answers: { status?: number; error?: string }[] = [];
+      for (const until = performance.now() + 3_000; performance.now() < until; ) answers.push(await post('{}'));
+      expect(answers.filter((answer) => answer.status !== 401)).toEqual([]);
+    } finally {
+      agent.destroy();
+    }
   });
 
   it('a body streamed without end, refused at once: the rest is never read', async () => {
