@@ -144,7 +144,7 @@ export class PaymentService {
       const [team] = await tx.$queryRaw<{ status: string }[]>`SELECT status::text AS status FROM team WHERE id = ${teamId} FOR SHARE`;
       await this.succeed(tx, notice);
       if (team?.status !== 'FAILED') return 'SEATED';
-      await oweRefunds(tx, [{ sourceKey: failedTeamRefundKey(teamId, userId), userId, amountCents: notice.amountCents, reason: 'TEAM_FAILED', paymentRef: notice.paymentRef }]);
+      await this.oweSeatPayment(tx, userId, notice, failedTeamRefundKey(teamId, userId), 'TEAM_FAILED');
       return 'REFUND_OWED';
     });
   }
@@ -182,10 +182,15 @@ export class PaymentService {
   private async refundSeatPayment(userId: string, notice: PaymentNotice, sourceKey: string, reason: 'LATE_PAYMENT' | 'TEAM_FAILED'): Promise<NotifyOutcome> {
     await this.deps.prisma.$transaction(async (tx) => {
       await this.succeed(tx, notice);
-      await oweRefunds(tx, [{ sourceKey, userId, amountCents: notice.amountCents, reason, paymentRef: notice.paymentRef }]);
+      await this.oweSeatPayment(tx, userId, notice, sourceKey, reason);
     });
     this.deps.log.info({ paymentRef: notice.paymentRef, userId, reason }, 'a seat payment is owed back');
     return 'REFUND_OWED';
+  }
+
+  /** The seat payment owed back under `sourceKey`, once however often it is asked. */
+  private oweSeatPayment(tx: Prisma.TransactionClient, userId: string, notice: PaymentNotice, sourceKey: string, reason: 'LATE_PAYMENT' | 'TEAM_FAILED') {
+    return oweRefunds(tx, [{ sourceKey, userId, amountCents: notice.amountCents, reason, paymentRef: notice.paymentRef }]);
   }
 
   /**

@@ -164,17 +164,24 @@ export async function insertGoods(prisma: PrismaClient, id: string, createdBy: s
  * its position's; `inFlight` codes have none until a restock's transfer gives them one.
  */
 async function insertPool(tx: Prisma.TransactionClient, goodsId: string, codes: readonly string[], buckets: number, place: { firstPosition: number; inFlight: boolean }) {
-  const rows = codes.map((code, index) => ({ code, position: place.firstPosition + index }));
+  const pool = unnest(
+    'pool',
+    codes.map((code, index) => ({ code, position: place.firstPosition + index })),
+    {
+      code: ['text', (row) => row.code],
+      position: ['int', (row) => row.position],
+    },
+  );
   const inserted = await tx.$executeRaw`
     INSERT INTO voucher_code (code, goods_id, position, bucket)
     SELECT pool.code, ${goodsId}, pool.position, CASE WHEN ${place.inFlight} THEN NULL ELSE pool.position % ${buckets}::int END
-    FROM ${unnest('pool', rows, { code: ['text', (row) => row.code], position: ['int', (row) => row.position] })}
+    FROM ${pool}
     ON CONFLICT (code) DO NOTHING`;
   if (inserted === codes.length) return;
   // The transaction fails; which code was pooled already tells an operator importing thousands what to fix.
   const [taken] = await tx.$queryRaw<{ index: number; code: string }[]>`
     SELECT pool.position - ${place.firstPosition}::int AS index, pool.code
-    FROM ${unnest('pool', rows, { code: ['text', (row) => row.code], position: ['int', (row) => row.position] })}
+    FROM ${pool}
     WHERE NOT EXISTS (SELECT 1 FROM voucher_code v WHERE v.code = pool.code AND v.goods_id = ${goodsId} AND v.position = pool.position)
     ORDER BY pool.position LIMIT 1`;
   throw BadInputError.of([ruleInputIssue(['input', 'voucherCodes', taken!.index], 'VOUCHER_CODE_IN_ANOTHER_POOL', { code: taken!.code })]);
