@@ -46,3 +46,29 @@ describe('a rebuild of missing keys', () => {
     expect(rebuildsPerRound).toEqual(rebuildsPerRound.map(() => 1));
   });
 });
+
+describe('the rebuild lock', () => {
+  it('stays held while a rebuild runs past its first lease, then goes', async () => {
+    const keys = { meta: 'long:meta', rebuilding: 'long:rebuilding' };
+    const [{ redis }, other] = instances as [(typeof instances)[0], (typeof instances)[0]];
+    let leaseSeen = 0;
+    let secondRebuilds = 0;
+    const first = rebuildOnce(instances[0]!, keys, async () => {
+      // 4.5 s into a 10 s lease: unrenewed, at most 5.5 s would be left.
+      await sleep(4_500);
+      leaseSeen = await redis.pttl(keys.rebuilding);
+      // Another instance finding the keys missing now waits instead of rebuilding too.
+      void rebuildOnce(other, keys, async () => {
+        secondRebuilds++;
+        return true;
+      });
+      await sleep(100);
+      await redis.set(keys.meta, 'built');
+      return true;
+    });
+    expect(await first).toBe(true);
+    expect(leaseSeen).toBeGreaterThan(7_000);
+    expect(secondRebuilds).toBe(0);
+    expect(await redis.exists(keys.rebuilding)).toBe(0);
+  }, 15_000);
+});

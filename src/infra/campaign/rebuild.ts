@@ -5,6 +5,8 @@ import type { RedisClient } from '../redis/connection.ts';
 import { type Scripts, defineScript } from '../redis/scripts.ts';
 
 const LOCK_TTL_MS = 10_000;
+/** Renewed three times per lease, so a holder that runs long (a large rebuild, a change under a storm) keeps it. */
+const LOCK_RENEW_MS = LOCK_TTL_MS / 3;
 const WAIT_STEP_MS = 20;
 const WAIT_LIMIT_MS = 5_000;
 /** How long "not in PostgreSQL either" is remembered, so a crowd asking for an unknown id waits on no lock. */
@@ -12,6 +14,7 @@ const ABSENT_TTL_MS = 1_000;
 const ABSENT = 'absent';
 
 const releaseLock = defineScript('releaseLock', ['lock'], { released: () => ({}), notHeld: () => ({}) });
+const renewLock = defineScript('renewLock', ['lock'], { renewed: () => ({}), notHeld: () => ({}) });
 
 /** Retryable: the client is told SERVICE_UNAVAILABLE, not an unexpected error. */
 export class RebuildTimeoutError extends ServiceUnavailableError {}
@@ -75,6 +78,10 @@ async function underLock<T>({ redis, scripts }: LockDeps, lockKey: string, task:
     const answer = await answered();
     if (answer !== undefined) return answer;
     if ((await redis.set(lockKey, token, 'PX', LOCK_TTL_MS, 'NX')) === 'OK') {
+      // A failed renewal is left to the next one: the lease outlasts two of them.
+      const renewal = setInterval(() => {
+        scripts.call(renewLock, { lock: lockKey }, [token, LOCK_TTL_MS]).catch(() => {});
+      }, LOCK_RENEW_MS);
       try {
         // The holder before may have finished between the check above and the SET: a
         // rebuild run again then would overwrite keys that scripts are already changing.
@@ -82,6 +89,7 @@ async function underLock<T>({ redis, scripts }: LockDeps, lockKey: string, task:
         if (answeredMeanwhile !== undefined) return answeredMeanwhile;
         return await task();
       } finally {
+        clearInterval(renewal);
         await scripts.call(releaseLock, { lock: lockKey }, [token]);
       }
     }
