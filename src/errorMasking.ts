@@ -32,6 +32,8 @@ const OUTAGE_MESSAGES = [
   // pg, when the server goes away under a client.
   /^Connection terminated/,
   /^timeout exceeded when trying to connect/,
+  // Prisma (P2028), when every pooled connection stayed busy for the transaction's maxWait.
+  /Unable to start a transaction in the given time/,
   /is not queryable/,
   /^terminating connection due to administrator command/,
 ];

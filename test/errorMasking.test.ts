@@ -70,6 +70,23 @@ describe('store outages are recognised', () => {
   });
 });
 
+describe('an exhausted pool is an outage', () => {
+  it('Prisma: a transaction that found no free connection within its maxWait', async () => {
+    const prisma = new PrismaClient({ adapter: new PrismaPg(new pg.Pool({ connectionString: TEST_DATABASE_URL, max: 1 })) });
+    closers.push(() => prisma.$disconnect());
+    let release = () => {};
+    const holding = prisma.$transaction(() => new Promise<void>((resolve) => (release = resolve)), { timeout: 10_000 });
+    try {
+      const error = await rejection(prisma.$transaction(async (tx) => tx.$queryRaw`SELECT 1`, { maxWait: 200 }));
+      expect((error as { code?: string }).code).toBe('P2028');
+      expect(isStoreOutage(error), String(error)).toBe(true);
+    } finally {
+      release();
+      await holding;
+    }
+  });
+});
+
 describe('ordinary failures are not outages', () => {
   it('a Redis command error, a SQL error through pg and through Prisma', async () => {
     const redis = new Redis(TEST_REDIS_URL);

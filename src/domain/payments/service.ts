@@ -1,7 +1,7 @@
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.ts';
 import type { Database } from '../../infra/db/database.ts';
 import type { Logger } from '../../infra/logger.ts';
-import { failedTeamRefundKey, lateSeatPaymentKey, oweRefunds, unheldTopUpKey } from '../money/refunds.ts';
+import { failedTeamRefundKey, lateSeatPaymentKey, oweRefunds, refundsOwedFrom, unheldTopUpKey } from '../money/refunds.ts';
 import { postToWallets, walletBalance, walletHolds, walletLimitError } from '../money/wallets.ts';
 import type { TeamService } from '../teams/service.ts';
 import { mintPaymentRef } from '../teams/service.ts';
@@ -144,7 +144,7 @@ export class PaymentService {
       const [team] = await tx.$queryRaw<{ status: string }[]>`SELECT status::text AS status FROM team WHERE id = ${teamId} FOR SHARE`;
       await this.succeed(tx, notice);
       if (team?.status !== 'FAILED') return 'SEATED';
-      await this.oweSeatPayment(tx, userId, notice, failedTeamRefundKey(teamId, userId), 'TEAM_FAILED');
+      await oweRefunds(tx, [{ sourceKey: failedTeamRefundKey(teamId, userId), userId, amountCents: notice.amountCents, reason: 'TEAM_FAILED', paymentRef: notice.paymentRef }]);
       return 'REFUND_OWED';
     });
   }
@@ -180,17 +180,19 @@ export class PaymentService {
    * success and the refund commit together, owed once however often this is notified.
    */
   private async refundSeatPayment(userId: string, notice: PaymentNotice, sourceKey: string, reason: 'LATE_PAYMENT' | 'TEAM_FAILED'): Promise<NotifyOutcome> {
-    await this.deps.prisma.$transaction(async (tx) => {
-      await this.succeed(tx, notice);
-      await this.oweSeatPayment(tx, userId, notice, sourceKey, reason);
-    });
+    // One statement rather than a transaction of two: a wave of late payments (locks running
+    // out under a crowd) holds each pooled connection for one round trip, not four.
+    await this.deps.prisma.$queryRaw`
+      WITH paid AS (
+        UPDATE payment SET status = 'SUCCEEDED', provider_txn_id = ${notice.providerTxnId}, settled_at = ${new Date()}
+        WHERE payment_ref = ${notice.paymentRef} AND status <> 'SUCCEEDED'
+      ), owed AS (
+        SELECT ${sourceKey}::text AS source_key, ${userId}::text AS user_id, ${notice.amountCents}::int AS amount_cents,
+               ${reason}::text AS reason, ${notice.paymentRef}::text AS payment_ref
+      )
+      ${refundsOwedFrom('owed')}`;
     this.deps.log.info({ paymentRef: notice.paymentRef, userId, reason }, 'a seat payment is owed back');
     return 'REFUND_OWED';
-  }
-
-  /** The seat payment owed back under `sourceKey`, once however often it is asked. */
-  private oweSeatPayment(tx: Prisma.TransactionClient, userId: string, notice: PaymentNotice, sourceKey: string, reason: 'LATE_PAYMENT' | 'TEAM_FAILED') {
-    return oweRefunds(tx, [{ sourceKey, userId, amountCents: notice.amountCents, reason, paymentRef: notice.paymentRef }]);
   }
 
   /**

@@ -40,6 +40,15 @@ export async function openDatabase(config: Config): Promise<Database> {
   return config.DATABASE_URL ? openPostgres(config, config.DATABASE_URL) : openPglite(config.PGLITE_DIR);
 }
 
+/**
+ * Prisma's default 2 s wait for a connection to start a transaction in is shorter than
+ * a burst keeps the pool busy (a wave of late seat payments, a storm of openTeam): the
+ * requests past it failed while plain statements, which wait on the pool as long as it
+ * takes, went through. 5 s is the patience of a Redis command (REDIS_COMMAND_TIMEOUT_MS);
+ * past it the caller is told SERVICE_UNAVAILABLE, and a retry is safe.
+ */
+const TRANSACTION_OPTIONS = { maxWait: 5_000 };
+
 async function openPostgres(config: Config, databaseUrl: string): Promise<Database> {
   const url = new URL(databaseUrl);
   url.searchParams.delete('schema');
@@ -67,7 +76,7 @@ async function openPostgres(config: Config, databaseUrl: string): Promise<Databa
         'Set DATABASE_URL to a reachable server, or unset it to use the embedded PGlite database.',
     );
   }
-  const prisma = new PrismaClient({ adapter: new PrismaPg(pool, schema ? { schema } : undefined) });
+  const prisma = new PrismaClient({ adapter: new PrismaPg(pool, schema ? { schema } : undefined), transactionOptions: TRANSACTION_OPTIONS });
   return {
     prisma,
     kind: 'postgresql',
@@ -119,7 +128,7 @@ async function openPglite(dir: string): Promise<Database> {
   } catch (error) {
     throw new StartupError(`cannot open the embedded database in PGLITE_DIR=${dir}: ${describeCause(error)}`);
   }
-  const prisma = new PrismaClient({ adapter: new PrismaPGlite(client) });
+  const prisma = new PrismaClient({ adapter: new PrismaPGlite(client), transactionOptions: TRANSACTION_OPTIONS });
   return {
     prisma,
     kind: 'pglite',
