@@ -237,7 +237,22 @@ function useRetryAfterHeader(): Plugin {
   };
 }
 
-/** Request and error hygiene (CORS, CSRF, form bodies, suggestions, parser details, introspection, Retry-After), for Yoga's plugin list; the fast lane shares `corsHeaders`. */
+/**
+ * GraphiQL's page may not be framed by another site: framed, a page could put a mutation
+ * in its editor (`?query=`) under an operator's saved headers and have one click run it.
+ * Its own script is inline, so only the framing part of a policy fits it.
+ */
+function useNoFramingOfPages(): Plugin {
+  return {
+    onResponse({ response }) {
+      if (!response.headers.get('content-type')?.startsWith('text/html')) return;
+      response.headers.set('content-security-policy', "frame-ancestors 'none'");
+      response.headers.set('x-frame-options', 'DENY');
+    },
+  };
+}
+
+/** Request and error hygiene (CORS, CSRF, form bodies, suggestions, parser details, introspection, Retry-After, no framing), for Yoga's plugin list; the fast lane shares `corsHeaders`. */
 export function hygienePlugins(config: Config, corsHeaders: CorsPolicy): Plugin[] {
   return [
     useCorsAllowList(corsHeaders),
@@ -247,5 +262,6 @@ export function hygienePlugins(config: Config, corsHeaders: CorsPolicy): Plugin[
     useNoRequestParserDetails(config.GRAPHQL_EXPOSE_ERRORS === '1'),
     useOperatorIntrospection(config) as Plugin,
     useRetryAfterHeader(),
+    useNoFramingOfPages(),
   ];
 }

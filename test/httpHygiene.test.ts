@@ -147,6 +147,16 @@ describe('introspection in production', () => {
   });
 });
 
+describe("GraphiQL's page", () => {
+  it('may not be framed by another site', async () => {
+    const response = await fetch(servers.development.url, { headers: { accept: 'text/html' } });
+    expect(response.status).toBe(200);
+    expect(await response.text()).toContain('graphiql');
+    expect(response.headers.get('content-security-policy')).toBe("frame-ancestors 'none'");
+    expect(response.headers.get('x-frame-options')).toBe('DENY');
+  });
+});
+
 describe('CORS', () => {
   const typename = { query: '{ __typename }' };
   const allowedOrigin = async (server: ServerProcess, origin: string) => (await post(server, typename, { origin })).headers.get('access-control-allow-origin');
