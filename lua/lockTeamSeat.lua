@@ -2,7 +2,9 @@
   Locks a seat in a team for the caller until now + lockSeconds, and journals what changed,
   with the payment the server minted for the lock (ARGV[5], bound to this user, team and
   lock: KEYS[9] keeps the live lock's reference, so only that payment can turn it into a
-  seat). The activity's limit on teams joined is checked here, against KEYS[11], so two
+  seat). The payment is due by the lock's expiry or the team's deadline, whichever comes
+  first: a team still open at its deadline fails, and a payment after it is owed back.
+  The activity's limit on teams joined is checked here, against KEYS[11], so two
   locks racing cannot both pass it: a live lock counts as a join in progress, and a user
   holds one live lock per activity at most.
   A user holds at most one live lock per activity: a live lock in another team of the
@@ -36,7 +38,8 @@
     {'holderIs', holderTeamId}                 KEYS[4] names another team than ARGV[4]: retry with that one
     {'locked', entryId, fields, expiresAtMs, releasedTeamId, paymentRef, amountCents, team}
                                                releasedTeamId is '' unless a live lock moved; fields
-                                               carry payer, paymentRef, amountCents, expiresAt;
+                                               carry payer, paymentRef, amountCents, expiresAt (the
+                                               payment's: the lock's expiry, or the deadline if sooner);
                                                team is the team after the lock (team_state)
     {'alreadyLocked', entryId, fields, expiresAtMs, paymentRef, amountCents, team}  the caller already holds a live lock here
     {'limitReached', entryId, fields, maxTeamsPerUser}  the caller joined as many teams as the activity allows
@@ -136,5 +139,5 @@ redis.call('HINCRBY', lock_counts, user, 1)
 -- abuse, starts again).
 expire_with_team(meta, locks, lock_refs, lock_counts)
 local entry_id, fields = journal_changes(stream, metas, 'lock', team_id, event_id, now, events,
-  {'payer', user, 'paymentRef', payment_ref, 'amountCents', amount, 'expiresAt', tostring(expires_at)})
+  {'payer', user, 'paymentRef', payment_ref, 'amountCents', amount, 'expiresAt', tostring(math.min(expires_at, tonumber(redis.call('HGET', meta, 'deadlineMs'))))})
 return {'locked', entry_id, fields, expires_at, previous or '', payment_ref, amount, team_state(meta, members, locks, now)}

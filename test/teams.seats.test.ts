@@ -117,6 +117,20 @@ describe('seat locks on one team', () => {
   });
 });
 
+describe("a lock near the team's deadline", () => {
+  it("lasts lockSeconds, but its payment is due by the team's deadline, in the answer and in PostgreSQL", async () => {
+    const team = await teams.open('near-leader', { activityId: newActivity(), formationSeconds: 120 });
+    const locked = await teams.lock('near-buyer', team.id);
+    if (locked.__typename !== 'SeatLocked') throw new Error(`near-buyer got ${locked.__typename}`);
+    expect(ms(locked.lock.expiresAt) - ms(locked.lock.lockedAt)).toBe(300_000);
+    expect(locked.payment.expiresAt).toBe(team.deadline);
+    const { rows } = await stores.sql.query<{ expires_at: Date }>('SELECT expires_at FROM payment WHERE payment_ref = $1', [locked.payment.paymentRef]);
+    expect(rows[0]?.expires_at.toISOString()).toBe(team.deadline);
+    // A repeat answers the same payment.
+    expect(await teams.lock('near-buyer', team.id)).toMatchObject({ payment: locked.payment });
+  });
+});
+
 describe('seat locks of one user', () => {
   it(`are at most ${SEAT_LOCKS_PER_USER_PER_TEAM} in one team: releasing and locking again cannot hold a seat until the deadline`, async () => {
     const activityId = newActivity();

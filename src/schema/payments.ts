@@ -15,7 +15,11 @@ export const PaymentIntentRef = builder.objectRef<PaymentIntent>('PaymentIntent'
   fields: (t) => ({
     paymentRef: t.exposeString('paymentRef', { description: 'Minted by the server for this caller and purpose; unguessable.' }),
     amountCents: t.exposeInt('amountCents'),
-    expiresAt: t.expose('expiresAt', { type: 'DateTime', description: 'A seat payment notified later seats no one and is owed back.' }),
+    expiresAt: t.expose('expiresAt', {
+      type: 'DateTime',
+      description:
+        "Pay by then (the provider's order expiry). A seat payment's is its lock's expiry, or the team's deadline if that comes first; one notified later seats no one and is owed back.",
+    }),
   }),
 });
 

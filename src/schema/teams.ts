@@ -83,10 +83,11 @@ const SeatLockedRef = builder.objectRef<SeatLocked>('SeatLocked').implement({
     team: t.expose('team', { type: Team }),
     lock: t.field({ type: SeatLock, description: "The caller's lock.", resolve: ({ team, lock }, _args, context) => shownUsers([lock], team, context)[0]! }),
     releasedTeamId: t.exposeID('releasedTeamId', { nullable: true, description: "The team the caller's previous lock was moved from." }),
-    payment: t.expose('payment', {
+    payment: t.field({
       type: PaymentIntentRef,
       description:
         "What to pay for this lock: the group price, under a reference minted for the caller, this team and this lock. Once the provider's notify arrives, the lock becomes a seat (before expiresAt) or the money is owed back (after).",
+      resolve: ({ payment }, _args, { app }) => app.payments.describe(payment),
     }),
   }),
 });

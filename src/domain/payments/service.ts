@@ -63,6 +63,11 @@ export class PaymentService {
     return this.deps.provider.describeIntent(payment);
   }
 
+  /** A seat lock's payment as the provider has the client pay it (the same seam a top-up's goes through). */
+  describe(payment: PaymentIntent): PaymentIntent {
+    return this.deps.provider.describeIntent({ ...payment, expiresAt: new Date(payment.expiresAt) });
+  }
+
   /** POST /payments/notify: never throws for a refusal, which changes nothing. */
   async notify(rawBody: Buffer, header: (name: string) => string | undefined): Promise<NotifyAnswer> {
     let notice: PaymentNotice;

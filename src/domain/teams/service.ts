@@ -148,7 +148,9 @@ export class TeamService {
           const team = teamStateOf(ref.activityId, ref.teamId, reply.team)!;
           const expiresAt = new Date(reply.expiresAtMs).toISOString();
           const lock = { userId, lockedAt: new Date(reply.expiresAtMs - team.lockSeconds * 1000).toISOString(), expiresAt };
-          const payment = { paymentRef: reply.paymentRef, amountCents: reply.amountCents, expiresAt };
+          // Due by the team's deadline if that comes first: the team fails then, and a payment after it is owed back.
+          const dueAt = new Date(Math.min(reply.expiresAtMs, Date.parse(team.deadline))).toISOString();
+          const payment = { paymentRef: reply.paymentRef, amountCents: reply.amountCents, expiresAt: dueAt };
           return { team, lock, releasedTeamId: reply.kind === 'locked' ? reply.releasedTeamId : null, payment };
         }
       }
