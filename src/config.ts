@@ -70,6 +70,9 @@ const envSchema = z.object({
   GRAPHQL_MAX_COST: intFromEnv(10_000, 1),
   GRAPHQL_MAX_ALIASES: intFromEnv(15, 1),
   GRAPHQL_MAX_TOKENS: intFromEnv(2000, 1),
+  /** See src/guards/bodySize.ts: the largest request body of a user or an anonymous caller (at least what the fast lane takes), and of an operator. */
+  GRAPHQL_MAX_BODY_BYTES: intFromEnv(64 * 1024, 64 * 1024),
+  GRAPHQL_MAX_OPERATOR_BODY_BYTES: intFromEnv(2 * 1024 * 1024, 1024),
   /** 1: plain JSON POSTs skip Yoga's fetch layer (see src/fastLane.ts); 0: Yoga serves every request. */
   GRAPHQL_FAST_LANE: z.enum(['0', '1']).default('1'),
   /**

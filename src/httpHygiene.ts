@@ -112,7 +112,13 @@ function useCsrfPrevention(): Plugin {
     onRequestParse(payload) {
       const { request } = payload;
       if (request.method === 'GET' && request.headers.get('accept') === 'text/event-stream') return;
-      return onRequestParse(payload);
+      try {
+        return onRequestParse(payload);
+      } catch (error) {
+        // Its refusal carries no code; every other refusal of a request does.
+        if (error instanceof GraphQLError) throw rebuiltError(error, { extensions: { ...error.extensions, code: ErrorCode.badRequest } });
+        throw error;
+      }
     },
   };
 }

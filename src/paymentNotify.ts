@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { App } from './app.ts';
+import { closeSoonUnlessComplete } from './guards/bodySize.ts';
 
 export const NOTIFY_PATH = '/payments/notify';
 const MAX_NOTIFY_BYTES = 64 * 1024;
@@ -26,20 +27,6 @@ function readRawBody(req: IncomingMessage): Promise<Buffer> {
     req.on('end', () => resolve(Buffer.concat(chunks)));
     req.on('error', reject);
   });
-}
-
-/** How long the connection of an oversized body stays open, unread, after its 413. */
-const LINGER_MS = 2_000;
-
-/**
- * Closes the connection a moment after the 413 if the body is still coming, reading no more
- * of it meanwhile: closed at once, with bytes unread, the socket is reset, and the reset can
- * reach the client before the answer does; paused, the sender's buffers fill and it reads
- * the 413 while it waits. A body that did arrive whole leaves the connection as HTTP keeps
- * it, serving the client's next requests: closing it then would cut one of them.
- */
-function closeSoonUnlessComplete(req: IncomingMessage): void {
-  setTimeout(() => req.complete || req.socket.destroy(), LINGER_MS).unref();
 }
 
 function answer(res: ServerResponse, status: number, body: unknown): void {

@@ -18,6 +18,7 @@ import { withoutHttpStatus } from './errors.ts';
 import { createFastLane } from './fastLane.ts';
 import { useCredentialRefusal, useInputErrorCodes, useReadiness } from './graphqlPlugins.ts';
 import { useGraphqlSse } from './graphqlSse.ts';
+import { useBodyLimits } from './guards/bodySize.ts';
 import { WebSocketLimits } from './guards/connectionLimit.ts';
 import { useInputCharacters } from './guards/inputCharacters.ts';
 import { useOperationCost } from './guards/operationCost.ts';
@@ -85,6 +86,8 @@ function createGraphqlServer(app: App, maskError: MaskErrorFunction, corsHeaders
     context: (initial) => buildContext(app, authorizationOf(initial), localeOfCaller(initial), requestIdOrNew()),
     plugins: [
       ...hygienePlugins(config, corsHeaders),
+      // Before anything reads a body, graphql-sse's stream included.
+      useBodyLimits(app, { callerBytes: config.GRAPHQL_MAX_BODY_BYTES, operatorBytes: config.GRAPHQL_MAX_OPERATOR_BODY_BYTES }),
       // Before the limits: a refused operation is counted and timed too.
       useMetrics(),
       // Before anything reads the document: it picks the text a documentId names, or refuses.
@@ -143,7 +146,10 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
   // grace period. Responses already in flight when the stop began are told as well.
   let draining = false;
   const inFlight = new Set<ServerResponse>();
-  const httpServer: Server = createServer({ keepAliveTimeout: 65_000, headersTimeout: 66_000 }, (req, res) => {
+  // A request must arrive whole within 70 s (Node's default, 300 s, let a client sending a
+  // byte a second hold a connection for five minutes); headers within 66 s, past the
+  // keep-alive of load balancers.
+  const httpServer: Server = createServer({ keepAliveTimeout: 65_000, headersTimeout: 66_000, requestTimeout: 70_000 }, (req, res) => {
     if (draining) res.setHeader('connection', 'close');
     else {
       inFlight.add(res);

@@ -14,7 +14,6 @@ import type { App } from './app.ts';
 import type { Config } from './config.ts';
 import { type TransportContext, authorizationOf } from './context.ts';
 import { ErrorCode } from './errors.ts';
-import { bearerToken, isOperator } from './infra/auth/tokens.ts';
 import { StartupError, describeCause } from './infra/startupError.ts';
 import { projectFile } from './projectFiles.ts';
 
@@ -78,16 +77,7 @@ export function createTrustedDocuments(app: App, mode: TrustedDocumentsMode, man
   const onlyPersisted = (status?: number) => refusal(ErrorCode.persistedQueryOnly, 'this server runs persisted documents only: send a documentId from the app', status);
   const missing = (status?: number) => refusal(ErrorCode.badUserInput, 'send a query or a documentId', status);
 
-  /** True when the caller's token is an operator's: a refused token is no operator's. */
-  async function fromOperator(transport: TransportContext): Promise<boolean> {
-    const token = bearerToken(authorizationOf(transport) ?? '');
-    if (!token) return false;
-    try {
-      return isOperator(await app.tokens.verify(token));
-    } catch {
-      return false;
-    }
-  }
+  const fromOperator = (transport: TransportContext) => app.tokens.fromOperator(authorizationOf(transport));
 
   const idOf = (params: DocumentParams) => (typeof params.documentId === 'string' ? params.documentId : null);
 

@@ -147,6 +147,68 @@ describe('introspection in production', () => {
   });
 });
 
+describe('request bodies', () => {
+  /** A query padded by a variable to `bytes` bytes of JSON in all. */
+  const padded = (bytes: number) => {
+    const body = { query: '{ __typename }', variables: { pad: '' } };
+    body.variables.pad = 'x'.repeat(bytes - JSON.stringify(body).length);
+    return body;
+  };
+  const redPackets = async () => (await stores.sql.query<{ n: number }>('SELECT count(*)::int AS n FROM red_packet')).rows[0]!.n;
+
+  it("are refused over the caller's limit before they are read, in the caller's language; an operator may send more", async () => {
+    const user = await tokenOf('hygiene-body-user');
+    const operator = await tokenOf('hygiene-body-operator', { admin: true });
+    expect((await post(servers.test, padded(64 * 1024), { authorization: `Bearer ${user}` })).body).toEqual({ data: { __typename: 'Query' } });
+    for (const headers of [{}, { authorization: `Bearer ${user}` }, { authorization: 'Bearer forged.admin.token' }] as Record<string, string>[]) {
+      const refused = await post(servers.test, padded(64 * 1024 + 1), headers);
+      expect(refused.status).toBe(413);
+      expect(refused.body.errors).toEqual([{ message: 'the request body is larger than the 65536 bytes this caller may send', extensions: { code: 'REQUEST_ENTITY_TOO_LARGE' } }]);
+    }
+    const inChinese = await post(servers.test, padded(100_000), { 'accept-language': 'zh-CN' });
+    expect(inChinese.body.errors?.[0]?.message).toBe('请求体超过了该调用方允许的 65536 字节');
+    // A pool of 10,000 voucher codes of 128 characters.
+    expect((await post(servers.test, padded(1_400_000), { authorization: `Bearer ${operator}` })).body).toEqual({ data: { __typename: 'Query' } });
+    expect((await post(servers.test, padded(2 * 1024 * 1024 + 1), { authorization: `Bearer ${operator}` })).status).toBe(413);
+  });
+
+  it('refuses a chunked body, and a large mutation changes nothing', async () => {
+    const before = await redPackets();
+    const user = await tokenOf('hygiene-body-sender');
+    const mutation = {
+      query: 'mutation($input: CreateRedPacketInput!) { createRedPacket(input: $input) { __typename } }',
+      variables: { input: { totalAmount: 100, count: 1, greeting: 'hi', pad: 'x'.repeat(70_000) } },
+    };
+    const refused = await post(servers.test, mutation, { authorization: `Bearer ${user}` });
+    expect(refused.status).toBe(413);
+    // Sent in chunks: a body of unknown length.
+    const chunks = (async function* () {
+      yield new TextEncoder().encode(JSON.stringify({ query: '{ __typename }' }));
+    })();
+    const chunked = await fetch(servers.test.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chunks, duplex: 'half' });
+    expect(chunked.status).toBe(411);
+    expect(((await chunked.json()) as Answer['body']).errors?.[0]?.extensions).toEqual({ code: 'BAD_REQUEST' });
+    expect(await redPackets()).toBe(before);
+  });
+
+  it("are capped on graphql-sse's stream too", async () => {
+    const response = await fetch(new URL('/graphql/stream', servers.test.url), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify(padded(200_000)),
+    });
+    expect(response.status).toBe(413);
+  });
+});
+
+describe('a GET without the CSRF header', () => {
+  it('is refused with a code', async () => {
+    const response = await fetch(`${servers.test.url}?query=${encodeURIComponent('{ __typename }')}`, { headers: { accept: 'application/json' } });
+    expect(response.status).toBe(403);
+    expect(((await response.json()) as Answer['body']).errors?.[0]?.extensions?.code).toBe('BAD_REQUEST');
+  });
+});
+
 describe("GraphiQL's page", () => {
   it('may not be framed by another site', async () => {
     const response = await fetch(servers.development.url, { headers: { accept: 'text/html' } });

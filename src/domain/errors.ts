@@ -10,6 +10,10 @@ export const ErrorCode = {
   persistedQueryNotFound: 'PERSISTED_QUERY_NOT_FOUND',
   /** Query text where GRAPHQL_TRUSTED_DOCUMENTS=only takes persisted documents alone. */
   persistedQueryOnly: 'PERSISTED_QUERY_ONLY',
+  /** An HTTP request malformed before any GraphQL is read (Yoga's own code for them). */
+  badRequest: 'BAD_REQUEST',
+  /** A body over the caller's limit (src/guards/bodySize.ts; Yoga's own code for it). */
+  requestTooLarge: 'REQUEST_ENTITY_TOO_LARGE',
 } as const;
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

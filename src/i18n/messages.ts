@@ -342,6 +342,14 @@ export const errorMessages = {
     'zh-CN': () => '该事件流已不存在（预留后未及时连接会被丢弃，关闭的流即结束），请用 PUT 重新预留',
   },
   SLOW_DOWN: { en: () => 'too many requests; slow down', 'zh-CN': () => '请求过于频繁，请放慢速度' },
+  BODY_TOO_LARGE: {
+    en: (v: RuleValues) => `the request body is larger than the ${v.maxBytes} bytes this caller may send`,
+    'zh-CN': (v: RuleValues) => `请求体超过了该调用方允许的 ${v.maxBytes} 字节`,
+  },
+  LENGTH_REQUIRED: {
+    en: () => 'send the request body with a Content-Length, not chunked',
+    'zh-CN': () => '请求体须带 Content-Length 发送，不能分块传输',
+  },
   TOO_MANY_MUTATIONS: {
     en: (v: RuleValues) => `this operation has ${v.count} mutations, more than the ${v.limit} allowed per window; send fewer at once`,
     'zh-CN': (v: RuleValues) => `该操作包含 ${v.count} 个变更，超过每个时间窗口允许的 ${v.limit} 个；请分开发送`,

@@ -144,6 +144,17 @@ export class TokenVerifier {
     return viewer;
   }
 
+  /** True when `authorization` carries an operator's token; a missing or refused one is no operator's. */
+  async fromOperator(authorization: string | null | undefined): Promise<boolean> {
+    const token = bearerToken(authorization ?? '');
+    if (!token) return false;
+    try {
+      return isOperator(await this.verify(token));
+    } catch {
+      return false;
+    }
+  }
+
   private remember(token: string, viewer: Viewer, validUntilMs: number): void {
     // Maps iterate in insertion order: the first key is the oldest entry.
     if (this.verified.size >= CACHE_LIMIT) this.verified.delete(this.verified.keys().next().value!);
