@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { print } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { WS_BACKLOG_GRACE_MS, WS_MAX_BURST_BYTES, cutIfBacklogged } from '../src/guards/connectionLimit.ts';
 import { RedPacketUpdatedDocument } from './gql/generated.ts';
 import { testEnv } from './support/env.ts';
 import { stopAll } from './support/lifecycle.ts';
@@ -89,7 +90,7 @@ describe('graphql-ws sockets', () => {
     expect(await ended).toBe(1000);
   });
 
-  it('cuts a socket whose client asks and never reads, once its backlog passes 1 MiB', async () => {
+  it('cuts a socket whose client asks and never reads, once its backlog passes 8 MiB', async () => {
     const socket = (await open('127.0.0.10')) as WebSocket;
     const ended = closed(socket);
     // The client stops reading; each answer names the 30,000-character field it refuses.
@@ -99,5 +100,34 @@ describe('graphql-ws sockets', () => {
     await new Promise((resolve) => setTimeout(resolve, 2_500));
     (socket as unknown as { _socket: { resume(): void } })._socket.resume();
     expect(await ended).toBe(1006);
+  });
+});
+
+describe('a client that falls behind', () => {
+  /** A socket as the rule sees it: its queue, and whether it was cut. */
+  const socketQueuing = (bytes: number) => ({
+    bufferedAmount: bytes,
+    cut: false,
+    terminate() {
+      this.cut = true;
+    },
+  });
+
+  it(`is cut once more than 1 MiB stays queued for ${WS_BACKLOG_GRACE_MS} ms, or ${WS_MAX_BURST_BYTES / 1024 / 1024} MiB at all`, () => {
+    // A phone on a slow network, 3 MB behind (two states of a 10,000-share packet).
+    const slow = socketQueuing(3_000_000);
+    const held = { context: null, busyAtMs: 0 };
+    expect(cutIfBacklogged(slow as never, held, 10_000)).toBe(false);
+    expect(cutIfBacklogged(slow as never, held, 10_000 + WS_BACKLOG_GRACE_MS - 1)).toBe(false);
+    // It caught up: the grace starts again the next time.
+    slow.bufferedAmount = 200_000;
+    expect(cutIfBacklogged(slow as never, held, 14_000)).toBe(false);
+    slow.bufferedAmount = 3_000_000;
+    expect(cutIfBacklogged(slow as never, held, 16_000)).toBe(false);
+    expect(cutIfBacklogged(slow as never, held, 16_000 + WS_BACKLOG_GRACE_MS)).toBe(true);
+    expect(slow.cut).toBe(true);
+
+    const flooded = socketQueuing(WS_MAX_BURST_BYTES + 1);
+    expect(cutIfBacklogged(flooded as never, { context: null, busyAtMs: 0 }, 10_000)).toBe(true);
   });
 });

@@ -13,10 +13,22 @@ type Verdict = (allowed: boolean, code?: number, message?: string, headers?: Rec
 const SWEEP_INTERVAL_MS = 1_000;
 
 /**
- * Bytes a socket may have queued for a client that does not read: past this it is cut, so
- * a client that asks and never reads cannot grow the server's memory with the answers.
+ * Bytes a socket may have queued for its client for WS_BACKLOG_GRACE_MS: past that it is
+ * cut, so a client that asks and never reads cannot grow the server's memory with the
+ * answers. A client that reads may still fall behind for a moment: one state of a
+ * 10,000-share packet is 1.3 MB, and a socket's first states arrive in one burst.
  */
 export const WS_MAX_BUFFERED_BYTES = 1024 * 1024;
+export const WS_BACKLOG_GRACE_MS = 5_000;
+/** Queued past this, a socket is cut at once. */
+export const WS_MAX_BURST_BYTES = 8 * WS_MAX_BUFFERED_BYTES;
+
+export interface HeldSocket {
+  context: WsContext | null;
+  busyAtMs: number;
+  /** Since when more than WS_MAX_BUFFERED_BYTES have been queued, if they are. */
+  backloggedSinceMs?: number;
+}
 
 /**
  * What bounds the graphql-ws sockets of one process:
@@ -25,14 +37,15 @@ export const WS_MAX_BUFFERED_BYTES = 1024 * 1024;
  *   lets one address pile sockets up until the process runs out of file descriptors;
  * - a socket without a live operation for WS_IDLE_TIMEOUT_MS is closed (1000: the
  *   graphql-ws client opens a new one when it next subscribes);
- * - a socket with more than WS_MAX_BUFFERED_BYTES queued for a client that does not read is
- *   cut, checked on every message the client sends and on every sweep.
+ * - a socket with more than WS_MAX_BUFFERED_BYTES queued for its client for
+ *   WS_BACKLOG_GRACE_MS, or more than WS_MAX_BURST_BYTES at all, is cut, checked on every
+ *   message the client sends and on every sweep.
  * A refused upgrade is an HTTP 429 before any socket is set up, with Retry-After and the
  * same RATE_LIMITED error a GraphQL response carries.
  */
 export class WebSocketLimits {
   private readonly openPerAddress = new Map<string, number>();
-  private readonly sockets = new Map<WebSocket, { context: WsContext | null; busyAtMs: number }>();
+  private readonly sockets = new Map<WebSocket, HeldSocket>();
   private sweeper: NodeJS.Timeout | undefined;
 
   constructor(private readonly app: App) {}
@@ -43,8 +56,9 @@ export class WebSocketLimits {
     wsServer.on('connection', (socket, req) => {
       const address = this.addressOf(req);
       this.openPerAddress.set(address, (this.openPerAddress.get(address) ?? 0) + 1);
-      this.sockets.set(socket, { context: null, busyAtMs: Date.now() });
-      socket.on('message', () => cutIfBacklogged(socket));
+      const held: HeldSocket = { context: null, busyAtMs: Date.now() };
+      this.sockets.set(socket, held);
+      socket.on('message', () => cutIfBacklogged(socket, held));
       socket.once('close', () => {
         this.sockets.delete(socket);
         const open = this.openPerAddress.get(address)! - 1;
@@ -110,16 +124,22 @@ export class WebSocketLimits {
   private sweep(idleMs: number): void {
     const now = Date.now();
     for (const [socket, held] of this.sockets) {
-      if (cutIfBacklogged(socket) || idleMs === 0) continue;
+      if (cutIfBacklogged(socket, held, now) || idleMs === 0) continue;
       if (held.context && Object.keys(held.context.subscriptions).length > 0) held.busyAtMs = now;
       else if (now - held.busyAtMs >= idleMs) socket.close(1000, 'idle: no live operation');
     }
   }
 }
 
-/** Cuts the socket when more than WS_MAX_BUFFERED_BYTES wait for its client; true if it did. */
-function cutIfBacklogged(socket: WebSocket): boolean {
-  if (socket.bufferedAmount <= WS_MAX_BUFFERED_BYTES) return false;
+/** Cuts the socket when its client has not kept up (see WS_MAX_BUFFERED_BYTES); true if it did. */
+export function cutIfBacklogged(socket: Pick<WebSocket, 'bufferedAmount' | 'terminate'>, held: HeldSocket, now = Date.now()): boolean {
+  const queued = socket.bufferedAmount;
+  if (queued <= WS_MAX_BUFFERED_BYTES) {
+    held.backloggedSinceMs = undefined;
+    return false;
+  }
+  held.backloggedSinceMs ??= now;
+  if (queued <= WS_MAX_BURST_BYTES && now - held.backloggedSinceMs < WS_BACKLOG_GRACE_MS) return false;
   socket.terminate();
   return true;
 }
