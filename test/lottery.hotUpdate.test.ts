@@ -137,8 +137,13 @@ describe('operators change a running activity', () => {
     expect(await draw(activity.id, 'topper-0')).toMatchObject({ __typename: 'DrawLimitReached', dailyDrawLimit: 4 });
     expect((await draw(activity.id, 'topper-1')).__typename).toBe('LotteryLose');
 
-    const ended = await update(activity.id, { endsAt: new Date(Date.now() - 1_000).toISOString() });
+    // An end already past (just after the start) ends it now: no draw made since is dated after the end.
+    const endingAtMs = Date.now();
+    const ended = await update(activity.id, { endsAt: new Date(Date.parse(activity.startsAt) + 1).toISOString() });
     expect(ended.status).toBe('ENDED');
+    expect(Date.parse(ended.endsAt)).toBeGreaterThanOrEqual(endingAtMs - 1_000);
+    const lastDrawnAt = Math.max(...(await loadDraws(lot.stores, activity.id)).map((row) => row.drawn_at.getTime()));
+    expect(Date.parse(ended.endsAt)).toBeGreaterThanOrEqual(lastDrawnAt);
     expect(await draw(activity.id, 'topper-1')).toMatchObject({ __typename: 'ActivityNotActive', reason: 'ENDED' });
     // Ended stays ended: its subscribers were told so.
     const reopened = await lottery.raw(UpdateLotteryDocument, { activityId: activity.id, input: { endsAt: new Date(Date.now() + 86_400_000).toISOString() } }, OPERATOR, { admin: true });

@@ -230,7 +230,7 @@ const UpdateLotteryInput = builder
   .inputType('UpdateLotteryInput', {
     description: 'Omitted fields stay as they are.',
     fields: (t) => ({
-      endsAt: t.field({ type: 'DateTime' }),
+      endsAt: t.field({ type: 'DateTime', description: 'A new end; one already past ends the activity now, so no draw is recorded after its end. An ended activity keeps its end.' }),
       paused: t.boolean(),
       noPrizeWeight: t.int(),
       dailyDrawLimit: t.int(),

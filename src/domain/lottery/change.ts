@@ -76,7 +76,10 @@ export function changeSettings(current: LotterySettings, input: UpdateLotteryInp
     }
   });
 
-  const endsAtMs = input.endsAt?.getTime() ?? current.endsAtMs;
+  // An end already past ends the activity now: recorded as given, it would date every draw
+  // made since then after the end. One before the start is refused below.
+  const givenEndMs = input.endsAt?.getTime() ?? current.endsAtMs;
+  const endsAtMs = givenEndMs > current.startsAtMs ? Math.max(givenEndMs, nowMs) : givenEndMs;
   const changed = {
     ...current,
     version: current.version + 1,
