@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { CreateLotteryDocument, type CreateLotteryInput, DrawLotteryDocument } from './gql/generated.ts';
+import { CreateLotteryDocument, type CreateLotteryInput, DrawLotteryDocument, UpdateLotteryDocument } from './gql/generated.ts';
 import { errorCodes, gql } from './support/client.ts';
 import { expectDrawPaymentInvariants } from './support/drawPaymentInvariants.ts';
 import { testEnv } from './support/env.ts';
@@ -19,13 +19,13 @@ let lottery: LotteryClient;
 let points: PointsClient;
 
 const COST = 30;
-/** Loses every time: a paid draw that costs and wins nothing. */
+/** Loses all but once in a million draws (a paid draw must be able to win): costs and wins nothing. */
 const losing = (input: Partial<CreateLotteryInput> = {}): CreateLotteryInput => ({
   title: 'paid',
   ...runningWindow(),
-  noPrizeWeight: 1,
+  noPrizeWeight: 1_000_000,
   drawCostPoints: COST,
-  prizes: [{ title: 'never', weight: 0, totalStock: 1 }],
+  prizes: [{ title: 'almost never', weight: 1, totalStock: 1 }],
   ...input,
 });
 /** Wins 7 points every time. */
@@ -123,6 +123,19 @@ describe('a paid draw', () => {
     expect((await lottery.draw('refused', paused.id)).__typename).toBe('LotteryLose');
     expect((await points.me('refused')).pointsBalance).toBe(100 - 2 * COST);
     await expectDrawPaymentInvariants(lot.stores, { swept: true });
+  });
+});
+
+describe('a paid lottery whose prizes all weigh 0', () => {
+  it('is refused when created and when changed so, with BAD_USER_INPUT, and nothing changes', async () => {
+    const created = await lottery.raw(CreateLotteryDocument, { input: losing({ prizes: [{ title: 'never', weight: 0, totalStock: 1 }] }) }, OPERATOR, { admin: true });
+    expect(created.body.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', issues: [{ path: ['input', 'prizes'], code: 'PAID_DRAW_CANNOT_WIN' }] });
+    const activity = await lottery.create(OPERATOR, losing());
+    const zeroed = await lottery.raw(UpdateLotteryDocument, { activityId: activity.id, input: { prizes: [{ prizeId: activity.prizes[0]!.id, weight: 0 }] } }, OPERATOR, { admin: true });
+    expect(zeroed.body.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', issues: [{ path: ['prizes'], code: 'PAID_DRAW_CANNOT_WIN' }] });
+    expect((await lottery.activity(OPERATOR, activity.id, { admin: true }))?.prizes[0]?.weight).toBe(1);
+    // A free lottery may lose by design.
+    expect((await lottery.create(OPERATOR, losing({ drawCostPoints: 0, prizes: [{ title: 'never', weight: 0, totalStock: 1 }] }))).drawCostPoints).toBe(0);
   });
 });
 

@@ -162,6 +162,10 @@ export const ruleMessages = {
     en: () => 'a WEIGHTED activity needs a positive weight (a prize or noPrizeWeight)',
     'zh-CN': () => '按权重（WEIGHTED）抽奖的活动至少需要一个正权重（奖品或 noPrizeWeight）',
   },
+  PAID_DRAW_CANNOT_WIN: {
+    en: () => 'a paid draw must be able to win: give a prize a positive weight, or make draws free (drawCostPoints 0)',
+    'zh-CN': () => '付费抽奖必须有中奖的可能：请给至少一个奖品设置正权重，或将抽奖费用（drawCostPoints）设为 0',
+  },
   TIMED_NO_PRIZE_WEIGHT: { en: () => 'every TIMED draw wins: noPrizeWeight must be 0', 'zh-CN': () => '定时（TIMED）活动每次必中：noPrizeWeight 必须为 0' },
   TIMED_ONE_CONSOLATION: {
     en: () => 'a TIMED activity needs exactly one CONSOLATION prize, without hourlyQuota',

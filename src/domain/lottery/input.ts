@@ -46,6 +46,7 @@ export const createLotteryInput = z
       startsAtMs: input.startsAt.getTime(),
       endsAtMs: input.endsAt.getTime(),
       noPrizeWeight: input.noPrizeWeight,
+      drawCostPoints: input.drawCostPoints,
       prizes: input.prizes.map((prize) => ({
         kind: prize.kind,
         points: prize.points ?? 0,

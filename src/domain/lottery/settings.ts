@@ -87,7 +87,7 @@ export function lotteryStatus(settings: LotterySettings, nowMs: number): Lottery
   return nowMs < settings.startsAtMs ? 'UPCOMING' : 'ACTIVE';
 }
 
-type CheckedSettings = Pick<LotterySettings, 'strategy' | 'startsAtMs' | 'endsAtMs' | 'noPrizeWeight'> & {
+type CheckedSettings = Pick<LotterySettings, 'strategy' | 'startsAtMs' | 'endsAtMs' | 'noPrizeWeight' | 'drawCostPoints'> & {
   prizes: Pick<PrizeSettings, 'kind' | 'points' | 'weight' | 'dailyStock' | 'hourlyQuota'>[];
 };
 
@@ -108,7 +108,10 @@ export function settingsIssues(settings: CheckedSettings): RuleInputIssue[] {
     settings.prizes.forEach((prize, i) => {
       if (prize.hourlyQuota.length > 0) issue(['prizes', i, 'hourlyQuota'], 'HOURLY_QUOTA_ONLY_TIMED');
     });
-    if (settings.noPrizeWeight + settings.prizes.reduce((sum, prize) => sum + prize.weight, 0) === 0) issue(['prizes'], 'NO_POSITIVE_WEIGHT');
+    const prizeWeight = settings.prizes.reduce((sum, prize) => sum + prize.weight, 0);
+    if (settings.noPrizeWeight + prizeWeight === 0) issue(['prizes'], 'NO_POSITIVE_WEIGHT');
+    // Every paid draw would take points and lose: an operator's slip, not a lottery.
+    else if (prizeWeight === 0 && (settings.drawCostPoints ?? 0) > 0) issue(['prizes'], 'PAID_DRAW_CANNOT_WIN');
   } else {
     if (settings.noPrizeWeight !== 0) issue(['noPrizeWeight'], 'TIMED_NO_PRIZE_WEIGHT');
     const consolations = settings.prizes.filter((prize) => prize.kind === 'CONSOLATION' && prize.hourlyQuota.length === 0);
