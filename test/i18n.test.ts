@@ -131,10 +131,19 @@ describe('over HTTP', () => {
     const change = { prizes: [{ prizeId: 'no-such-prize', weight: 2 }] };
     const english = await gql(started.server.url, UpdateLotteryDocument, { activityId, input: change }, operator);
     expect(english.body.errors?.[0]?.extensions?.issues).toEqual([
-      { path: ['prizes', 0, 'prizeId'], code: 'UNKNOWN_PRIZE', values: { prizeId: 'no-such-prize' }, message: 'prize no-such-prize is not in this activity' },
+      { path: ['input', 'prizes', 0, 'prizeId'], code: 'UNKNOWN_PRIZE', values: { prizeId: 'no-such-prize' }, message: 'prize no-such-prize is not in this activity' },
     ]);
     const chinese = await gql(started.server.url, UpdateLotteryDocument, { activityId, input: change }, operator, ZH);
     expect(chinese.body.errors?.[0]).toMatchObject({ message: '奖品 no-such-prize 不属于该活动', extensions: { code: 'BAD_USER_INPUT', issues: [{ code: 'UNKNOWN_PRIZE' }] } });
+    // And a rule a creation is checked against the clock by.
+    const past = {
+      title: '抽奖',
+      startsAt: new Date(Date.now() - 7_200_000).toISOString(),
+      endsAt: new Date(Date.now() - 3_600_000).toISOString(),
+      prizes: [{ title: 'a', weight: 1, totalStock: 1 }],
+    };
+    const ended = await gql(started.server.url, CreateLotteryDocument, { input: past }, operator, ZH);
+    expect(ended.body.errors?.[0]).toMatchObject({ message: '结束时间已过，不能创建已结束的活动', extensions: { issues: [{ path: ['input', 'endsAt'], code: 'ENDS_IN_THE_PAST' }] } });
   });
 
   it("words a page's bounds and cursors by Accept-Language, which the relay plugin's arguments get from no schema of ours", async () => {

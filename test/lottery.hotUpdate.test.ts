@@ -147,9 +147,9 @@ describe('operators change a running activity', () => {
     expect(await draw(activity.id, 'topper-1')).toMatchObject({ __typename: 'ActivityNotActive', reason: 'ENDED' });
     // Ended stays ended: its subscribers were told so.
     const reopened = await lottery.raw(UpdateLotteryDocument, { activityId: activity.id, input: { endsAt: new Date(Date.now() + 86_400_000).toISOString() } }, OPERATOR, { admin: true });
-    expect(reopened.body.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', issues: [{ path: ['endsAt'], code: 'ENDED_STAYS_ENDED' }] });
+    expect(reopened.body.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', issues: [{ path: ['input', 'endsAt'], code: 'ENDED_STAYS_ENDED' }] });
     const paused = await lottery.raw(UpdateLotteryDocument, { activityId: activity.id, input: { paused: true } }, OPERATOR, { admin: true });
-    expect(paused.body.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', issues: [{ path: ['paused'], code: 'ENDED_NO_CHANGE' }] });
+    expect(paused.body.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', issues: [{ path: ['input', 'paused'], code: 'ENDED_NO_CHANGE' }] });
     expect(await draw(activity.id, 'topper-1')).toMatchObject({ __typename: 'ActivityNotActive', reason: 'ENDED' });
     // Decided again in the script, in Redis time: a change that passed the service's check
     // an instant before the end cannot land after it.

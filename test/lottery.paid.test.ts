@@ -132,7 +132,7 @@ describe('a paid lottery whose prizes all weigh 0', () => {
     expect(created.body.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', issues: [{ path: ['input', 'prizes'], code: 'PAID_DRAW_CANNOT_WIN' }] });
     const activity = await lottery.create(OPERATOR, losing());
     const zeroed = await lottery.raw(UpdateLotteryDocument, { activityId: activity.id, input: { prizes: [{ prizeId: activity.prizes[0]!.id, weight: 0 }] } }, OPERATOR, { admin: true });
-    expect(zeroed.body.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', issues: [{ path: ['prizes'], code: 'PAID_DRAW_CANNOT_WIN' }] });
+    expect(zeroed.body.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', issues: [{ path: ['input', 'prizes'], code: 'PAID_DRAW_CANNOT_WIN' }] });
     expect((await lottery.activity(OPERATOR, activity.id, { admin: true }))?.prizes[0]?.weight).toBe(1);
     // A free lottery may lose by design.
     expect((await lottery.create(OPERATOR, losing({ drawCostPoints: 0, prizes: [{ title: 'never', weight: 0, totalStock: 1 }] }))).drawCostPoints).toBe(0);

@@ -298,7 +298,7 @@ builder.mutationField('createLotteryActivity', (t) =>
     type: LotteryActivity,
     description: 'Operators only.',
     args: { input: t.arg({ type: CreateLotteryInput, required: true }) },
-    resolve: (_root, { input }, { app, viewer }) => app.lottery.create(viewer.userId, input),
+    resolve: (_root, { input }, { app, viewer, locale }) => app.lottery.create(viewer.userId, input).catch(rethrowInLocale(locale)),
   }),
 );
 

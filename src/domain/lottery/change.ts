@@ -94,7 +94,8 @@ export function changeSettings(current: LotterySettings, input: UpdateLotteryInp
   // Checked before the offset table is built: it samples the timezone every few hours up
   // to endsAt, which for an end millennia away would hold the event loop for minutes.
   issues.push(...settingsIssues(changed));
-  if (issues.length > 0) return { kind: 'invalid', issues };
+  // Paths from the mutation's arguments, as the input schemas' issues have them.
+  if (issues.length > 0) return { kind: 'invalid', issues: issues.map((issue) => ({ ...issue, path: ['input', ...(issue.path ?? [])] })) };
   // A change to what is already so makes no new version (and tells no subscriber anything).
   if (topUps.size === 0 && JSON.stringify({ ...changed, version: current.version, retainUntilMs: current.retainUntilMs }) === JSON.stringify(current)) return { kind: 'unchanged' };
   const utcOffsets = endsAtMs === current.endsAtMs ? current.utcOffsets : utcOffsetTable(current.timezone, current.startsAtMs, endsAtMs);

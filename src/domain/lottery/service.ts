@@ -75,12 +75,12 @@ export class LotteryService {
   async create(createdBy: string, input: CreateLotteryInput): Promise<LotteryActivityView> {
     const id = randomUUID();
     const nowMs = await this.deps.clock.nowMs();
-    if (input.endsAt.getTime() <= nowMs) throw BadInputError.of([ruleInputIssue(['endsAt'], 'ENDS_IN_THE_PAST')]);
+    if (input.endsAt.getTime() <= nowMs) throw BadInputError.of([ruleInputIssue(['input', 'endsAt'], 'ENDS_IN_THE_PAST')]);
     // The scheduler releases every hour since startsAt that is not released yet, which
     // after downtime is what it should do; for a new activity dated back months it would
     // release months of prizes at once (and write them all, in this request).
     if (input.strategy === 'TIMED' && input.startsAt.getTime() < nowMs - TIMED_START_GRACE_MS) {
-      throw BadInputError.of([ruleInputIssue(['startsAt'], 'TIMED_STARTS_IN_THE_PAST')]);
+      throw BadInputError.of([ruleInputIssue(['input', 'startsAt'], 'TIMED_STARTS_IN_THE_PAST')]);
     }
     const settings = firstSettings(input);
     await this.activities.create(id, async () => {
@@ -178,7 +178,7 @@ export class LotteryService {
     });
     if (!reply) throw new NotFound('lottery activity', activityId);
     if (reply.kind === 'stale') throw changedMeanwhile();
-    if (reply.kind === 'ended') throw BadInputError.of([ruleInputIssue(['endsAt'], 'ENDED_STAYS_ENDED')]);
+    if (reply.kind === 'ended') throw BadInputError.of([ruleInputIssue(['input', 'endsAt'], 'ENDED_STAYS_ENDED')]);
     if (reply.kind === 'applied') this.winnersTicker.settingsChanged(activityId);
     return (await this.get(activityId))!;
   }
