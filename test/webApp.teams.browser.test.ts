@@ -165,7 +165,8 @@ describe('a team that fails', () => {
     const activityId = 'web-failing';
     const teams = teamsAt(server.url);
     // Two seats of three are taken by the deadline: the team fails, and the payment is refunded.
-    const team = await teams.open('kim', { activityId, title: '拼团失败的奶茶', capacity: 3, lockSeconds: LOCK_SECONDS, formationSeconds: 12 });
+    // The lock would outlive the deadline: its payment is due by the deadline, and payable.
+    const team = await teams.open('kim', { activityId, title: '拼团失败的奶茶', capacity: 3, lockSeconds: 60, formationSeconds: 12 });
     const buyer = await app.signedIn('lena');
     await buyer.goto(`${appUrl}#/team/${team.id}`);
     await buyer.getByRole('button', { name: '参团：锁定座位' }).click();

@@ -3,6 +3,7 @@ import { request } from '../api.ts';
 import { yuan } from '../clock.ts';
 import type { WebGroupBuyActivitiesQuery, WebGroupBuyTeamsQuery } from '../gql/graphql.ts';
 import { graphql } from '../gql/index.ts';
+import { useOneAtATime } from '../oneAtATime.ts';
 
 const ActivitiesQuery = graphql(`
   query WebGroupBuyActivities {
@@ -94,26 +95,23 @@ export function GroupBuyActivities() {
 export function GroupBuyTeams({ activityId }: { activityId: string }) {
   const [data, setData] = useState<WebGroupBuyTeamsQuery | null>(null);
   const [problem, setProblem] = useState<string | null>(null);
-  const [busy, setBusy] = useState(false);
+  const [busy, oneAtATime] = useOneAtATime();
   useEffect(() => {
     request(TeamsQuery, { activityId }).then(setData, (error: Error) => setProblem(error.message));
   }, [activityId]);
 
-  async function open() {
-    // A second tap while the first is on its way would open a second team.
-    if (busy) return;
-    setBusy(true);
-    setProblem(null);
-    try {
-      const { openTeam: result } = await request(OpenTeam, { activityId });
-      if (result.__typename === 'Team') location.hash = `#/team/${result.id}`;
-      else if ('message' in result) setProblem(result.message);
-    } catch (error) {
-      setProblem((error as Error).message);
-    } finally {
-      setBusy(false);
-    }
-  }
+  // A second tap while the first is on its way would open a second team.
+  const open = () =>
+    oneAtATime(async () => {
+      setProblem(null);
+      try {
+        const { openTeam: result } = await request(OpenTeam, { activityId });
+        if (result.__typename === 'Team') location.hash = `#/team/${result.id}`;
+        else if ('message' in result) setProblem(result.message);
+      } catch (error) {
+        setProblem((error as Error).message);
+      }
+    });
 
   const activity = data?.groupBuyActivity;
   if (!data || !activity) {

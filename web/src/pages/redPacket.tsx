@@ -2,6 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { request, subscribe } from '../api.ts';
 import type { WebRedPacketFieldsFragment } from '../gql/graphql.ts';
 import { graphql } from '../gql/index.ts';
+import { useOneAtATime } from '../oneAtATime.ts';
 import { handle } from '../users.ts';
 
 graphql(`
@@ -71,7 +72,7 @@ export function RedPacketPage({ packetId }: { packetId: string }) {
   const [packet, setPacket] = useState<WebRedPacketFieldsFragment | null>(null);
   const [share, setShare] = useState<number | null>(null);
   const [problem, setProblem] = useState<string | null>(null);
-  const [busy, setBusy] = useState(false);
+  const [busy, oneAtATime] = useOneAtATime();
 
   useEffect(() => {
     request(RedPacketQuery, { id: packetId }).then(
@@ -91,21 +92,18 @@ export function RedPacketPage({ packetId }: { packetId: string }) {
     );
   }, [packetId]);
 
-  async function grab() {
-    if (busy) return;
-    setBusy(true);
-    setProblem(null);
-    try {
-      const { grabRedPacket: result } = await request(Grab, { packetId });
-      if (result.__typename === 'GrabbedShare') setShare(result.amount);
-      else if (result.__typename === 'AlreadyGrabbed') setShare(result.share.amount);
-      else if ('message' in result) setProblem(result.message);
-    } catch (error) {
-      setProblem((error as Error).message);
-    } finally {
-      setBusy(false);
-    }
-  }
+  const grab = () =>
+    oneAtATime(async () => {
+      setProblem(null);
+      try {
+        const { grabRedPacket: result } = await request(Grab, { packetId });
+        if (result.__typename === 'GrabbedShare') setShare(result.amount);
+        else if (result.__typename === 'AlreadyGrabbed') setShare(result.share.amount);
+        else if ('message' in result) setProblem(result.message);
+      } catch (error) {
+        setProblem((error as Error).message);
+      }
+    });
 
   if (!packet) {
     return (

@@ -1,6 +1,7 @@
 import { useState } from 'preact/hooks';
 import { ApiError, request } from '../api.ts';
 import { graphql } from '../gql/index.ts';
+import { useOneAtATime } from '../oneAtATime.ts';
 
 const CreateRedPacket = graphql(`
   mutation WebCreateRedPacket($input: CreateRedPacketInput!) {
@@ -53,25 +54,23 @@ export function SendRedPacket() {
   const [greeting, setGreeting] = useState('恭喜发财');
   const [problem, setProblem] = useState<string | null>(null);
   // A second tap while the first is on its way would send a second packet and pay twice.
-  const [busy, setBusy] = useState(false);
+  const [busy, oneAtATime] = useOneAtATime();
 
-  async function send(event: Event) {
+  function send(event: Event) {
     event.preventDefault();
-    if (busy) return;
-    const invalid = formProblem(yuan, count, greeting);
-    setProblem(invalid);
-    if (invalid) return;
-    setBusy(true);
-    try {
-      const input = { totalAmount: Math.round(Number(yuan.trim()) * 100), count: Number(count.trim()), greeting: greeting.trim() };
-      const { createRedPacket } = await request(CreateRedPacket, { input });
-      if ('id' in createRedPacket) location.hash = `#/packets/${createRedPacket.id}`;
-      else setProblem(createRedPacket.message);
-    } catch (error) {
-      setProblem(serverProblem(error));
-    } finally {
-      setBusy(false);
-    }
+    return oneAtATime(async () => {
+      const invalid = formProblem(yuan, count, greeting);
+      setProblem(invalid);
+      if (invalid) return;
+      try {
+        const input = { totalAmount: Math.round(Number(yuan.trim()) * 100), count: Number(count.trim()), greeting: greeting.trim() };
+        const { createRedPacket } = await request(CreateRedPacket, { input });
+        if ('id' in createRedPacket) location.hash = `#/packets/${createRedPacket.id}`;
+        else setProblem(createRedPacket.message);
+      } catch (error) {
+        setProblem(serverProblem(error));
+      }
+    });
   }
 
   return (

@@ -2,6 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { request, subscribe } from '../api.ts';
 import type { RedemptionDelivery, WebShopQuery } from '../gql/graphql.ts';
 import { graphql } from '../gql/index.ts';
+import { useOneAtATime } from '../oneAtATime.ts';
 
 const ShopQuery = graphql(`
   query WebShop {
@@ -58,7 +59,7 @@ const redeemLabel = (goods: { onSale: boolean; remainingStock: number }) => (!go
 export function Shop() {
   const [shop, setShop] = useState<WebShopQuery | null>(null);
   const [outcome, setOutcome] = useState<string | null>(null);
-  const [busy, setBusy] = useState(false);
+  const [busy, oneAtATime] = useOneAtATime();
   const [redemptionId, setRedemptionId] = useState<string | null>(null);
   const [delivery, setDelivery] = useState<RedemptionDelivery | null>(null);
   const load = () => request(ShopQuery, {}).then(setShop, (error: Error) => setOutcome(error.message));
@@ -75,25 +76,22 @@ export function Shop() {
     );
   }, [redemptionId]);
 
-  async function redeem(goodsId: string) {
-    // One tap at a time: a second tap while the first is on its way would redeem twice.
-    if (busy) return;
-    setBusy(true);
-    try {
-      // One requestId per tap: a retry of the same tap is answered, not charged, twice.
-      const { redeemPoints: result } = await request(Redeem, { goodsId, requestId: crypto.randomUUID() });
-      setOutcome(result.__typename === 'Redemption' ? `兑换成功 ${result.voucherCode ?? ''}` : result.message);
-      if (result.__typename === 'Redemption') {
-        setDelivery(null);
-        setRedemptionId(result.id);
+  // One tap at a time: a second tap while the first is on its way would redeem twice.
+  const redeem = (goodsId: string) =>
+    oneAtATime(async () => {
+      try {
+        // One requestId per tap: a retry of the same tap is answered, not charged, twice.
+        const { redeemPoints: result } = await request(Redeem, { goodsId, requestId: crypto.randomUUID() });
+        setOutcome(result.__typename === 'Redemption' ? `兑换成功 ${result.voucherCode ?? ''}` : result.message);
+        if (result.__typename === 'Redemption') {
+          setDelivery(null);
+          setRedemptionId(result.id);
+        }
+        await load();
+      } catch (error) {
+        setOutcome((error as Error).message);
       }
-      await load();
-    } catch (error) {
-      setOutcome((error as Error).message);
-    } finally {
-      setBusy(false);
-    }
-  }
+    });
 
   if (!shop) {
     return (

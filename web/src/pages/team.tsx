@@ -4,6 +4,7 @@ import { countdown, useServerNow, yuan } from '../clock.ts';
 import type { WebTeamFieldsFragment } from '../gql/graphql.ts';
 import { graphql } from '../gql/index.ts';
 import { useLiveDown } from '../live.tsx';
+import { useOneAtATime } from '../oneAtATime.ts';
 import { handle } from '../users.ts';
 
 graphql(`
@@ -127,7 +128,7 @@ export function TeamPage({ teamId }: { teamId: string }) {
   const [message, setMessage] = useState<string | null>(null);
   // A request that never reached the server: shown until the connection is back or a request gets through.
   const [networkProblem, setNetworkProblem] = useState<string | null>(null);
-  const [busy, setBusy] = useState(false);
+  const [busy, oneAtATime] = useOneAtATime();
   // This team takes no more locks of mine: the button would only be refused again.
   const [lockLimitReached, setLockLimitReached] = useState(false);
   const liveDown = useLiveDown();
@@ -197,7 +198,9 @@ export function TeamPage({ teamId }: { teamId: string }) {
   const myLock = team.locks.find((lock) => lock.userId === me);
   const member = team.members.some((seat) => seat.userId === me);
   // A payment is for one lock: one kept from a lock that has since run out pays for nothing.
-  const payable = myLock && payment && Date.parse(payment.expiresAt) === Date.parse(myLock.expiresAt) ? payment : null;
+  // It is due by the lock's expiry, or by the team's deadline if that comes first.
+  const dueAt = myLock ? Math.min(Date.parse(myLock.expiresAt), Date.parse(team.deadline)) : null;
+  const payable = payment && Date.parse(payment.expiresAt) === dueAt ? payment : null;
   const freeRows = Math.max(0, team.capacity - team.members.length - team.locks.length);
 
   function remember(next: Payment | null) {
@@ -205,18 +208,16 @@ export function TeamPage({ teamId }: { teamId: string }) {
     setPayment(next);
   }
 
-  async function act(action: () => Promise<void>) {
-    setBusy(true);
-    setMessage(null);
-    try {
-      await action();
-      setNetworkProblem(null);
-    } catch (error) {
-      showError(error as Error);
-    } finally {
-      setBusy(false);
-    }
-  }
+  const act = (action: () => Promise<void>) =>
+    oneAtATime(async () => {
+      setMessage(null);
+      try {
+        await action();
+        setNetworkProblem(null);
+      } catch (error) {
+        showError(error as Error);
+      }
+    });
 
   const lock = () =>
     act(async () => {
