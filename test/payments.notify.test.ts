@@ -134,8 +134,8 @@ describe('a notify of a seat payment', () => {
     expect(seated.members).toContainEqual({ team_id: teamId, user_id: 'notify-payer', payment_ref: pending.paymentRef });
     // The provider retries: the same answer, nothing new.
     expect(await unchanged(() => sendNotify(started.server.url, succeeded(pending)))).toEqual({ status: 200, body: { outcome: 'SEATED' } });
-    // A FAILED after the success changes nothing either.
-    expect(await unchanged(() => sendNotify(started.server.url, { ...succeeded(pending), status: 'FAILED' }))).toMatchObject({ status: 200 });
+    // A FAILED after the success changes nothing either, and says the success stands.
+    expect(await unchanged(() => sendNotify(started.server.url, { ...succeeded(pending), status: 'FAILED' }))).toEqual({ status: 200, body: { outcome: 'ALREADY_SUCCEEDED' } });
     // The provider charged twice for one reference: the second charge is owed back, once.
     const twice = succeeded(pending, 'txn-second');
     expect(await sendNotify(started.server.url, twice)).toEqual({ status: 200, body: { outcome: 'DUPLICATE_REFUND_OWED' } });

@@ -10,8 +10,12 @@ import { NotifyRefused, type PaymentIntent, type PaymentNotice, type PaymentProv
 /** How long a top-up intent may be paid; a later payment is credited all the same (money in is never refused). */
 const TOP_UP_TTL_MS = 30 * 60 * 1000;
 
-/** What a notify did, in the 2xx answer: SEATED, REFUND_OWED (late, or a top-up the wallet cannot hold), CREDITED (top-up), FAILED, DUPLICATE_REFUND_OWED. */
-export type NotifyOutcome = 'SEATED' | 'REFUND_OWED' | 'CREDITED' | 'FAILED' | 'DUPLICATE_REFUND_OWED';
+/**
+ * What a notify did, in the 2xx answer: SEATED, REFUND_OWED (late, or a top-up the wallet
+ * cannot hold), CREDITED (top-up), FAILED, DUPLICATE_REFUND_OWED, ALREADY_SUCCEEDED (a
+ * failure notified after the payment succeeded, which stands).
+ */
+export type NotifyOutcome = 'SEATED' | 'REFUND_OWED' | 'CREDITED' | 'FAILED' | 'DUPLICATE_REFUND_OWED' | 'ALREADY_SUCCEEDED';
 
 export interface NotifyAnswer {
   status: number;
@@ -121,13 +125,20 @@ export class PaymentService {
     return { status: 200, body: { outcome: (await this.refundDuplicate(payment.userId, notice)) ?? outcome } };
   }
 
-  /** A failure the provider reports: recorded unless the payment succeeded already (a success is final). */
+  /**
+   * A failure the provider reports: recorded unless the payment succeeded already (a success
+   * is final), and answered as what the payment is, so whoever reconciles from the provider's
+   * log does not read FAILED for money that was taken.
+   */
   private async failed(notice: PaymentNotice): Promise<NotifyOutcome> {
-    await this.deps.prisma.payment.updateMany({
-      where: { paymentRef: notice.paymentRef, status: 'PENDING' },
-      data: { status: 'FAILED', providerTxnId: notice.providerTxnId, settledAt: new Date() },
-    });
-    return 'FAILED';
+    const [settled] = await this.deps.query<{ status: string }>(Prisma.sql`
+      WITH failed AS (
+        UPDATE payment SET status = 'FAILED', provider_txn_id = ${notice.providerTxnId}, settled_at = ${new Date()}
+        WHERE payment_ref = ${notice.paymentRef} AND status = 'PENDING'
+        RETURNING status::text AS status
+      )
+      SELECT status FROM failed UNION ALL SELECT status::text FROM payment WHERE payment_ref = ${notice.paymentRef} AND NOT EXISTS (SELECT 1 FROM failed)`);
+    return settled?.status === 'SUCCEEDED' ? 'ALREADY_SUCCEEDED' : 'FAILED';
   }
 
   /** The payment succeeded, if it had not, in the transaction that does what it pays for. */
