@@ -66,6 +66,28 @@ describe('GET /metrics', () => {
     }
   });
 
+  it("labels an operation by name only once a signed-in caller named it, 64 characters at most; anyone else's new names are other", async () => {
+    const named = (name: string) => `graphql_requests_total{operation="${name}",type="query"}`;
+    const user = await tokenOf('metrics-namer');
+    const ask = (name: string, token?: string) =>
+      fetch(server.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+        body: JSON.stringify({ query: `query ${name} { serverTime }` }),
+      });
+    await ask('MadeUpByAnAnonymousCaller');
+    await ask('NamedBySomeoneSignedIn', user);
+    await ask(`Long${'x'.repeat(61)}`, user);
+    const text = await scrape();
+    expect(sample(text, named('MadeUpByAnAnonymousCaller'))).toBe(0);
+    expect(sample(text, named('NamedBySomeoneSignedIn'))).toBe(1);
+    expect(sample(text, named(`Long${'x'.repeat(61)}`))).toBe(0);
+    expect(sample(text, named('other'))).toBeGreaterThanOrEqual(2);
+    // Once known, the name counts for anyone.
+    await ask('NamedBySomeoneSignedIn');
+    expect(sample(await scrape(), named('NamedBySomeoneSignedIn'))).toBe(2);
+  });
+
   it('follows graphql-ws connections and live subscribers up and down', async () => {
     const packet = await redPacketsAt(server.url).create('metrics-ws-sender', { totalAmount: 10, count: 2 });
     const start = await scrape();
