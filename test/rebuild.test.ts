@@ -53,12 +53,13 @@ describe('the rebuild lock', () => {
     const [{ redis }, other] = instances as [(typeof instances)[0], (typeof instances)[0]];
     let leaseSeen = 0;
     let secondRebuilds = 0;
+    let second: Promise<boolean> | undefined;
     const first = rebuildOnce(instances[0]!, keys, async () => {
       // 4.5 s into a 10 s lease: unrenewed, at most 5.5 s would be left.
       await sleep(4_500);
       leaseSeen = await redis.pttl(keys.rebuilding);
       // Another instance finding the keys missing now waits instead of rebuilding too.
-      void rebuildOnce(other, keys, async () => {
+      second = rebuildOnce(other, keys, async () => {
         secondRebuilds++;
         return true;
       });
@@ -67,6 +68,7 @@ describe('the rebuild lock', () => {
       return true;
     });
     expect(await first).toBe(true);
+    expect(await second).toBe(true);
     expect(leaseSeen).toBeGreaterThan(7_000);
     expect(secondRebuilds).toBe(0);
     expect(await redis.exists(keys.rebuilding)).toBe(0);
