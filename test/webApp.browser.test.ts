@@ -4,6 +4,7 @@ import { testEnv } from './support/env.ts';
 import { lotteryAt } from './support/lottery.ts';
 import { webDocumentId } from './support/persistedDocuments.ts';
 import { pointsAt } from './support/points.ts';
+import { tokenOf } from './support/tokens.ts';
 import { walletsAt } from './support/wallets.ts';
 
 // The web app the server serves at /app/, in real browsers: each context is one person's phone.
@@ -90,14 +91,36 @@ describe('what a hurried user does', () => {
     await page.reload();
     await expect.poll(() => page.getByRole('button', { name: '登录', exact: true }).count()).toBe(1);
     expect(new URL(page.url()).hash).toBe('#/shop');
-    // Said whether the refusal came before the reload or after it.
-    expect(await page.getByTestId('sign-in-notice').textContent()).toBe('登录已过期，请重新登录');
+    // Said whether the refusal came before the reload or after it; a token that is no token did not expire.
+    expect(await page.getByTestId('sign-in-notice').textContent()).toBe('登录已失效，请重新登录');
+    // A pasted token signs in as whom it names.
+    await page.getByLabel('或粘贴令牌 Or paste a token').fill(await tokenOf('汉克'));
+    await page.getByRole('button', { name: '登录', exact: true }).click();
+    await page.getByText('汉克', { exact: true }).waitFor();
+    await page.getByRole('button', { name: '退出登录' }).click();
     await page.getByLabel('昵称 Name').fill('hank');
     await page.getByRole('button', { name: '登录', exact: true }).click();
     await page.getByText('hank', { exact: true }).waitFor();
     await page.reload();
     await page.getByText('hank', { exact: true }).waitFor();
     expect(await page.getByTestId('sign-in-notice').count()).toBe(0);
+  });
+
+  it("names an unknown page, and reads a shared link's id decoded", { timeout: 60_000 }, async () => {
+    const page = await app.signedIn('kate');
+    await page.evaluate(() => {
+      location.hash = '#/nonexistent/zzz';
+    });
+    await expect.poll(() => page.getByTestId('no-such-page').textContent()).toBe('没有这个页面');
+    const askedFor: unknown[] = [];
+    page.on('request', (request) => {
+      if (request.method() === 'POST' && new URL(request.url()).pathname === '/graphql') askedFor.push(JSON.parse(request.postData() ?? '{}').variables?.id);
+    });
+    await page.evaluate(() => {
+      location.hash = `#/packets/${encodeURIComponent('恭喜')}`;
+    });
+    await expect.poll(() => askedFor).toContain('恭喜');
+    await expect.poll(() => page.locator('.card[role="status"]').textContent()).toMatch(/不存在/);
   });
 
   it('signs out from beside the name; signed in, the nav offers no second sign-in', { timeout: 60_000 }, async () => {

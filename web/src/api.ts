@@ -10,7 +10,7 @@ const PERSISTED_QUERY_NOT_FOUND = 'PERSISTED_QUERY_NOT_FOUND';
 /** One invalid input of a BAD_USER_INPUT error (extensions.issues): where it is and what is wrong, in the app's language. */
 export type InputIssue = { path?: (string | number)[]; message: string };
 
-type GraphqlError = { message: string; extensions?: { code?: unknown; issues?: unknown } };
+type GraphqlError = { message: string; extensions?: { code?: unknown; reason?: unknown; issues?: unknown } };
 
 export class ApiError extends Error {
   constructor(
@@ -53,7 +53,7 @@ export const UNAVAILABLE_PROBLEM = '服务繁忙，请稍后重试';
 /** An ApiError for the first GraphQL error; a refused token (expired, say) ends the session, so the user signs in again. */
 function apiError(error: GraphqlError | undefined, fallback: string): ApiError {
   const code = codeOf(error);
-  if (code === 'UNAUTHENTICATED' && currentSession()) endSession();
+  if (code === 'UNAUTHENTICATED' && currentSession()) endSession(typeof error?.extensions?.reason === 'string' ? error.extensions.reason : '');
   const issues = Array.isArray(error?.extensions?.issues) ? (error.extensions.issues as InputIssue[]) : [];
   return new ApiError(code === 'SERVICE_UNAVAILABLE' ? UNAVAILABLE_PROBLEM : (error?.message ?? fallback), code, issues);
 }

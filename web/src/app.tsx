@@ -8,11 +8,22 @@ import { Shop } from './pages/shop.tsx';
 import { SignIn } from './pages/signIn.tsx';
 import { TeamPage } from './pages/team.tsx';
 import { Wallet } from './pages/wallet.tsx';
-import { SESSION_ENDED, type Session, currentSession, saveSession, sessionExpired } from './session.ts';
+import { SESSION_ENDED, type Session, currentSession, saveSession, sessionEndedFor } from './session.ts';
 
 /** The page a hash names: #/packets/<id>, #/shop… (hash routes need nothing from the server). */
+/** The hash's segments, decoded: a shared link's id arrives percent-encoded. */
 function route(): string[] {
-  return location.hash.replace(/^#\/?/, '').split('/').filter(Boolean);
+  return location.hash
+    .replace(/^#\/?/, '')
+    .split('/')
+    .filter(Boolean)
+    .map((segment) => {
+      try {
+        return decodeURIComponent(segment);
+      } catch {
+        return segment;
+      }
+    });
 }
 
 const PAGES = [
@@ -27,12 +38,12 @@ export function App() {
   const [path, setPath] = useState(route());
   const [session, setSession] = useState<Session | null>(currentSession());
   // The server refused the token (it expired, say): the sign-in screen says why it is back.
-  const [expired, setExpired] = useState(sessionExpired);
+  const [endedFor, setEndedFor] = useState(sessionEndedFor);
   useEffect(() => {
     const onHash = () => setPath(route());
     const onEnded = () => {
       setSession(null);
-      setExpired(true);
+      setEndedFor(sessionEndedFor());
     };
     addEventListener('hashchange', onHash);
     addEventListener(SESSION_ENDED, onEnded);
@@ -43,18 +54,18 @@ export function App() {
   }, []);
 
   const signedIn = (next: Session) => {
-    setExpired(false);
+    setEndedFor(null);
     setSession(next);
   };
   const signOut = () => {
     saveSession(null);
-    setExpired(false);
+    setEndedFor(null);
     setSession(null);
   };
 
   const [page = 'packets', id] = path;
   const body = !session ? (
-    <SignIn onSignedIn={signedIn} notice={expired ? '登录已过期，请重新登录' : null} />
+    <SignIn onSignedIn={signedIn} notice={endedFor === null ? null : endedFor === 'EXPIRED' ? '登录已过期，请重新登录' : '登录已失效，请重新登录'} />
   ) : page === 'signin' ? (
     <SignIn onSignedIn={signedIn} notice={null} />
   ) : page === 'shop' ? (
@@ -71,10 +82,14 @@ export function App() {
     <TeamPage key={id} teamId={id} />
   ) : page === 'lottery' && id ? (
     <Lottery key={id} activityId={id} />
-  ) : id ? (
+  ) : page === 'packets' && id ? (
     <RedPacketPage key={id} packetId={id} />
-  ) : (
+  ) : page === 'packets' ? (
     <SendRedPacket />
+  ) : (
+    <p class="card problem" role="alert" data-testid="no-such-page">
+      没有这个页面
+    </p>
   );
   return (
     <>

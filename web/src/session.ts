@@ -25,16 +25,16 @@ export function saveSession(session: Session | null): void {
   localStorage.removeItem(ENDED_KEY);
 }
 
-/** Whether the last session ended because the server refused its token (it expired, say). */
-export function sessionExpired(): boolean {
-  return localStorage.getItem(ENDED_KEY) !== null;
+/** Why the last session ended, if the server refused its token: its `reason` (EXPIRED, BAD_SIGNATURE…), or '' when it gave none. */
+export function sessionEndedFor(): string | null {
+  return localStorage.getItem(ENDED_KEY);
 }
 
 /** Dispatched on window when the server refuses the session's token: the app shows sign-in. */
 export const SESSION_ENDED = 'campaign:session-ended';
 
-export function endSession(): void {
+export function endSession(reason: string): void {
   saveSession(null);
-  localStorage.setItem(ENDED_KEY, '1');
+  localStorage.setItem(ENDED_KEY, reason);
   dispatchEvent(new Event(SESSION_ENDED));
 }

@@ -6,6 +6,17 @@ import { type Session, saveSession } from '../session.ts';
 const validName = (name: string) => name.length >= 1 && name.length <= 64 && /^[\p{L}\p{N}_.-]+$/u.test(name);
 const NAME_RULE = '昵称：请用 1 到 64 个字母、数字、汉字或 “_” “-” “.”，不能有空格';
 
+/** Who a pasted token says it is (its `sub`), to show beside sign-out; the server verifies the token, not this. */
+function subjectOf(token: string): string | null {
+  try {
+    const bytes = Uint8Array.from(atob(token.split('.')[1]!.replace(/-/g, '+').replace(/_/g, '/')), (char) => char.charCodeAt(0));
+    const payload = JSON.parse(new TextDecoder().decode(bytes)) as { sub?: unknown };
+    return typeof payload.sub === 'string' ? payload.sub : null;
+  } catch {
+    return null;
+  }
+}
+
 /**
  * Development: mints a token for any name (POST /app/dev-token, which only a development
  * server answers). Production: the shop's own login hands the app a token, pasted here.
@@ -35,7 +46,7 @@ export function SignIn({ onSignedIn, notice }: { onSignedIn: (session: Session) 
       }
       minted = ((await response.json()) as { token: string }).token;
     }
-    const session = { name: name.trim() || 'token', token: minted };
+    const session = { name: name.trim() || subjectOf(minted) || '令牌用户', token: minted };
     saveSession(session);
     onSignedIn(session);
     // Signed in from a shared link (a packet, a team), the user stays on it.
