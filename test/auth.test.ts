@@ -109,6 +109,7 @@ describe('UNAUTHENTICATED says why, over HTTP', () => {
     ['a token whose sub holds a tab', async () => `Bearer ${await rawToken({ sub: 'victim\tx', iat: now(), exp: now() + 60 })}`, 'MALFORMED'],
     ['an expired token', async () => `Bearer ${await rawToken({ sub: 'late', iat: now() - 120, exp: now() - 60 })}`, 'EXPIRED'],
     ['a token valid only later', async () => `Bearer ${await rawToken({ sub: 'early', nbf: now() + 600, exp: now() + 1200 })}`, 'EXPIRED'],
+    ['a token issued an hour ahead', async () => `Bearer ${await rawToken({ sub: 'ahead', iat: now() + 3_600, exp: now() + 7_200 })}`, 'EXPIRED'],
     ['a token of another secret', async () => `Bearer ${await signToken('another-secret-that-is-also-32-characters-long', { userId: 'mallory', roles: ['admin'] })}`, 'BAD_SIGNATURE'],
     ['a token living 8 days', async () => `Bearer ${await rawToken({ sub: 'forever', iat: now(), exp: now() + 8 * 86_400 })}`, 'LIFETIME_TOO_LONG'],
     ['a token living 8 days without iat', async () => `Bearer ${await rawToken({ sub: 'forever', exp: now() + 8 * 86_400 })}`, 'LIFETIME_TOO_LONG'],

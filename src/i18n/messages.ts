@@ -319,6 +319,7 @@ export const errorMessages = {
   },
   TOKEN_EXPIRED: { en: () => 'the token has expired', 'zh-CN': () => '令牌已过期' },
   TOKEN_NOT_YET_VALID: { en: () => 'the token is not valid yet (nbf)', 'zh-CN': () => '令牌尚未生效（nbf）' },
+  TOKEN_ISSUED_AHEAD: { en: () => 'the token was issued in the future (iat): check the issuer’s clock', 'zh-CN': () => '令牌的签发时间（iat）在未来，请检查签发方的时钟' },
   TOKEN_WRONG_ISSUER: { en: () => 'the token was issued by another issuer', 'zh-CN': () => '令牌由其他签发者签发' },
   TOKEN_WRONG_AUDIENCE: { en: () => 'the token is meant for another audience', 'zh-CN': () => '令牌的受众（aud）不是本服务' },
   TOKEN_CLAIM_UNUSABLE: {

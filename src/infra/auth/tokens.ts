@@ -5,6 +5,9 @@ import { DEFAULT_LOCALE, type ErrorWording, type RuleValues, errorMessage } from
 
 export const ADMIN_ROLE = 'admin';
 
+/** How far ahead of this server's clock a token's `iat` may be: the issuer's clock may run a little fast. */
+const ISSUED_AHEAD_TOLERANCE_SECONDS = 60;
+
 export interface Viewer {
   userId: string;
   roles: string[];
@@ -24,7 +27,7 @@ export const AuthFailure = {
   missing: 'MISSING',
   /** Not `Bearer <token>`, not a JWT, or a JWT without `sub` or `exp`. */
   malformed: 'MALFORMED',
-  /** `exp` has passed, or `nbf` has not come yet. */
+  /** `exp` has passed, `nbf` has not come yet, or `iat` is over a minute ahead. */
   expired: 'EXPIRED',
   /** Signed with another key, or with an algorithm this server does not take. */
   badSignature: 'BAD_SIGNATURE',
@@ -138,6 +141,9 @@ export class TokenVerifier {
     if (lifetime > this.rules.maxLifetimeSeconds) {
       throw new TokenRefusedError(AuthFailure.lifetimeTooLong, 'TOKEN_LIVES_TOO_LONG', { maxSeconds: this.rules.maxLifetimeSeconds });
     }
+    // Issued later than now (a minute of clock skew aside): no issuer whose clock is right
+    // signs that, so the token is refused as one not valid yet.
+    if (payload.iat !== undefined && payload.iat > nowSeconds + ISSUED_AHEAD_TOLERANCE_SECONDS) throw new TokenRefusedError(AuthFailure.expired, 'TOKEN_ISSUED_AHEAD');
     const roles = Array.isArray(payload.roles) ? payload.roles.filter((role): role is string => typeof role === 'string') : [];
     const viewer = { userId: payload.sub, roles };
     this.remember(token, viewer, Math.min(Date.now() + CACHE_TTL_MS, exp * 1000));
