@@ -183,9 +183,12 @@ export function useGraphqlSse(app: App, trusted: TrustedDocuments): Plugin {
       if (url.pathname !== GRAPHQL_SSE_PATH) return;
       serverContexts.set(request, serverContext as object);
       return handler(request).then((response) => {
-        if (!isStreamGone(request, url, response)) return endResponse(response);
+        const gone = isStreamGone(request, url, response);
+        // Without a token and without Accept: text/event-stream, graphql-sse looks for a stream this names: none.
+        const unnamed = !gone && response.status === 404 && request.method !== 'PUT';
+        if (!gone && !unnamed) return endResponse(response);
         void response.body?.cancel();
-        const error = graphqlError(ErrorCode.notFound, errorMessage('STREAM_GONE', localeOf(request.headers.get('accept-language'))));
+        const error = graphqlError(ErrorCode.notFound, errorMessage(gone ? 'STREAM_GONE' : 'NO_STREAM_NAMED', localeOf(request.headers.get('accept-language'))));
         const [body, init] = errorAnswer(404, [error]);
         endResponse(new fetchAPI.Response(body as string, init));
       });

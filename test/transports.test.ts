@@ -278,5 +278,10 @@ describe('graphql-sse single connection mode', () => {
       expect(errors?.[0]?.message).toMatch(/reserve a new one with PUT/);
     }
     for (let i = 0; i < 4; i++) expect((await reserve()).status).toBe(201);
+    // An operation naming no stream at all is told how to name one.
+    const unnamed = await fetch(`${server.url}/stream`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify({ query: '{ serverTime }' }) });
+    expect(unnamed.status).toBe(404);
+    const { errors } = (await unnamed.json()) as ExecutionResult;
+    expect(errors?.[0]).toMatchObject({ extensions: { code: 'NOT_FOUND' }, message: expect.stringMatching(/names no stream/) });
   });
 });

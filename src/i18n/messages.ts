@@ -342,6 +342,10 @@ export const errorMessages = {
     en: () => 'this stream was reserved by another user or in another server process, or its token is no token this server minted',
     'zh-CN': () => '该事件流由其他用户预留，或预留在另一个服务进程中，或其令牌并非本服务签发',
   },
+  NO_STREAM_NAMED: {
+    en: () => 'this request names no stream: reserve one with PUT and send its token, or ask with Accept: text/event-stream for a stream of its own',
+    'zh-CN': () => '该请求未指明事件流：请先用 PUT 预留并带上其令牌，或以 Accept: text/event-stream 请求单独的事件流',
+  },
   STREAM_GONE: {
     en: () => 'this stream no longer exists (a reservation not connected in time is dropped, a closed stream ends): reserve a new one with PUT',
     'zh-CN': () => '该事件流已不存在（预留后未及时连接会被丢弃，关闭的流即结束），请用 PUT 重新预留',
