@@ -10,8 +10,10 @@ import { TeamPage } from './pages/team.tsx';
 import { Wallet } from './pages/wallet.tsx';
 import { SESSION_ENDED, type Session, currentSession, saveSession, sessionEndedFor } from './session.ts';
 
-/** The page a hash names: #/packets/<id>, #/shop… (hash routes need nothing from the server). */
-/** The hash's segments, decoded: a shared link's id arrives percent-encoded. */
+/**
+ * The page a hash names: #/packets/<id>, #/shop… (hash routes need nothing from the server),
+ * its segments decoded: a shared link's id arrives percent-encoded.
+ */
 function route(): string[] {
   return location.hash
     .replace(/^#\/?/, '')

@@ -131,13 +131,12 @@ export class PaymentService {
    * log does not read FAILED for money that was taken.
    */
   private async failed(notice: PaymentNotice): Promise<NotifyOutcome> {
-    const [settled] = await this.deps.query<{ status: string }>(Prisma.sql`
-      WITH failed AS (
-        UPDATE payment SET status = 'FAILED', provider_txn_id = ${notice.providerTxnId}, settled_at = ${new Date()}
-        WHERE payment_ref = ${notice.paymentRef} AND status = 'PENDING'
-        RETURNING status::text AS status
-      )
-      SELECT status FROM failed UNION ALL SELECT status::text FROM payment WHERE payment_ref = ${notice.paymentRef} AND NOT EXISTS (SELECT 1 FROM failed)`);
+    const { count } = await this.deps.prisma.payment.updateMany({
+      where: { paymentRef: notice.paymentRef, status: 'PENDING' },
+      data: { status: 'FAILED', providerTxnId: notice.providerTxnId, settledAt: new Date() },
+    });
+    if (count > 0) return 'FAILED';
+    const settled = await this.deps.prisma.payment.findUnique({ where: { paymentRef: notice.paymentRef }, select: { status: true } });
     return settled?.status === 'SUCCEEDED' ? 'ALREADY_SUCCEEDED' : 'FAILED';
   }
 
