@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { App } from './app.ts';
 import { closeSoonUnlessComplete } from './guards/bodySize.ts';
+import { paymentNotifies } from './infra/metrics.ts';
 
 export const NOTIFY_PATH = '/payments/notify';
 const MAX_NOTIFY_BYTES = 64 * 1024;
@@ -30,6 +31,7 @@ function readRawBody(req: IncomingMessage): Promise<Buffer> {
 }
 
 function answer(res: ServerResponse, status: number, body: unknown): void {
+  paymentNotifies.inc({ status });
   res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' });
   res.end(JSON.stringify(body));
 }

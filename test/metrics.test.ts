@@ -6,6 +6,7 @@ import { metricsAccess } from '../src/metrics.ts';
 import { RedPacketUpdatedDocument } from './gql/generated.ts';
 import { errorCodes, gql, openWs } from './support/client.ts';
 import { testEnv } from './support/env.ts';
+import { sendNotify } from './support/payments.ts';
 import { waitFor } from './support/poll.ts';
 import { redPacketsAt } from './support/redPackets.ts';
 import { type ServerProcess, startServerProcesses } from './support/server.ts';
@@ -105,6 +106,30 @@ describe('GET /metrics', () => {
     }
     await waitFor('the connection to be closed', async () => sample(await scrape(), 'graphql_ws_connections') === sample(start, 'graphql_ws_connections'));
     await waitFor('the subscriber to leave', async () => sample(await scrape(), 'live_event_subscribers') === sample(start, 'live_event_subscribers'));
+  });
+
+  it('counts payment notifies by the status answered, and logs forged ones once per window however many come', async () => {
+    const refusedLines = () =>
+      server
+        .output()
+        .split('\n')
+        .filter((line) => line.includes('"payment notify refused"')).length;
+    const before = await scrape();
+    const linesBefore = refusedLines();
+    const forged = await Promise.all(
+      Array.from({ length: 60 }, (_, i) =>
+        sendNotify(server.url, { paymentRef: `metrics-forged-${i}`, amountCents: 1, status: 'SUCCEEDED', providerTxnId: `t-${i}` }, { signature: 'garbage' }),
+      ),
+    );
+    expect(new Set(forged.map((answer) => answer.status))).toEqual(new Set([401]));
+    const unknown = await sendNotify(server.url, { paymentRef: 'metrics-no-such-payment', amountCents: 1, status: 'SUCCEEDED', providerTxnId: 't' });
+    expect(unknown.status).toBe(404);
+    const after = await scrape();
+    expect(sample(after, 'payment_notifies_total{status="401"}')).toBe(sample(before, 'payment_notifies_total{status="401"}') + 60);
+    expect(sample(after, 'payment_notifies_total{status="404"}')).toBe(sample(before, 'payment_notifies_total{status="404"}') + 1);
+    // The first forged notify of the window is logged; the other 59 only counted.
+    await waitFor('the refusal logged', () => refusedLines() > linesBefore);
+    expect(refusedLines() - linesBefore).toBe(1);
   });
 
   it('is off in production without METRICS_TOKEN, and cannot be turned on there without one', () => {

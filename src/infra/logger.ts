@@ -22,3 +22,23 @@ export function createLogger(level: string, { pretty = false } = {}): Logger {
     transport: { target: 'pino-pretty', options: { colorize: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,service' } },
   });
 }
+
+/**
+ * Writes the first of a run of like events, then at most one per window, saying how many it
+ * left out. For events anyone can cause (a forged payment notify): a line each would let them
+ * fill the disk. A metric counts every one.
+ */
+export function oncePerWindow(windowMs: number): (write: (skipped: number) => void) => void {
+  let writtenAtMs = Number.NEGATIVE_INFINITY;
+  let skipped = 0;
+  return (write) => {
+    const nowMs = Date.now();
+    if (nowMs - writtenAtMs < windowMs) {
+      skipped += 1;
+      return;
+    }
+    writtenAtMs = nowMs;
+    write(skipped);
+    skipped = 0;
+  };
+}

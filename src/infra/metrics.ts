@@ -39,6 +39,13 @@ export const rateLimited = new Counter({
   registers: [registry],
 });
 
+export const paymentNotifies = new Counter({
+  name: 'payment_notifies_total',
+  help: 'Calls to POST /payments/notify, by the HTTP status answered (401: a bad signature, 503: not settled now)',
+  labelNames: ['status'] as const,
+  registers: [registry],
+});
+
 export const storeErrors = new Counter({
   name: 'store_errors_total',
   help: 'Outages of Redis or PostgreSQL: operations answered SERVICE_UNAVAILABLE (source=request), connection errors of ioredis (source=redis) and of the pg pool (source=postgres)',

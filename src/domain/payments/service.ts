@@ -1,6 +1,6 @@
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.ts';
 import type { Database } from '../../infra/db/database.ts';
-import type { Logger } from '../../infra/logger.ts';
+import { type Logger, oncePerWindow } from '../../infra/logger.ts';
 import { failedTeamRefundKey, lateSeatPaymentKey, oweRefunds, refundsOwedFrom, unheldTopUpKey } from '../money/refunds.ts';
 import { postToWallets, walletBalance, walletHolds, walletLimitError } from '../money/wallets.ts';
 import type { TeamService } from '../teams/service.ts';
@@ -47,7 +47,12 @@ interface PaymentDeps {
  * one. A notify is answered 2xx only once its outcome is durable, and is idempotent per
  * reference, so the provider may retry it whenever it did not see the answer.
  */
+/** How often a refused notify's signature or body is logged: anyone can send one. */
+const REFUSAL_LOG_WINDOW_MS = 10_000;
+
 export class PaymentService {
+  private readonly logRefusal = oncePerWindow(REFUSAL_LOG_WINDOW_MS);
+
   constructor(private readonly deps: PaymentDeps) {}
 
   /**
@@ -79,7 +84,7 @@ export class PaymentService {
       notice = this.deps.provider.verifyNotify(rawBody, header, Date.now());
     } catch (error) {
       if (!(error instanceof NotifyRefused)) throw error;
-      this.deps.log.warn({ reason: error.message }, 'payment notify refused');
+      this.logRefusal((skipped) => this.deps.log.warn({ reason: error.message, skipped }, 'payment notify refused'));
       return { status: error.status, body: { error: error.message } };
     }
     const [payment] = await this.deps.query<{ userId: string; teamId: string | null; purpose: PaymentView['purpose']; amountCents: number }>(
