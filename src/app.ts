@@ -106,6 +106,7 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
   const rateLimits: RateLimits = {
     mutations: new RateLimiter(scripts, config.RATE_LIMIT_MUTATIONS, config.RATE_LIMIT_WINDOW_MS),
     anonymous: new RateLimiter(scripts, config.RATE_LIMIT_ANONYMOUS, config.RATE_LIMIT_WINDOW_MS),
+    cost: new RateLimiter(scripts, config.RATE_LIMIT_COST, config.RATE_LIMIT_WINDOW_MS),
     wsConnections: new RateLimiter(scripts, config.RATE_LIMIT_WS_CONNECTIONS, config.RATE_LIMIT_WINDOW_MS),
   };
   const redPackets = new RedPacketService({ prisma: database.prisma, redis, scripts, journal, events, log });

@@ -53,6 +53,8 @@ const envSchema = z.object({
   RATE_LIMIT_MUTATIONS: intFromEnv(30),
   RATE_LIMIT_WINDOW_MS: intFromEnv(1000, 1),
   RATE_LIMIT_ANONYMOUS: intFromEnv(100),
+  /** Cost units per window that a caller's costly operations may take (see src/guards/operationCost.ts); operators are not counted. */
+  RATE_LIMIT_COST: intFromEnv(40_000),
   RATE_LIMIT_WS_CONNECTIONS: intFromEnv(20),
   /** graphql-ws sockets open at once per client address (an IPv6 client: its /64) in one process; 0: no limit. */
   WS_CONNECTIONS_PER_ADDRESS: intFromEnv(256),

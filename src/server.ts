@@ -96,7 +96,7 @@ function createGraphqlServer(app: App, maskError: MaskErrorFunction, corsHeaders
       useInputErrorCodes(),
       // Cheap refusals first: a refused request takes nothing from a rate limit and reaches no resolver.
       useInputCharacters(),
-      useOperationCost(config.GRAPHQL_MAX_COST),
+      useOperationCost(app),
       useRateLimits(app),
       // After the limits: a refused token counts as anonymous, so spraying bad tokens is limited by address.
       useCredentialRefusal(),

@@ -23,6 +23,7 @@ const env = testEnv('limits', {
   RATE_LIMIT_WINDOW_MS: '60000',
   RATE_LIMIT_ANONYMOUS: '5',
   RATE_LIMIT_WS_CONNECTIONS: '3',
+  RATE_LIMIT_COST: '20000',
   SUBSCRIPTIONS_PER_USER: '3',
   SUBSCRIPTIONS_PER_SOCKET: '2',
 });
@@ -360,6 +361,23 @@ describe('the cost limit', () => {
     const [first] = await live.until((events) => events.length > 0);
     live.close();
     expect(first?.errors).toBeUndefined();
+  });
+
+  it("takes a costly operation's cost from its caller's budget, a user's or an anonymous address's; cheap ones and operators' are not counted", async () => {
+    const shares = (alias: string) => `${alias}: redPacket(id: "${packetId}") { id shares { userId amount grabbedAt packetId } }`;
+    const twoLists = `{ ${shares('a')} ${shares('b')} }`; // 8,006 of the budget's 20,000
+    const [user, neighbour, operator] = await Promise.all([tokenOf('limits-costly'), tokenOf('limits-costly-neighbour'), tokenOf('limits-costly-operator', { admin: true })]);
+    for (let i = 0; i < 2; i += 1) expect((await gql(server.url, twoLists, {}, user)).body.errors).toBeUndefined();
+    const refused = await gql(server.url, twoLists, {}, user);
+    expectRateLimited(refused);
+    expect(refused.body.errors![0]!.message).toMatch(/costs 8006/);
+    // A cheap read of the same user, and the same costly read of another user or of an operator, go through.
+    expect((await gql(server.url, `{ redPacket(id: "${packetId}") { id remainingCount } }`, {}, user)).body.errors).toBeUndefined();
+    expect((await gql(server.url, twoLists, {}, neighbour)).body.errors).toBeUndefined();
+    for (let i = 0; i < 4; i += 1) expect((await gql(server.url, twoLists, {}, operator)).body.errors).toBeUndefined();
+    // Without a token, the address's budget (the third read is also within RATE_LIMIT_ANONYMOUS): counted before the fields refuse it.
+    for (let i = 0; i < 2; i += 1) expect(errorCodes(await post('127.0.0.31', { query: twoLists }))).toEqual(['UNAUTHENTICATED', 'UNAUTHENTICATED']);
+    expectRateLimited(await post('127.0.0.31', { query: twoLists }));
   });
 
   it('lets the largest legitimate page through', async () => {

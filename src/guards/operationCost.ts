@@ -12,11 +12,15 @@ import {
   isObjectType,
 } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
+import type { App } from '../app.ts';
 import type { Context } from '../context.ts';
 import { ErrorCode, graphqlError } from '../errors.ts';
 import { errorMessage } from '../i18n/messages.ts';
+import { isOperator } from '../infra/auth/tokens.ts';
 import { LIST_SIZE_EXTENSION, PAGE_SIZE } from '../schema/connections.ts';
+import { budgetOf, clientAddress, requestOf } from './clientAddress.ts';
 import { fragmentsOf, operationOf } from './operation.ts';
+import { refuseOverBudget } from './rateLimits.ts';
 
 /** Arguments that say how many items a list field returns (`count`: RedPacket.latestShares). */
 const LIST_SIZE_ARGUMENTS = new Set(['limit', 'count']);
@@ -114,33 +118,46 @@ export function operationCost(schema: GraphQLSchema, document: DocumentNode, ope
   return { cost: costOf(operation.selectionSet, root), dependsOnVariables };
 }
 
+/** An operation costing at least this draws its cost from its caller's budget (RATE_LIMIT_COST): about a full list of shares. */
+export const COSTLY_OPERATION = 1_000;
+
 /**
  * Refuses, with BAD_USER_INPUT and before any resolver runs, an operation that costs
- * more than `maxCost` (see operationCost). Checked at execution, where the variables
+ * more than GRAPHQL_MAX_COST (see operationCost). Checked at execution, where the variables
  * are known; an operation whose list sizes are all literals or defaults is costed once.
+ * A costly operation (COSTLY_OPERATION or more) of anyone but an operator also takes its
+ * cost from the caller's budget (RATE_LIMIT_COST per window: a user, or an anonymous
+ * address), so one caller repeating it cannot slow everyone's reads; it is RATE_LIMITED
+ * past the budget. Cheaper operations stay synchronous: no Redis round trip.
  */
-export function useOperationCost(maxCost: number): Plugin {
+export function useOperationCost(app: App): Plugin {
+  const maxCost = app.config.GRAPHQL_MAX_COST;
+  const budget = app.rateLimits.cost;
+  const trustedProxies = app.config.TRUST_PROXY;
   const fixedCosts = new WeakMap<OperationDefinitionNode, number>();
-  const refuseCostly = ({
-    args,
-    setResultAndStopExecution,
-  }: {
+  const refuseCostly = (payload: {
     args: { schema: GraphQLSchema; document: DocumentNode; operationName?: string | null; variableValues?: Variables; contextValue?: unknown };
     setResultAndStopExecution(result: unknown): void;
-  }) => {
+  }): Promise<void> | undefined => {
+    const { args } = payload;
     const operation = operationOf(args);
-    if (!operation) return;
+    if (!operation) return undefined;
     let cost = fixedCosts.get(operation);
     if (cost === undefined) {
       const costed = operationCost(args.schema, args.document, operation, args.variableValues);
       cost = costed.cost;
       if (!costed.dependsOnVariables) fixedCosts.set(operation, cost);
     }
+    const context = args.contextValue as Context;
     if (cost > maxCost) {
-      setResultAndStopExecution({
-        errors: [graphqlError(ErrorCode.badUserInput, errorMessage('OPERATION_TOO_COSTLY', (args.contextValue as Context | undefined)?.locale, { cost, maxCost }), { cost, maxCost })],
+      payload.setResultAndStopExecution({
+        errors: [graphqlError(ErrorCode.badUserInput, errorMessage('OPERATION_TOO_COSTLY', context.locale, { cost, maxCost }), { cost, maxCost })],
       });
+      return undefined;
     }
+    if (cost < COSTLY_OPERATION || !budget.enabled || isOperator(context.viewer)) return undefined;
+    const caller = context.viewer ? `user:${context.viewer.userId}` : `address:${budgetOf(clientAddress(requestOf(context), trustedProxies))}`;
+    return refuseOverBudget(payload, 'cost', budget.consume('cost', caller, cost), errorMessage('TOO_COSTLY_TOO_OFTEN', context.locale, { cost }));
   };
   return { onExecute: refuseCostly, onSubscribe: refuseCostly };
 }

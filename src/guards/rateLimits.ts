@@ -15,6 +15,8 @@ export interface RateLimits {
   mutations: RateLimiter;
   /** Operations without a valid token, per client address (RATE_LIMIT_ANONYMOUS). */
   anonymous: RateLimiter;
+  /** Cost units of costly operations, per signed-in user or anonymous address (RATE_LIMIT_COST; see operationCost.ts). */
+  cost: RateLimiter;
   /** New graphql-ws connections per client address (RATE_LIMIT_WS_CONNECTIONS). */
   wsConnections: RateLimiter;
 }
@@ -24,6 +26,28 @@ export function rateLimited(message: string, retryAfterMs: number) {
 }
 
 type Payload = { args: { contextValue: unknown; document: DocumentNode; operationName?: string | null }; setResultAndStopExecution(result: unknown): void };
+export type RateLimitLabel = 'mutation' | 'anonymous' | 'cost';
+
+/** Stops the operation with RATE_LIMITED if its caller's budget refused it, or SERVICE_UNAVAILABLE if the budget could not be read. */
+export async function refuseOverBudget(
+  payload: { args: { contextValue?: unknown }; setResultAndStopExecution(result: unknown): void },
+  limit: RateLimitLabel,
+  decided: Promise<{ allowed: boolean; retryAfterMs: number }>,
+  message: string,
+) {
+  const context = payload.args.contextValue as Context;
+  try {
+    const decision = await decided;
+    if (!decision.allowed) {
+      rateLimitedRequests.inc({ limit });
+      payload.setResultAndStopExecution({ errors: [rateLimited(message, decision.retryAfterMs)] });
+    }
+  } catch (error) {
+    // Without Redis the budget cannot be counted; the request would fail at Redis next anyway.
+    context.app.log.warn({ err: error }, 'cannot count a request against its rate limit');
+    payload.setResultAndStopExecution({ errors: [unavailableError(errorMessage('BRIEFLY_UNAVAILABLE', context.locale))] });
+  }
+}
 
 /**
  * Signed-in users: every root mutation field takes one unit of the user's budget (an
@@ -35,20 +59,6 @@ type Payload = { args: { contextValue: unknown; document: DocumentNode; operatio
 export function useRateLimits(app: App): Plugin<Context> {
   const { mutations, anonymous } = app.rateLimits;
   const trustedProxies = app.config.TRUST_PROXY;
-  const refuseOver = async (payload: Payload, limit: 'mutation' | 'anonymous', decided: Promise<{ allowed: boolean; retryAfterMs: number }>, message: string) => {
-    const { locale } = payload.args.contextValue as Context;
-    try {
-      const decision = await decided;
-      if (!decision.allowed) {
-        rateLimitedRequests.inc({ limit });
-        payload.setResultAndStopExecution({ errors: [rateLimited(message, decision.retryAfterMs)] });
-      }
-    } catch (error) {
-      // Without Redis the budget cannot be counted; the request would fail at Redis next anyway.
-      (payload.args.contextValue as Context).app.log.warn({ err: error }, 'cannot count a request against its rate limit');
-      payload.setResultAndStopExecution({ errors: [unavailableError(errorMessage('BRIEFLY_UNAVAILABLE', locale))] });
-    }
-  };
   const limit = (payload: Payload): Promise<void> | undefined => {
     const { args } = payload;
     const context = args.contextValue as Context;
@@ -59,11 +69,11 @@ export function useRateLimits(app: App): Plugin<Context> {
       const count = rootFieldCount(args.document, operation);
       if (count === 0) return undefined;
       const message = count > mutations.limit ? errorMessage('TOO_MANY_MUTATIONS', context.locale, { count, limit: mutations.limit }) : errorMessage('SLOW_DOWN', context.locale);
-      return refuseOver(payload, 'mutation', mutations.consume('mutation', context.viewer.userId, count), message);
+      return refuseOverBudget(payload, 'mutation', mutations.consume('mutation', context.viewer.userId, count), message);
     }
     if (!anonymous.enabled) return undefined;
     const address = budgetOf(clientAddress(requestOf(context), trustedProxies));
-    return refuseOver(payload, 'anonymous', anonymous.consume('anonymous', address), errorMessage('SLOW_DOWN_OR_SIGN_IN', context.locale));
+    return refuseOverBudget(payload, 'anonymous', anonymous.consume('anonymous', address), errorMessage('SLOW_DOWN_OR_SIGN_IN', context.locale));
   };
   return { onExecute: limit, onSubscribe: limit };
 }

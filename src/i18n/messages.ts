@@ -384,6 +384,10 @@ export const errorMessages = {
     'zh-CN': (v: RuleValues) => `该地址最多 ${v.max} 个打开的连接，请先关闭一个`,
   },
   TOO_MANY_NEW_CONNECTIONS: { en: () => 'too many new connections from this address; retry later', 'zh-CN': () => '该地址新建连接过于频繁，请稍后重试' },
+  TOO_COSTLY_TOO_OFTEN: {
+    en: (v: RuleValues) => `this operation costs ${v.cost}, and costly operations were sent too often; wait, or ask for fewer items (limit) or fewer fields`,
+    'zh-CN': (v: RuleValues) => `该操作的开销为 ${v.cost}，高开销操作过于频繁；请稍后再试，或减少条数（limit）或字段`,
+  },
   OPERATION_TOO_COSTLY: {
     en: (v: RuleValues) => `the operation costs ${v.cost}, more than the limit of ${v.maxCost}: ask for fewer items (limit) or fewer fields`,
     'zh-CN': (v: RuleValues) => `该操作的开销为 ${v.cost}，超过上限 ${v.maxCost}：请减少条数（limit）或字段`,

@@ -34,7 +34,7 @@ export const businessRefusals = new Counter({
 
 export const rateLimited = new Counter({
   name: 'rate_limited_requests_total',
-  help: 'Requests refused with RATE_LIMITED, by limit (mutation, anonymous, ws-connection)',
+  help: 'Requests refused with RATE_LIMITED, by limit (mutation, anonymous, cost, ws-connection)',
   labelNames: ['limit'] as const,
   registers: [registry],
 });

@@ -42,6 +42,7 @@ export function testEnv(name: string, overrides: Record<string, string> = {}): T
       // Storms come from 127.0.0.1, some with hundreds of subscriptions: the limits are tested with their own settings.
       RATE_LIMIT_MUTATIONS: '0',
       RATE_LIMIT_ANONYMOUS: '0',
+      RATE_LIMIT_COST: '0',
       RATE_LIMIT_WS_CONNECTIONS: '0',
       WS_CONNECTIONS_PER_ADDRESS: '0',
       SUBSCRIPTIONS_PER_USER: '0',
