@@ -158,6 +158,18 @@ describe('the mutation rate limit', () => {
       ),
     );
 
+    // An operator is not counted: 25 credits in a row, past the 20 of a window.
+    const operator = await tokenOf('limits-operator-credits', { admin: true });
+    for (let i = 0; i < 25; i += 1) {
+      const credit = await gql(
+        server.url,
+        'mutation ($r: String!) { creditWallet(userId: "limits-credited", amountCents: 1, reason: "limits", requestId: $r) }',
+        { r: `limits-credit-${i}` },
+        operator,
+      );
+      expect(credit.body.errors, JSON.stringify(credit.body)).toBeUndefined();
+    }
+
     // Another user has a budget of their own.
     expect(
       (
