@@ -31,6 +31,11 @@ async function create(input: Record<string, unknown>, token?: string) {
   return gql(url(), CreateGroupBuyActivityDocument, { input: input as never }, token ?? (await operator()));
 }
 
+/** The activity's status as a signed-in user reads it. */
+async function statusOf(id: string) {
+  return (await gql(url(), GroupBuyActivityDocument, { id }, await tokenOf('gb-reader'))).body.data?.groupBuyActivity?.status;
+}
+
 async function activityCount(): Promise<number> {
   return (await started.stores.sql.query<{ n: number }>('SELECT count(*)::int AS n FROM group_buy_activity')).rows[0]!.n;
 }
@@ -132,17 +137,20 @@ describe('openTeam', () => {
     expect(team).toMatchObject({ activityId: id, capacity: 7, lockSeconds: 42, freeSeats: 6, status: 'OPEN' });
     expect(Date.parse(team.deadline) - Date.parse(team.serverTime)).toBeGreaterThan(590_000);
     expect(errorCodes(await gql(url(), OpenTeamDocument, { input: { activityId: id } }))).toEqual(['UNAUTHENTICATED']);
+    expect(await statusOf(id)).toBe('ACTIVE');
 
     const teamsBefore = (await started.stores.sql.query('SELECT count(*)::int AS n FROM team')).rows[0].n;
     expect(await open('gb-leader', 'no-such-activity')).toMatchObject({ __typename: 'NotFound' });
     const later = newId();
     await create(activityInput(later, { startsAt: new Date(Date.now() + 3_600_000).toISOString(), endsAt: new Date(Date.now() + 7_200_000).toISOString() }));
     expect(await open('gb-leader', later)).toMatchObject({ __typename: 'GroupBuyNotActive', message: 'this group-buy has not started yet' });
+    expect(await statusOf(later)).toBe('UPCOMING');
     const over = newId();
     const endsAt = Date.now() + 1_000;
     await create(activityInput(over, { startsAt: new Date(Date.now() - 7_200_000).toISOString(), endsAt: new Date(endsAt).toISOString() }));
     await new Promise((resolve) => setTimeout(resolve, endsAt - Date.now() + 50));
     expect(await open('gb-leader', over)).toMatchObject({ __typename: 'GroupBuyNotActive', message: 'this group-buy has ended' });
+    expect(await statusOf(over)).toBe('ENDED');
     expect((await started.stores.sql.query('SELECT count(*)::int AS n FROM team')).rows[0].n).toBe(teamsBefore);
   });
 
@@ -286,6 +294,7 @@ describe('updateGroupBuyActivity', () => {
       const results = await stormChangedMidway(id, [url(), other.url], { paused: true });
       expect(results.every((result) => result.__typename === 'Team' || (result.__typename === 'GroupBuyNotActive' && result.paused))).toBe(true);
       await new Promise((resolve) => setTimeout(resolve, 1_100));
+      expect(await statusOf(id)).toBe('PAUSED');
       for (const at of [url(), other.url]) {
         expect(await openAt(at, 'gb-after', id)).toMatchObject({ __typename: 'GroupBuyNotActive', paused: true, message: 'this group-buy is paused: no new team opens for now' });
       }
@@ -293,7 +302,7 @@ describe('updateGroupBuyActivity', () => {
       await teams.pay('gb-joiner', early.id);
       expect((await teams.team('gb-joiner', early.id))?.status).toBe('COMPLETE');
 
-      expect((await update(id, { paused: false })).body.data?.updateGroupBuyActivity).toMatchObject({ paused: false });
+      expect((await update(id, { paused: false })).body.data?.updateGroupBuyActivity).toMatchObject({ paused: false, status: 'ACTIVE' });
       await waitFor('the other instance to see the resume', async () => (await openAt(other.url, 'gb-resumed', id)).__typename === 'Team', { timeoutMs: 5_000 });
     } finally {
       await other.stop();

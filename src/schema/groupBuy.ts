@@ -1,10 +1,16 @@
 import { builder } from '../builder.ts';
+import { CAMPAIGN_STATUSES, campaignStatus } from '../domain/campaignStatus.ts';
 import { activityId } from '../domain/ids.ts';
 import { NotFound } from '../domain/problems.ts';
 import { type GroupBuyActivity, groupBuyActivityInput, updateGroupBuyActivityInput } from '../domain/teams/activities.ts';
 import { rethrowInLocale } from '../i18n/issues.ts';
 import { serverNow, serverTimeNote } from './common.ts';
 import { keysetConnection } from './connections.ts';
+
+const GroupBuyStatus = builder.enumType('GroupBuyStatus', {
+  description: 'Whether a team may be opened now: only while ACTIVE. Teams already open may still fill while PAUSED or ENDED.',
+  values: CAMPAIGN_STATUSES,
+});
 
 const GroupBuyActivityRef = builder.objectRef<GroupBuyActivity>('GroupBuyActivity').implement({
   description: 'A group-buy an operator defined: every team of it gets these terms.',
@@ -23,6 +29,14 @@ const GroupBuyActivityRef = builder.objectRef<GroupBuyActivity>('GroupBuyActivit
     maxOpenTeamsPerLeader: t.exposeInt('maxOpenTeamsPerLeader', { description: 'How many OPEN teams one user may lead at once.' }),
     paused: t.exposeBoolean('paused', { description: 'True while an operator has paused it: no new team opens; teams already open may still fill.' }),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
+    status: t.field({
+      type: GroupBuyStatus,
+      description: 'At serverTime: ENDED from endsAt on, else PAUSED while paused, else UPCOMING before startsAt, else ACTIVE.',
+      resolve: async (activity, _args, { app }) => {
+        const { startsAt, endsAt, paused } = activity;
+        return campaignStatus({ startsAtMs: startsAt.getTime(), endsAtMs: endsAt.getTime(), paused }, (await serverNow(app)).getTime());
+      },
+    }),
     serverTime: t.field({ type: 'DateTime', description: serverTimeNote, resolve: (_activity, _args, { app }) => serverNow(app) }),
   }),
 });

@@ -1,6 +1,7 @@
 import { wrapOrThrow } from '@pothos/plugin-errors';
 import { z } from 'zod';
 import { builder } from '../builder.ts';
+import { CAMPAIGN_STATUSES } from '../domain/campaignStatus.ts';
 import { recordId } from '../domain/ids.ts';
 import type { DrawAudit } from '../domain/lottery/audit.ts';
 import { createLotteryInput, requestIdInput, updateLotteryInput } from '../domain/lottery/input.ts';
@@ -22,7 +23,7 @@ const LotteryStrategy = builder.enumType('LotteryStrategy', {
   values: ['WEIGHTED', 'TIMED'] as const,
 });
 const PrizeKind = builder.enumType('PrizeKind', { values: ['GOODS', 'POINTS', 'CONSOLATION'] as const });
-const LotteryStatus = builder.enumType('LotteryStatus', { values: ['UPCOMING', 'ACTIVE', 'PAUSED', 'ENDED'] as const });
+const LotteryStatus = builder.enumType('LotteryStatus', { values: CAMPAIGN_STATUSES });
 const InactiveReason = builder.enumType('LotteryInactiveReason', {
   description:
     'SOLD_OUT: a paid WEIGHTED draw with no prize left to win (it could only lose, so it is refused and spends nothing), or a TIMED activity with nothing left to release and no consolation prize left. SOLD_OUT_TODAY: a paid WEIGHTED draw with prizes left but none today (daily stocks); draws again from availableAt. NOTHING_RELEASED: TIMED, no consolation prize left and no prize released right now; more come later (availableAt: the next release, when scheduled).',

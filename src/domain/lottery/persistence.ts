@@ -206,7 +206,7 @@ export async function loadDrawForAudit(prisma: PrismaClient, drawId: string): Pr
   return { ...draw, settings: version ? (version.settings as unknown as LotterySettings) : null };
 }
 
-/** lotteryStatus (settings.ts) as a filter on the columns that mirror the newest settings. */
+/** campaignStatus (../campaignStatus.ts) as a filter on the columns that mirror the newest settings. */
 function statusFilter(status: LotteryStatus, now: Date): Prisma.LotteryActivityWhereInput {
   const running = { endsAt: { gt: now } };
   switch (status) {

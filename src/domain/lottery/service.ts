@@ -5,6 +5,7 @@ import { Campaign } from '../../infra/campaign/campaign.ts';
 import type { KeysetPage } from '../../infra/db/pages.ts';
 import type { JournalEntry } from '../../infra/journal/journal.ts';
 import type { ScriptClock } from '../../infra/redis/testClock.ts';
+import { campaignStatus } from '../campaignStatus.ts';
 import type { CampaignDeps } from '../deps.ts';
 import { BadInputError, ServiceUnavailableError } from '../errors.ts';
 import type { DrawPayments } from '../points/drawPayments.ts';
@@ -17,7 +18,7 @@ import { drawJournalKind, scheduleJournalKind, settingsJournalKind } from './jou
 import { drawIsDurable, insertActivity, loadSnapshot, lotteryActivityIds, prizeRemainingStock, remainingStock, winsPage } from './persistence.ts';
 import { ActivityNotActive, DrawLimitReached, WinLimitReached } from './problems.ts';
 import { LotteryScheduler } from './scheduler.ts';
-import { DRAW_RANDOM_RANGE, type LotterySettings, type LotteryStatus, lotteryStatus } from './settings.ts';
+import { DRAW_RANDOM_RANGE, type LotterySettings, type LotteryStatus } from './settings.ts';
 import { type LotterySnapshot, LotteryStore, emptySnapshot, lotteryKeys } from './store.ts';
 import { localDay } from './timezone.ts';
 import { type DrawOutcome, type LotteryActivityView, type LotteryWinView, type WinRecordView, drawOutcome, prizeView } from './views.ts';
@@ -190,7 +191,7 @@ export class LotteryService {
     return {
       id: activityId,
       settings,
-      status: lotteryStatus(settings, nowMs),
+      status: campaignStatus(settings, nowMs),
       serverTime: new Date(nowMs),
       prizes: settings.prizes.map((prize) => ({ ...prizeView(activityId, prize), remainingStock: remaining.get(prize.id) ?? prize.totalStock })),
     };

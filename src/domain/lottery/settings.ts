@@ -1,6 +1,7 @@
 import { type RuleInputIssue, ruleInputIssue } from '../../i18n/issues.ts';
 import type { InputRule, RuleValues } from '../../i18n/messages.ts';
 import { retainUntil } from '../../infra/redis/keys.ts';
+import type { CampaignStatus } from '../campaignStatus.ts';
 import type { UtcOffsets } from './timezone.ts';
 
 export type LotteryStrategy = 'WEIGHTED' | 'TIMED';
@@ -79,13 +80,7 @@ export function lotteryRetainUntil(endsAtMs: number): number {
   return retainUntil(endsAtMs, RETENTION_AFTER_END_MS);
 }
 
-export type LotteryStatus = 'UPCOMING' | 'ACTIVE' | 'PAUSED' | 'ENDED';
-
-export function lotteryStatus(settings: LotterySettings, nowMs: number): LotteryStatus {
-  if (nowMs >= settings.endsAtMs) return 'ENDED';
-  if (settings.paused) return 'PAUSED';
-  return nowMs < settings.startsAtMs ? 'UPCOMING' : 'ACTIVE';
-}
+export type LotteryStatus = CampaignStatus;
 
 type CheckedSettings = Pick<LotterySettings, 'strategy' | 'startsAtMs' | 'endsAtMs' | 'noPrizeWeight' | 'drawCostPoints'> & {
   prizes: Pick<PrizeSettings, 'kind' | 'points' | 'weight' | 'dailyStock' | 'hourlyQuota'>[];
