@@ -40,8 +40,9 @@
     {'unpaid', drawCostPoints}                              ARGV[8] is not the draw's cost; nothing changed
 
   Why the WEIGHTED choice is exact. T, the sum of the available prizes' weights plus
-  noPrizeWeight, is at most 21 * 10^6 (input limits), and u < 2^48: every number here
-  is an integer below 2^53, so doubles hold it exactly and math.fmod is exact. Of the
+  noPrizeWeight (plus, with soldOutOdds NO_PRIZE, the weights of the prizes sold out, which
+  lose as noPrizeWeight does), is at most 21 * 10^6 (input limits), and u < 2^48: every
+  number here is an integer below 2^53, so doubles hold it exactly and math.fmod is exact. Of the
   R = ARGV[5] values of u, the first A = R - (R mod T) are accepted and r = u mod T;
   each r in [0, T) then comes from exactly A / T values of u, so P(r) = 1/T, and a
   prize whose weight w covers w consecutive values of r (cumulative sums over the
@@ -153,6 +154,9 @@ if settings.strategy == 'WEIGHTED' then
           and (candidate.dailyStock == 0 or today('s:' .. candidate.id) < candidate.dailyStock) then
         candidates[#candidates + 1] = candidate
         pool[#pool + 1] = i - 1
+        sum = sum + candidate.weight
+      elseif settings.soldOutOdds == 'NO_PRIZE' then
+        -- Out of stock, its weight stays as no prize's: the other prizes keep their chances.
         sum = sum + candidate.weight
       end
     end

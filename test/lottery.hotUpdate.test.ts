@@ -165,6 +165,35 @@ describe('operators change a running activity', () => {
     expect((await loadDraws(lot.stores, activity.id)).filter((row) => row.prize_id).map((row) => row.stock_unit)).toEqual([1, 2, 3, 4, 5]);
   });
 
+  it("keeps every prize's chance with soldOutOdds NO_PRIZE; SHARED hands a sold-out prize's chance to the prizes left", async () => {
+    // A 1-in-a-million grand prize beside a common coupon that runs out after 3 wins.
+    const activity = await create({
+      title: 'odds',
+      noPrizeWeight: 0,
+      soldOutOdds: 'NO_PRIZE',
+      prizes: [
+        { title: 'grand', weight: 1, totalStock: 5 },
+        { title: 'coupon', weight: 1_000_000, totalStock: 3 },
+      ],
+    });
+    expect(activity.soldOutOdds).toBe('NO_PRIZE');
+    const wins = [];
+    for (let i = 0; i < 3; i += 1) wins.push(await draw(activity.id, `odds-${i}`));
+    expect(wins.map((won) => (won.__typename === 'LotteryWin' ? won.prize.title : won.__typename))).toEqual(['coupon', 'coupon', 'coupon']);
+    // The coupon's weight now loses: the grand prize stays at one in a million.
+    const losses = [];
+    for (let i = 3; i < 23; i += 1) losses.push(await draw(activity.id, `odds-${i}`));
+    expect(new Set(losses.map((lost) => lost.__typename))).toEqual(new Set(['LotteryLose']));
+    const [lost] = await loadDraws(lot.stores, activity.id).then((rows) => rows.filter((row) => !row.prize_id));
+    expect(await lottery.audit(OPERATOR, lost!.id)).toMatchObject({ weightTotal: 1_000_001, matches: true, replayedPrizeId: null });
+
+    // SHARED, from the next draw: the grand prize is all that is left in the pool.
+    expect(await update(activity.id, { soldOutOdds: 'SHARED' })).toMatchObject({ soldOutOdds: 'SHARED' });
+    const shared = await draw(activity.id, 'odds-shared');
+    expect(shared.__typename === 'LotteryWin' && shared.prize.title).toBe('grand');
+    await expectLotteryInvariants(lot.stores, activity.id);
+  });
+
   it('removes a daily stock with 0', async () => {
     const activity = await create({ title: 'daily', noPrizeWeight: 0, prizes: [{ title: 'cup', weight: 1, totalStock: 10, dailyStock: 1 }] });
     const [cup] = activity.prizes;

@@ -107,6 +107,8 @@ describe('createLotteryActivity refuses malformed input with BAD_USER_INPUT and 
     ['TIMED with two CONSOLATION prizes', { ...validTimed, prizes: [...validTimed.prizes, validTimed.prizes[1]!] }],
     ['TIMED with a prize without hourlyQuota', { ...validTimed, prizes: [{ title: 'x', totalStock: 1 }, validTimed.prizes[1]!] }],
     ['TIMED with a noPrizeWeight', { ...validTimed, noPrizeWeight: 5 }],
+    ['TIMED with soldOutOdds NO_PRIZE', { ...validTimed, soldOutOdds: 'NO_PRIZE' }],
+    ['an unknown soldOutOdds', { ...valid, soldOutOdds: 'LUCKY' }],
     // Its past hours would all be released at once.
     ['TIMED starting two hours ago', { ...validTimed, startsAt: new Date(now - 7_200_000).toISOString() }],
     ['TIMED with a weight', { ...validTimed, prizes: [{ ...validTimed.prizes[0]!, weight: 3 }, validTimed.prizes[1]!] }],
@@ -222,6 +224,7 @@ describe('updateLotteryActivity refuses changes that do not fit, with BAD_USER_I
     ['an hourlyQuota on a WEIGHTED prize', weighted.id, { prizes: [{ prizeId: weighted.prizeIds[0]!, hourlyQuota: quota }] }],
     ['a weight on a TIMED prize', timed.id, { prizes: [{ prizeId: timed.prizeIds[0]!, weight: 5 }] }],
     ['a noPrizeWeight on a TIMED activity', timed.id, { noPrizeWeight: 5 }],
+    ['soldOutOdds NO_PRIZE on a TIMED activity', timed.id, { soldOutOdds: 'NO_PRIZE' }],
     ['an hourlyQuota on the consolation prize', timed.id, { prizes: [{ prizeId: timed.prizeIds[1]!, hourlyQuota: quota }] }],
     ['an hourlyQuota of 25 numbers', timed.id, { prizes: [{ prizeId: timed.prizeIds[0]!, hourlyQuota: [...quota, 1] }] }],
   ];

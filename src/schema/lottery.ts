@@ -6,7 +6,7 @@ import { recordId } from '../domain/ids.ts';
 import type { DrawAudit } from '../domain/lottery/audit.ts';
 import { createLotteryInput, requestIdInput, updateLotteryInput } from '../domain/lottery/input.ts';
 import { ActivityNotActive, DrawLimitReached, WinLimitReached } from '../domain/lottery/problems.ts';
-import { LOTTERY_LIMITS } from '../domain/lottery/settings.ts';
+import { LOTTERY_LIMITS, SOLD_OUT_ODDS } from '../domain/lottery/settings.ts';
 import type { LotteryActivityView, LotteryLoseView, LotteryWinView, PrizeView, WinRecordView } from '../domain/lottery/views.ts';
 import type { UserDrawView } from '../domain/me/history.ts';
 import { InsufficientPoints } from '../domain/points/problems.ts';
@@ -24,6 +24,11 @@ const LotteryStrategy = builder.enumType('LotteryStrategy', {
 });
 const PrizeKind = builder.enumType('PrizeKind', { values: ['GOODS', 'POINTS', 'CONSOLATION'] as const });
 const LotteryStatus = builder.enumType('LotteryStatus', { values: CAMPAIGN_STATUSES });
+const SoldOutOdds = builder.enumType('SoldOutOdds', {
+  description:
+    "WEIGHTED: what a prize's weight does once it is out of stock or over its daily stock. SHARED: it leaves the pool, and the prizes left share its chance (a rare prize becomes likelier as the common ones run out). NO_PRIZE: it stays, and a roll landing on it loses: every prize keeps the chance it was given.",
+  values: SOLD_OUT_ODDS,
+});
 const InactiveReason = builder.enumType('LotteryInactiveReason', {
   description:
     'SOLD_OUT: a paid WEIGHTED draw with no prize left to win (it could only lose, so it is refused and spends nothing), or a TIMED activity with nothing left to release and no consolation prize left. SOLD_OUT_TODAY: a paid WEIGHTED draw with prizes left but none today (daily stocks); draws again from availableAt. NOTHING_RELEASED: TIMED, no consolation prize left and no prize released right now; more come later (availableAt: the next release, when scheduled).',
@@ -63,6 +68,7 @@ const LotteryActivity = builder.objectRef<LotteryActivityView>('LotteryActivity'
     endsAt: t.field({ type: 'DateTime', resolve: (activity) => new Date(activity.settings.endsAtMs) }),
     paused: t.boolean({ resolve: (activity) => activity.settings.paused }),
     noPrizeWeight: t.int({ resolve: (activity) => activity.settings.noPrizeWeight }),
+    soldOutOdds: t.field({ type: SoldOutOdds, resolve: (activity) => activity.settings.soldOutOdds ?? 'SHARED' }),
     dailyDrawLimit: t.int({ description: '0 = unlimited.', resolve: (activity) => activity.settings.dailyDrawLimit }),
     dailyWinLimit: t.int({ description: '0 = unlimited.', resolve: (activity) => activity.settings.dailyWinLimit }),
     drawCostPoints: t.int({ description: 'Points each draw costs; 0 = free.', resolve: (activity) => activity.settings.drawCostPoints ?? 0 }),
@@ -203,6 +209,7 @@ const CreateLotteryInput = builder
       endsAt: t.field({ type: 'DateTime', required: true }),
       strategy: t.field({ type: LotteryStrategy, defaultValue: 'WEIGHTED' }),
       noPrizeWeight: t.int({ defaultValue: 0 }),
+      soldOutOdds: t.field({ type: SoldOutOdds, defaultValue: 'SHARED', description: 'WEIGHTED only.' }),
       dailyDrawLimit: t.int({ defaultValue: 0, description: '0 = unlimited.' }),
       dailyWinLimit: t.int({ defaultValue: 0, description: '0 = unlimited.' }),
       drawCostPoints: t.int({
@@ -234,6 +241,7 @@ const UpdateLotteryInput = builder
       endsAt: t.field({ type: 'DateTime', description: 'A new end; one already past ends the activity now, so no draw is recorded after its end. An ended activity keeps its end.' }),
       paused: t.boolean(),
       noPrizeWeight: t.int(),
+      soldOutOdds: t.field({ type: SoldOutOdds, description: 'WEIGHTED only; from the next draw on.' }),
       dailyDrawLimit: t.int(),
       dailyWinLimit: t.int(),
       prizes: t.field({ type: [PrizeUpdateInput] }),

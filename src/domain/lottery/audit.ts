@@ -1,5 +1,5 @@
 import type { PrismaClient } from '../../generated/prisma/client.ts';
-import { chooseWeighted } from './choice.ts';
+import { replayWeightedDraw } from './choice.ts';
 import { loadDrawForAudit } from './persistence.ts';
 
 /** A journaled draw replayed against the settings of its version. */
@@ -20,15 +20,10 @@ export async function auditDraw(prisma: PrismaClient, drawId: string): Promise<D
   const row = await loadDrawForAudit(prisma, drawId);
   if (!row?.settings) return null;
   const { settings } = row;
-  const pool = row.pool.map((position) => settings.prizes[position]);
+  const { prizes: pool, choice } = replayWeightedDraw(settings, row.pool, Number(row.randomInput ?? 0));
   let replayedPrizeId = row.prizeId;
   let totalMatches = true;
   if (settings.strategy === 'WEIGHTED') {
-    const choice = chooseWeighted(
-      pool.map((prize) => prize?.weight ?? 0),
-      settings.noPrizeWeight,
-      Number(row.randomInput ?? 0),
-    );
     replayedPrizeId = choice.kind === 'chosen' && choice.index !== null ? (pool[choice.index]?.id ?? null) : null;
     totalMatches = choice.kind === 'chosen' && (choice.roll === null ? row.weightTotal === null : choice.total === row.weightTotal && choice.roll === row.roll);
   }

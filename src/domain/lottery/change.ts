@@ -18,6 +18,7 @@ export function firstSettings(input: CreateLotteryInput): LotterySettings {
     retainUntilMs: lotteryRetainUntil(endsAtMs),
     paused: false,
     noPrizeWeight: input.noPrizeWeight,
+    soldOutOdds: input.soldOutOdds,
     dailyDrawLimit: input.dailyDrawLimit,
     dailyWinLimit: input.dailyWinLimit,
     drawCostPoints: input.drawCostPoints,
@@ -53,7 +54,7 @@ export function changeSettings(current: LotterySettings, input: UpdateLotteryInp
   // every hour since its end at once. Nothing else of it changes either.
   const ended = current.endsAtMs <= nowMs;
   onlyFor(input.endsAt == null || !ended, ['endsAt'], 'ENDED_STAYS_ENDED');
-  for (const field of ['paused', 'noPrizeWeight', 'dailyDrawLimit', 'dailyWinLimit', 'prizes'] as const) onlyFor(input[field] == null || !ended, [field], 'ENDED_NO_CHANGE');
+  for (const field of ['paused', 'noPrizeWeight', 'soldOutOdds', 'dailyDrawLimit', 'dailyWinLimit', 'prizes'] as const) onlyFor(input[field] == null || !ended, [field], 'ENDED_NO_CHANGE');
 
   const topUps = new Map<string, number>();
   const prizes = current.prizes.map((prize) => ({ ...prize }));
@@ -87,6 +88,7 @@ export function changeSettings(current: LotterySettings, input: UpdateLotteryInp
     retainUntilMs: Math.max(current.retainUntilMs, lotteryRetainUntil(endsAtMs)),
     paused: input.paused ?? current.paused,
     noPrizeWeight: input.noPrizeWeight ?? current.noPrizeWeight,
+    soldOutOdds: input.soldOutOdds ?? current.soldOutOdds,
     dailyDrawLimit: input.dailyDrawLimit ?? current.dailyDrawLimit,
     dailyWinLimit: input.dailyWinLimit ?? current.dailyWinLimit,
     prizes,

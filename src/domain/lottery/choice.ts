@@ -1,4 +1,4 @@
-import { DRAW_RANDOM_RANGE } from './settings.ts';
+import { DRAW_RANDOM_RANGE, type LotterySettings } from './settings.ts';
 
 export type WeightedChoice =
   /** `u` fell in the top sliver of the range that a reduction modulo the total would bias; draw a new one. */
@@ -22,4 +22,20 @@ export function chooseWeighted(weights: number[], noPrizeWeight: number, u: numb
     if (roll < cumulative) return { kind: 'chosen', total, roll, index: i };
   }
   return { kind: 'chosen', total, roll, index: null };
+}
+
+/**
+ * A journaled WEIGHTED draw replayed against the settings it was drawn with: the prizes of
+ * its pool (positions in `settings.prizes`), and the choice they make of `u`.
+ */
+export function replayWeightedDraw(settings: Pick<LotterySettings, 'prizes' | 'noPrizeWeight' | 'soldOutOdds'>, pool: number[], u: number) {
+  const prizes = pool.map((position) => settings.prizes[position]);
+  // NO_PRIZE: the weights of the prizes left out of the pool (sold out) lose, as noPrizeWeight does.
+  const soldOutWeight = settings.soldOutOdds === 'NO_PRIZE' ? settings.prizes.reduce((sum, prize, position) => (pool.includes(position) ? sum : sum + prize.weight), 0) : 0;
+  const choice = chooseWeighted(
+    prizes.map((prize) => prize?.weight ?? 0),
+    settings.noPrizeWeight + soldOutWeight,
+    u,
+  );
+  return { prizes, choice };
 }

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { requireAChange, ruleIssue } from '../../i18n/issues.ts';
-import { LOTTERY_LIMITS as L, settingsIssues } from './settings.ts';
+import { LOTTERY_LIMITS as L, SOLD_OUT_ODDS, settingsIssues } from './settings.ts';
 import { canonicalTimezone } from './timezone.ts';
 
 const title = z.string().trim().min(1).max(L.maxTitleLength);
@@ -27,6 +27,7 @@ export const createLotteryInput = z
     endsAt: z.date(),
     strategy: z.enum(['WEIGHTED', 'TIMED']),
     noPrizeWeight: weight,
+    soldOutOdds: z.enum(SOLD_OUT_ODDS).default('SHARED'),
     dailyDrawLimit: dailyLimit,
     dailyWinLimit: dailyLimit,
     drawCostPoints: z.number().int().min(0, 'drawCostPoints must not be negative').max(L.maxDrawCostPoints).default(0),
@@ -46,6 +47,7 @@ export const createLotteryInput = z
       startsAtMs: input.startsAt.getTime(),
       endsAtMs: input.endsAt.getTime(),
       noPrizeWeight: input.noPrizeWeight,
+      soldOutOdds: input.soldOutOdds,
       drawCostPoints: input.drawCostPoints,
       prizes: input.prizes.map((prize) => ({
         kind: prize.kind,
@@ -78,6 +80,7 @@ export const updateLotteryInput = z
     endsAt: z.date().nullish(),
     paused: z.boolean().nullish(),
     noPrizeWeight: weight.nullish(),
+    soldOutOdds: z.enum(SOLD_OUT_ODDS).nullish(),
     dailyDrawLimit: dailyLimit.nullish(),
     dailyWinLimit: dailyLimit.nullish(),
     prizes: z.array(prizeUpdate).max(L.maxPrizes).nullish(),

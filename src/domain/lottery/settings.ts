@@ -65,6 +65,8 @@ export interface LotterySettings {
   retainUntilMs: number;
   paused: boolean;
   noPrizeWeight: number;
+  /** WEIGHTED; absent (before the option existed): SHARED. */
+  soldOutOdds?: SoldOutOdds;
   dailyDrawLimit: number;
   dailyWinLimit: number;
   /** Points each draw costs, reserved before the draw; 0 (or absent, before paid draws existed) = free. */
@@ -82,7 +84,16 @@ export function lotteryRetainUntil(endsAtMs: number): number {
 
 export type LotteryStatus = CampaignStatus;
 
-type CheckedSettings = Pick<LotterySettings, 'strategy' | 'startsAtMs' | 'endsAtMs' | 'noPrizeWeight' | 'drawCostPoints'> & {
+/**
+ * What the weight of a WEIGHTED prize out of stock (or over its daily stock) does. SHARED:
+ * it leaves the pool, so the prizes left share its chance. NO_PRIZE: it stays, and a roll
+ * landing on it loses, so every prize keeps the chance it was given: a rare grand prize
+ * does not become likely once the common prizes run out.
+ */
+export const SOLD_OUT_ODDS = ['SHARED', 'NO_PRIZE'] as const;
+export type SoldOutOdds = (typeof SOLD_OUT_ODDS)[number];
+
+type CheckedSettings = Pick<LotterySettings, 'strategy' | 'startsAtMs' | 'endsAtMs' | 'noPrizeWeight' | 'soldOutOdds' | 'drawCostPoints'> & {
   prizes: Pick<PrizeSettings, 'kind' | 'points' | 'weight' | 'dailyStock' | 'hourlyQuota'>[];
 };
 
@@ -109,6 +120,7 @@ export function settingsIssues(settings: CheckedSettings): RuleInputIssue[] {
     else if (prizeWeight === 0 && (settings.drawCostPoints ?? 0) > 0) issue(['prizes'], 'PAID_DRAW_CANNOT_WIN');
   } else {
     if (settings.noPrizeWeight !== 0) issue(['noPrizeWeight'], 'TIMED_NO_PRIZE_WEIGHT');
+    if (settings.soldOutOdds === 'NO_PRIZE') issue(['soldOutOdds'], 'ONLY_WEIGHTED', { field: 'soldOutOdds' });
     const consolations = settings.prizes.filter((prize) => prize.kind === 'CONSOLATION' && prize.hourlyQuota.length === 0);
     if (consolations.length !== 1) issue(['prizes'], 'TIMED_ONE_CONSOLATION');
     settings.prizes.forEach((prize, i) => {
