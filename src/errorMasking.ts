@@ -1,7 +1,7 @@
 import { type ExecutionResult, GraphQLError } from 'graphql';
 import { maskError } from 'graphql-yoga';
 import { DomainError, ServiceUnavailableError } from './domain/errors.ts';
-import { answeredError } from './errors.ts';
+import { ErrorCode, answeredError } from './errors.ts';
 import { DEFAULT_LOCALE, type Locale, errorMessage } from './i18n/messages.ts';
 import { currentLocale } from './requestId.ts';
 
@@ -63,6 +63,16 @@ function domainErrorIn(error: unknown): DomainError | undefined {
     if (current instanceof DomainError) return current;
   }
   return undefined;
+}
+
+/**
+ * Whether an error of a result, masked or not yet, is answered SERVICE_UNAVAILABLE: an
+ * outage of a store, a service's ServiceUnavailableError, or an answer already made.
+ */
+export function answersUnavailable(error: GraphQLError): boolean {
+  if (error.extensions?.code === ErrorCode.unavailable) return true;
+  const domain = domainErrorIn(error);
+  return domain ? domain instanceof ServiceUnavailableError : isStoreOutage(error);
 }
 
 export type MaskErrorFunction = (error: unknown, message: string) => Error;

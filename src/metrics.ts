@@ -4,7 +4,7 @@ import type { ExecutionResult } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { Config } from './config.ts';
 import type { Context } from './context.ts';
-import { ErrorCode } from './errors.ts';
+import { answersUnavailable } from './errorMasking.ts';
 import { operationOf } from './guards/operation.ts';
 import { graphqlDuration, graphqlRequests, registry, storeErrors } from './infra/metrics.ts';
 
@@ -47,7 +47,8 @@ export function useMetrics(): Plugin<Context> {
       graphqlRequests.inc(labels);
       graphqlDuration.observe(labels, seconds);
       const errors = Symbol.asyncIterator in result ? undefined : result.errors;
-      if (errors?.some((error) => error.extensions?.code === ErrorCode.unavailable)) storeErrors.inc({ source: 'request' });
+      // Before masking on the Yoga lane: a store's own error is not SERVICE_UNAVAILABLE yet.
+      if (errors?.some(answersUnavailable)) storeErrors.inc({ source: 'request' });
       if (context.app.log.isLevelEnabled('debug')) context.app.log.debug({ ...labels, ms: Math.round(seconds * 1000) }, 'graphql operation done');
     };
   };

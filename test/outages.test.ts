@@ -165,11 +165,20 @@ describe('Redis hung: stopped, its connections left open', () => {
     const token = await tokenOf('outage-waiter');
     const read = () => gql(server.url, RedPacketDocument, { id: packetId }, token);
 
+    // The outage counter, read from /metrics (which needs no Redis).
+    const unavailableAnswers = async () => {
+      const text = await (await fetch(new URL('/metrics', server.url))).text();
+      const line = text.split('\n').find((entry) => entry.startsWith('store_errors_total{source="request"} '));
+      return line ? Number(line.split(' ')[1]) : 0;
+    };
+    const countedBefore = await unavailableAnswers();
+
     redis.kill('SIGSTOP');
     const started = performance.now();
     const hung = await read();
     expect(errorCodes(hung), JSON.stringify(hung.body)).toEqual(['SERVICE_UNAVAILABLE']);
     expect(performance.now() - started, 'answered within a few command timeouts').toBeLessThan(8_000);
+    expect(await unavailableAnswers()).toBe(countedBefore + 1);
 
     redis.kill('SIGCONT');
     await waitFor('Redis to answer again', async () => errorCodes(await read()).length === 0, { timeoutMs: 20_000 });
