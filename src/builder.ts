@@ -17,6 +17,11 @@ import { businessRefusals } from './infra/metrics.ts';
 /** A problem's stable code (TEAM_FULL, OUT_OF_STOCK…); any other error a union lists, its class name. */
 const problemCode = (error: Error) => (error instanceof Problem ? error.code : error.name);
 
+/** Counts a problem a field answers with (business_refusals_total): the errors plugin calls it, and so does a union built by hand (drawLottery). */
+export function countRefusal(problem: Error): void {
+  businessRefusals.inc({ code: problemCode(problem) });
+}
+
 export const builder = new SchemaBuilder<{
   Context: Context;
   PrismaTypes: PrismaTypes;
@@ -44,7 +49,7 @@ export const builder = new SchemaBuilder<{
   },
   // Only the problem classes a field lists become union members; anything else stays a GraphQL error.
   // Every problem a field answers with passes here, once: the one place refusals are counted.
-  errors: { defaultTypes: [], onResolvedError: (error) => businessRefusals.inc({ code: problemCode(error) }) },
+  errors: { defaultTypes: [], onResolvedError: (error) => countRefusal(error) },
   validation: {
     validationError: (failure, _args, context) => badInput(failure.issues, context.locale),
   },

@@ -6,6 +6,7 @@ import { metricsAccess } from '../src/metrics.ts';
 import { RedPacketUpdatedDocument } from './gql/generated.ts';
 import { errorCodes, gql, openWs } from './support/client.ts';
 import { testEnv } from './support/env.ts';
+import { lotteryAt } from './support/lottery.ts';
 import { sendNotify } from './support/payments.ts';
 import { waitFor } from './support/poll.ts';
 import { redPacketsAt } from './support/redPackets.ts';
@@ -65,6 +66,21 @@ describe('GET /metrics', () => {
     for (const name of ['journal_depth', 'journal_lag_seconds', 'journal_dead_letters_total', 'campaign_rebuilds_total', 'store_errors_total', 'process_cpu_user_seconds_total']) {
       expect(after).toContain(`# TYPE ${name}`);
     }
+  });
+
+  it("counts the lottery's refusals too, whose union is built by hand", async () => {
+    const lottery = lotteryAt(server.url);
+    const later = Date.now() + 3_600_000;
+    const activity = await lottery.create('metrics-operator', {
+      title: 'later',
+      startsAt: new Date(later).toISOString(),
+      endsAt: new Date(later + 3_600_000).toISOString(),
+      prizes: [{ title: 'cup', weight: 1, totalStock: 1 }],
+    });
+    const series = 'business_refusals_total{code="ACTIVITY_NOT_ACTIVE"}';
+    const before = sample(await scrape(), series);
+    expect((await lottery.draw('metrics-drawer', activity.id)).__typename).toBe('ActivityNotActive');
+    expect(sample(await scrape(), series)).toBe(before + 1);
   });
 
   it("labels an operation by name only once a signed-in caller named it, 64 characters at most; anyone else's new names are other", async () => {

@@ -1,6 +1,6 @@
 import { wrapOrThrow } from '@pothos/plugin-errors';
 import { z } from 'zod';
-import { builder } from '../builder.ts';
+import { builder, countRefusal } from '../builder.ts';
 import { CAMPAIGN_STATUSES } from '../domain/campaignStatus.ts';
 import { recordId } from '../domain/ids.ts';
 import type { DrawAudit } from '../domain/lottery/audit.ts';
@@ -169,7 +169,7 @@ type DrawProblem = InstanceType<(typeof drawProblems)[number]>;
 
 // A win and a loss are both successes, and the errors plugin builds unions around one
 // success type; so this union is declared here and the resolver hands the problems the
-// service throws to the plugin's own wrapping (wrapOrThrow), as its fields do.
+// service throws to the plugin's own wrapping (wrapOrThrow), as its fields do, and counts them.
 const DrawLotteryResult = builder.unionType('DrawLotteryResult', {
   types: [LotteryWin, LotteryLose, ...drawProblems],
 });
@@ -321,7 +321,7 @@ builder.mutationField('drawLottery', (t) =>
       requestId: t.arg.string({ validate: requestIdInput }),
     },
     resolve: (_root, { activityId, requestId }, { app, viewer }) =>
-      app.lottery.draw(viewer.userId, String(activityId), requestId ?? null).catch((error: unknown) => wrapOrThrow(error, drawProblems) as DrawProblem),
+      app.lottery.draw(viewer.userId, String(activityId), requestId ?? null).catch((error: unknown) => wrapOrThrow(error, drawProblems, countRefusal) as DrawProblem),
   }),
 );
 
