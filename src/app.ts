@@ -67,6 +67,31 @@ function hangAfter(count: number | undefined): (() => Promise<void>) | undefined
   return () => (++calls > count ? new Promise<void>(() => {}) : Promise.resolve());
 }
 
+/**
+ * How long /ready waits for each store: a hung Redis or a saturated pool answers 503 at once,
+ * rather than after the command or pool timeout (a probe gives up sooner, and sees no cause).
+ */
+const READY_PING_TIMEOUT_MS = 1_500;
+
+/** True when `ping` resolves within `ms`; false when it fails or takes longer. */
+async function answersWithin(ms: number, ping: Promise<unknown>): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([
+      ping.then(
+        () => true,
+        () => false,
+      ),
+      late,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 export async function createApp(config: Config, log: Logger): Promise<App> {
   const redisOptions = {
     url: config.REDIS_URL,
@@ -209,16 +234,7 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     refunds,
     halted: halt.signal,
     async checkReady() {
-      const [redisUp, databaseUp] = await Promise.all([
-        redis.ping().then(
-          () => true,
-          () => false,
-        ),
-        database.ping().then(
-          () => true,
-          () => false,
-        ),
-      ]);
+      const [redisUp, databaseUp] = await Promise.all([answersWithin(READY_PING_TIMEOUT_MS, redis.ping()), answersWithin(READY_PING_TIMEOUT_MS, database.ping())]);
       return { redis: redisUp, database: databaseUp, keyPrefix: !halt.signal.aborted };
     },
     async close() {

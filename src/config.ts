@@ -15,6 +15,10 @@ const envSchema = z.object({
   DATABASE_URL: z.string().url().optional(),
   PGLITE_DIR: z.string().default('./.data/pglite'),
   DATABASE_POOL_SIZE: intFromEnv(10, 1),
+  /** How long a statement may wait for a lock (a table locked by a migration or by hand); then its request answers SERVICE_UNAVAILABLE. */
+  DATABASE_LOCK_TIMEOUT_MS: intFromEnv(10_000, 100),
+  /** How long a statement may run, and a request wait for a pooled connection (the lesser of this and 10 s); 0 would be no limit, so at least 1 s. */
+  DATABASE_STATEMENT_TIMEOUT_MS: intFromEnv(30_000, 1000),
 
   REDIS_URL: z.string().url().default('redis://127.0.0.1:6379'),
   REDIS_KEY_PREFIX: z.string().default('cb:'),

@@ -12,8 +12,9 @@ const OUTAGE_CODES = new Set([
   // Prisma: can't reach, timed out, connection closed, pool timeout, too many connections.
   'P1001', 'P1002', 'P1008', 'P1017', 'P2024', 'P2037',
   // PostgreSQL: connection failures (not 08P01, a protocol violation of ours), admin/crash
-  // shutdown, cannot connect now, too many connections.
-  '08000', '08001', '08003', '08004', '08006', '57P01', '57P02', '57P03', '53300',
+  // shutdown, cannot connect now, too many connections; a lock wait or a statement past its
+  // limit (lock_timeout, statement_timeout: see database.ts).
+  '08000', '08001', '08003', '08004', '08006', '57P01', '57P02', '57P03', '53300', '55P03', '57014',
 ]);
 // Driver adapter error kinds (@prisma/driver-adapter-utils) that mean the database is unreachable.
 const OUTAGE_KINDS = new Set(['DatabaseNotReachable', 'ConnectionClosed', 'SocketTimeout', 'TooManyConnections']);

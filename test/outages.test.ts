@@ -184,3 +184,32 @@ describe('Redis hung: stopped, its connections left open', () => {
     await waitFor('Redis to answer again', async () => errorCodes(await read()).length === 0, { timeoutMs: 20_000 });
   }, 60_000);
 });
+
+describe('A table locked in PostgreSQL', () => {
+  it('answers SERVICE_UNAVAILABLE once a statement waits past DATABASE_LOCK_TIMEOUT_MS; the grab stands, and its retry finds it', async () => {
+    const env = testEnv('outage_locked', { DATABASE_LOCK_TIMEOUT_MS: '1000', JOURNAL_SWEEP_AFTER_MS: '500', SWEEP_INTERVAL_MS: '200' });
+    const { stores, server, packetId } = await setUp(env, 1);
+    const redPackets = redPacketsAt(server.url);
+    // Held by hand, as an operator's migration or a stray session would.
+    const holder = await stores.sql.connect();
+    let answered: Awaited<ReturnType<typeof redPackets.tryGrab>>;
+    let waitedMs: number;
+    try {
+      await holder.query('BEGIN; LOCK TABLE red_packet_grab IN ACCESS EXCLUSIVE MODE');
+      const started = performance.now();
+      answered = await redPackets.tryGrab('locked-grabber', packetId);
+      waitedMs = performance.now() - started;
+      // Readiness pings do not touch the table: the instance is up, one table is not.
+      expect((await fetch(new URL('/ready', server.url))).status).toBe(200);
+    } finally {
+      await holder.query('COMMIT');
+      holder.release();
+    }
+    expect(answered.errors?.map((error) => error.extensions?.code)).toEqual(['SERVICE_UNAVAILABLE']);
+    expect(waitedMs, 'a few lock timeouts, not as long as the lock').toBeLessThan(6_000);
+    const retried = await redPackets.grab('locked-grabber', packetId);
+    expect(retried.__typename).toBe('AlreadyGrabbed');
+    await waitFor('the journal to drain', async () => (await stores.redis.xlen(`{rp:${packetId}}:journal`)) === 0, { timeoutMs: 20_000 });
+    expect((await stores.sql.query('SELECT user_id FROM red_packet_grab')).rows).toEqual([{ user_id: 'locked-grabber' }]);
+  }, 60_000);
+});

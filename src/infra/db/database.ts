@@ -49,6 +49,22 @@ export async function openDatabase(config: Config): Promise<Database> {
  */
 const TRANSACTION_OPTIONS = { maxWait: 5_000 };
 
+/**
+ * Every wait on PostgreSQL is bounded, so a table locked by hand or a pool held by stuck
+ * statements answers SERVICE_UNAVAILABLE (see errorMasking.ts) instead of holding requests
+ * as long as it lasts: a lock wait by DATABASE_LOCK_TIMEOUT_MS, a statement by
+ * DATABASE_STATEMENT_TIMEOUT_MS, a wait for a pooled connection by the lesser of that and
+ * 10 s. A journaled change that timed out stays in its stream for the sweeper, as in an outage.
+ */
+function sessionOptions(config: Config, schema: string | undefined): string {
+  const settings = [`lock_timeout=${config.DATABASE_LOCK_TIMEOUT_MS}`, `statement_timeout=${config.DATABASE_STATEMENT_TIMEOUT_MS}`];
+  // Raw SQL (migrations, the hand-written queries) must see the same schema Prisma targets.
+  if (schema) settings.push(`search_path="${schema}"`);
+  return settings.map((setting) => `-c ${setting}`).join(' ');
+}
+
+const MAX_CONNECT_WAIT_MS = 10_000;
+
 async function openPostgres(config: Config, databaseUrl: string): Promise<Database> {
   const url = new URL(databaseUrl);
   url.searchParams.delete('schema');
@@ -56,8 +72,8 @@ async function openPostgres(config: Config, databaseUrl: string): Promise<Databa
   const pool = new pg.Pool({
     connectionString: url.toString(),
     max: config.DATABASE_POOL_SIZE,
-    // Raw SQL (migrations, the hand-written queries) must see the same schema Prisma targets.
-    ...(schema ? { options: `-c search_path="${schema}"` } : {}),
+    connectionTimeoutMillis: Math.min(config.DATABASE_STATEMENT_TIMEOUT_MS, MAX_CONNECT_WAIT_MS),
+    options: sessionOptions(config, schema),
   });
   // Idle clients that lose their server are dropped by pg; queries report the error.
   pool.on('error', () => storeErrors.inc({ source: 'postgres' }));
@@ -84,6 +100,9 @@ async function openPostgres(config: Config, databaseUrl: string): Promise<Databa
     async withMigrationSession(fn) {
       const client = await pool.connect();
       try {
+        // A migration may wait for another instance's, and rewrite a large table: no limits
+        // for this session, back to the pool's once it is done.
+        await client.query('SET lock_timeout = 0; SET statement_timeout = 0');
         await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_ID]);
         try {
           return await fn({
@@ -92,6 +111,7 @@ async function openPostgres(config: Config, databaseUrl: string): Promise<Databa
           });
         } finally {
           await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_ID]);
+          await client.query('RESET lock_timeout; RESET statement_timeout');
         }
       } finally {
         client.release();
