@@ -30,6 +30,7 @@ export type TrustedDocumentsMode = Config['GRAPHQL_TRUSTED_DOCUMENTS'];
 export interface DocumentParams {
   query?: unknown;
   documentId?: unknown;
+  extensions?: unknown;
 }
 
 export interface TrustedDocuments {
@@ -69,13 +70,24 @@ function refusal(code: string, message: string, status?: number): GraphQLError {
   return new GraphQLError(message, { extensions: status ? { code, http: { status } } : { code } });
 }
 
+/** A request as Apollo's persisted-query link first sends it: `extensions.persistedQuery`, no query. */
+function isApolloHashOnly(params: DocumentParams): boolean {
+  const extensions = params.extensions as { persistedQuery?: unknown } | null | undefined;
+  return typeof extensions === 'object' && extensions !== null && typeof extensions.persistedQuery === 'object' && extensions.persistedQuery !== null;
+}
+
 export function createTrustedDocuments(app: App, mode: TrustedDocumentsMode, manifest: Map<string, string> | null): TrustedDocuments {
   const documents = mode === 'off' ? new Map<string, string>() : (manifest ?? new Map<string, string>());
   // One code for every id the server cannot run, off or unknown: a client then sends the text instead.
   const notFound = (status?: number) =>
     refusal(ErrorCode.persistedQueryNotFound, mode === 'off' ? 'this server takes no persisted documents; send the query text' : 'no persisted document has this documentId', status);
   const onlyPersisted = (status?: number) => refusal(ErrorCode.persistedQueryOnly, 'this server runs persisted documents only: send a documentId from the app', status);
-  const missing = (status?: number) => refusal(ErrorCode.badUserInput, 'send a query or a documentId', status);
+  // Apollo's automatic persisted queries (a hash in extensions.persistedQuery, no text) are not
+  // registered here; told so, Apollo's link stops sending hashes and sends the text.
+  const missing = (params: DocumentParams, status?: number) =>
+    isApolloHashOnly(params)
+      ? refusal(ErrorCode.persistedQueryNotSupported, 'PersistedQueryNotSupported: send the query text, or a documentId', status)
+      : refusal(ErrorCode.badUserInput, 'send a query or a documentId', status);
 
   const fromOperator = (transport: TransportContext) => app.tokens.fromOperator(authorizationOf(transport));
 
@@ -90,7 +102,7 @@ export function createTrustedDocuments(app: App, mode: TrustedDocumentsMode, man
         return params.query;
       }
       const id = idOf(params);
-      if (id === null) throw missing();
+      if (id === null) throw missing(params);
       const document = documents.get(id);
       if (document === undefined) throw notFound();
       return document;
@@ -101,7 +113,7 @@ export function createTrustedDocuments(app: App, mode: TrustedDocumentsMode, man
         idOf(params as DocumentParams) ?? (request.method === 'GET' ? new URL(request.url, 'http://localhost').searchParams.get('documentId') : null),
       getPersistedOperation: (id) => documents.get(id) ?? null,
       allowArbitraryOperations: mode === 'only' ? (request) => fromOperator({ request }) : true,
-      customErrors: { notFound: () => notFound(400), persistedQueryOnly: () => onlyPersisted(403), keyNotFound: () => missing(400) },
+      customErrors: { notFound: () => notFound(400), persistedQueryOnly: () => onlyPersisted(403), keyNotFound: ({ params }) => missing(params as DocumentParams, 400) },
     }) as Plugin,
   };
 }

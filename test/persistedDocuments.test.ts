@@ -146,6 +146,21 @@ describe('allow: query text', () => {
     const live = (await ws('allow', 'watcher')).subscribe<{ redPacketUpdated: { remainingCount: number } }>({ query: UPDATED_TEXT, variables: { packetId } });
     await live.until(() => remaining(live).includes(3));
   });
+
+  it("answers Apollo's hash-only persisted query with PERSISTED_QUERY_NOT_SUPPORTED, so its link sends the text, which runs", async () => {
+    const packetId = await packetOn('allow');
+    const persistedQuery = { version: 1, sha256Hash: createHash('sha256').update(PACKET_TEXT).digest('hex') };
+    const hashOnly = await post('allow', { variables: { id: packetId }, extensions: { persistedQuery } }, 'reader');
+    expect(hashOnly.status).toBe(400);
+    expect(codes(hashOnly.body)).toEqual(['PERSISTED_QUERY_NOT_SUPPORTED']);
+    expect(hashOnly.body.errors?.[0]?.message).toMatch(/^PersistedQueryNotSupported/);
+    const withText = await post('allow', { query: PACKET_TEXT, variables: { id: packetId }, extensions: { persistedQuery } }, 'reader');
+    expect(withText.body.data?.redPacket).toMatchObject({ remainingCount: 3 });
+    const connection = await ws('allow', 'reader');
+    expect(await firstCode(connection.subscribe({ query: '', variables: { id: packetId }, extensions: { persistedQuery } }))).toEqual(['PERSISTED_QUERY_NOT_SUPPORTED']);
+    // Neither an id nor a hash: what to send instead.
+    expect(codes((await post('allow', { variables: {} }, 'reader')).body)).toEqual(['BAD_USER_INPUT']);
+  });
 });
 
 describe('only: query text', () => {

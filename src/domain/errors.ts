@@ -8,6 +8,7 @@ export const ErrorCode = {
   unavailable: 'SERVICE_UNAVAILABLE',
   /** A documentId the server has no persisted document for (src/trustedDocuments.ts): send the text. */
   persistedQueryNotFound: 'PERSISTED_QUERY_NOT_FOUND',
+  persistedQueryNotSupported: 'PERSISTED_QUERY_NOT_SUPPORTED',
   /** Query text where GRAPHQL_TRUSTED_DOCUMENTS=only takes persisted documents alone. */
   persistedQueryOnly: 'PERSISTED_QUERY_ONLY',
   /** An HTTP request malformed before any GraphQL is read (Yoga's own code for them). */
