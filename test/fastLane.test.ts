@@ -160,7 +160,7 @@ describe('the fast lane answers exactly as Yoga does', () => {
   ])('by refusing %s with 415', async (_name, headers, body) => {
     const { status, body: text } = await expectSameAnswer({ headers, body });
     expect(status).toBe(415);
-    expect(JSON.parse(text).errors[0].message).toMatch(/application\/json/);
+    expect(JSON.parse(text).errors[0]).toMatchObject({ message: expect.stringMatching(/application\/json/), extensions: { code: 'BAD_REQUEST' } });
   });
 
   it('by refusing a text/plain POST without the CSRF header (CSRF prevention)', async () => {

@@ -202,10 +202,24 @@ describe('request bodies', () => {
 });
 
 describe('a GET without the CSRF header', () => {
-  it('is refused with a code', async () => {
-    const response = await fetch(`${servers.test.url}?query=${encodeURIComponent('{ __typename }')}`, { headers: { accept: 'application/json' } });
+  const get = (headers: Record<string, string>) => fetch(`${servers.test.url}?query=${encodeURIComponent('{ __typename }')}`, { headers: { accept: 'application/json', ...headers } });
+
+  it('is refused with a code, and a message naming what to send', async () => {
+    const response = await get({});
     expect(response.status).toBe(403);
-    expect(((await response.json()) as Answer['body']).errors?.[0]?.extensions?.code).toBe('BAD_REQUEST');
+    const [error] = ((await response.json()) as Answer['body']).errors ?? [];
+    expect(error?.extensions?.code).toBe('BAD_REQUEST');
+    expect(error?.message).toMatch(/x-graphql-yoga-csrf/);
+  });
+
+  it("is served with a header no page can send cross-site unpreflighted: a token, or Apollo's own", async () => {
+    const token = await tokenOf('hygiene-getter');
+    const sets: Record<string, string>[] = [{ authorization: `Bearer ${token}` }, { 'apollo-require-preflight': 'true' }, { 'x-apollo-operation-name': 'Typename' }];
+    for (const headers of sets) {
+      const response = await get(headers);
+      expect(response.status, JSON.stringify(headers)).toBe(200);
+      expect(await response.json()).toEqual({ data: { __typename: 'Query' } });
+    }
   });
 });
 
@@ -255,6 +269,8 @@ describe('CORS', () => {
     expect(allowed.status).toBe(204);
     expect(allowed.headers.get('access-control-allow-origin')).toBe('https://shop.example');
     expect(allowed.headers.get('access-control-allow-headers')).toBe('authorization, content-type');
+    // Kept by the browser for as long as it allows (2 h in Chromium), not 5 s.
+    expect(allowed.headers.get('access-control-max-age')).toBe('7200');
     const refused = await preflight('https://evil.example');
     expect(refused.headers.get('access-control-allow-origin')).toBeNull();
     expect(refused.headers.get('access-control-allow-headers')).toBeNull();
