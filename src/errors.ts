@@ -27,6 +27,26 @@ export function withoutHttpStatus(errors: readonly GraphQLError[]): GraphQLError
   });
 }
 
+/** A result as a client over a socket or an event stream gets it (see withoutHttpStatus); a stream of results passes as it is. */
+export function resultWithoutHttpStatus<T>(result: T): T {
+  if (typeof result !== 'object' || result === null || Symbol.asyncIterator in result) return result;
+  const { errors } = result as { errors?: readonly GraphQLError[] };
+  if (!errors?.some((error) => error.extensions?.http !== undefined)) return result;
+  return { ...result, errors: withoutHttpStatus(errors) };
+}
+
+const WHOLE_REFUSAL_STATUS: Partial<Record<string, number>> = { UNAUTHENTICATED: 401, RATE_LIMITED: 429, SERVICE_UNAVAILABLE: 503 };
+
+/**
+ * An error that refuses a whole operation (no data), with the HTTP status the GraphQL over
+ * HTTP spec wants for it under application/graphql-response+json: 401, 429 or 503. `spec`
+ * keeps application/json answers and event streams at 200, as theirs wants (Yoga reads it).
+ */
+export function wholeRefusal(error: GraphQLError): GraphQLError {
+  const status = WHOLE_REFUSAL_STATUS[String(error.extensions.code)];
+  return status === undefined ? error : rebuiltError(error, { extensions: { ...error.extensions, http: { status, spec: true } } });
+}
+
 export function graphqlError(code: ErrorCode, message: string, extensions: Record<string, unknown> = {}): GraphQLError {
   return new GraphQLError(message, { extensions: { code, ...extensions } });
 }

@@ -2,7 +2,7 @@ import { type ExecutionResult, GraphQLError } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { App } from './app.ts';
 import type { Context } from './context.ts';
-import { ErrorCode, rebuiltError } from './errors.ts';
+import { ErrorCode, rebuiltError, wholeRefusal } from './errors.ts';
 
 function withCode(error: GraphQLError, code: string): GraphQLError {
   if (error.extensions.code) return error;
@@ -56,7 +56,7 @@ export function useCredentialRefusal(): Plugin<Context> {
   type Hook = { args: { contextValue: unknown }; setResultAndStopExecution(result: ExecutionResult): void };
   const refuse = ({ args, setResultAndStopExecution }: Hook) => {
     const { credentialError } = args.contextValue as Context;
-    if (credentialError) setResultAndStopExecution({ errors: [credentialError] });
+    if (credentialError) setResultAndStopExecution({ errors: [wholeRefusal(credentialError)] });
   };
   return { onExecute: refuse, onSubscribe: refuse };
 }

@@ -5,7 +5,7 @@ import { createHandler } from 'graphql-sse/lib/use/fetch';
 import type { Plugin } from 'graphql-yoga';
 import type { App } from './app.ts';
 import { buildContext, unauthenticated } from './context.ts';
-import { ErrorCode, graphqlError, withoutHttpStatus } from './errors.ts';
+import { ErrorCode, graphqlError, resultWithoutHttpStatus, withoutHttpStatus } from './errors.ts';
 import { rateLimited } from './guards/rateLimits.ts';
 import { type ErrorWording, errorMessage, localeOf } from './i18n/messages.ts';
 import { AuthFailure } from './infra/auth/tokens.ts';
@@ -172,7 +172,9 @@ export function useGraphqlSse(app: App, trusted: TrustedDocuments): Plugin {
             };
             const subscription = getOperationAST(document, params.operationName)?.operation === 'subscription';
             const result = (await (subscription ? enveloped.subscribe(args) : enveloped.execute(args))) as ExecutionResult | AsyncIterable<ExecutionResult>;
-            return Symbol.asyncIterator in result || 'data' in result ? result : { data: null, ...result };
+            if (Symbol.asyncIterator in result) return result;
+            // A refusal or an input error carries Yoga's HTTP status, which an event stream has no use for.
+            return resultWithoutHttpStatus('data' in result ? result : { data: null, ...result });
           },
         },
         yoga.fetchAPI,

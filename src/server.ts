@@ -14,7 +14,7 @@ import { type App, createApp } from './app.ts';
 import type { Config } from './config.ts';
 import { type Context, authorizationOf, buildContext, connectionHeaders, localeOfCaller } from './context.ts';
 import { type MaskErrorFunction, createErrorMasking } from './errorMasking.ts';
-import { withoutHttpStatus } from './errors.ts';
+import { resultWithoutHttpStatus, withoutHttpStatus } from './errors.ts';
 import { createFastLane } from './fastLane.ts';
 import { useCredentialRefusal, useInputErrorCodes, useReadiness } from './graphqlPlugins.ts';
 import { useGraphqlSse } from './graphqlSse.ts';
@@ -188,11 +188,12 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
         wsLimits.connected(ctx);
       },
       // Each operation is a request of its own: started, executed and pulled as its id.
-      execute: (args) => servingRequest(servedOperation(args), () => (args.rootValue as EnvelopedRoot).execute(args)) as never,
+      // Refusals and input errors carry Yoga's HTTP status, which a socket has no use for.
+      execute: async (args) => resultWithoutHttpStatus(await servingRequest(servedOperation(args), () => (args.rootValue as EnvelopedRoot).execute(args))) as never,
       subscribe: async (args) => {
         const operation = servedOperation(args);
         const result = await servingRequest(operation, () => (args.rootValue as EnvelopedRoot).subscribe(args));
-        return (isAsyncIterable(result) ? pulledAs(operation, result) : result) as never;
+        return (isAsyncIterable(result) ? pulledAs(operation, result) : resultWithoutHttpStatus(result)) as never;
       },
       onSubscribe: (ctx, _id, params) => {
         wsLimits.operationArrived(ctx);

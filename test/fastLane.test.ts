@@ -146,9 +146,14 @@ describe('the fast lane answers exactly as Yoga does', () => {
     expect(JSON.parse(granted.body).data.grabRedPacket.__typename).toBe('NotFound');
     const invalid = await expectSameAnswer({ headers: { authorization: 'Bearer not.a.token' }, body: unknownGrab });
     expect(JSON.parse(invalid.body).errors[0].extensions).toEqual({ code: 'UNAUTHENTICATED', reason: 'MALFORMED' });
-    // A refused token refuses a public query too, whatever media type is asked for.
-    for (const accept of ['application/json', 'application/graphql-response+json']) {
+    // A refused token refuses a public query too, whatever media type is asked for: with no
+    // data, 401 under application/graphql-response+json (the spec wants 4xx), 200 under application/json.
+    for (const [accept, status] of [
+      ['application/json', 200],
+      ['application/graphql-response+json', 401],
+    ] as const) {
       const refused = await expectSameAnswer({ headers: { accept, authorization: 'Basic Zm9vOmJhcg==' }, body: typename });
+      expect(refused.status, accept).toBe(status);
       expect(JSON.parse(refused.body).errors[0].extensions).toEqual({ code: 'UNAUTHENTICATED', reason: 'MALFORMED' });
     }
   });
@@ -193,6 +198,15 @@ describe('the fast lane answers exactly as Yoga does', () => {
     const [fast, yoga] = [await answer(fastLane, { headers: { authorization }, body: unknownGrab }), await answer(yogaOnly, { headers: { authorization }, body: unknownGrab })];
     expect(withoutRetryAfter(fast)).toEqual(withoutRetryAfter(yoga));
     expect(JSON.parse(fast.body).errors[0].extensions.code).toBe('RATE_LIMITED');
+    expect(fast.status).toBe(200);
+    // 429 for a client asking for application/graphql-response+json.
+    const accept = 'application/graphql-response+json';
+    const [fast429, yoga429] = [
+      await answer(fastLane, { headers: { authorization, accept }, body: unknownGrab }),
+      await answer(yogaOnly, { headers: { authorization, accept }, body: unknownGrab }),
+    ];
+    expect(withoutRetryAfter(fast429)).toEqual(withoutRetryAfter(yoga429));
+    expect(fast429.status).toBe(429);
   });
 });
 

@@ -110,9 +110,10 @@ describe('one bad operation stays one', () => {
       connection.subscribe({ query: 'subscription { redPacketUpdated(packetId: ' }),
       connection.subscribe({ query: 'subscription { noSuchField }' }),
       connection.subscribe({ query: SUBSCRIPTION, variables: { packetId: packet.id }, extensions: { headers: { authorization: 'Bearer x.y.z' } } }),
+      connection.subscribe({ query: SUBSCRIPTION, variables: { packetId: { not: 'an id' } } }),
     ];
     const answers = await Promise.all(bad.map((subscription) => subscription.until((events) => events.length > 0)));
-    expect(answers.map((events) => failures(events)[0]?.[0])).toEqual(['BAD_USER_INPUT', 'BAD_USER_INPUT', 'UNAUTHENTICATED']);
+    expect(answers.map((events) => failures(events)[0]?.[0])).toEqual(['BAD_USER_INPUT', 'BAD_USER_INPUT', 'UNAUTHENTICATED', 'BAD_USER_INPUT']);
     // Yoga's HTTP status for them is for its HTTP answers; a socket's client gets none.
     for (const [first] of answers) expect(first!.errors?.[0]?.extensions).not.toHaveProperty('http');
     await packet.grab();
@@ -149,6 +150,9 @@ describe('graphql-sse single connection mode', () => {
     const client = sse({ authorization: `Bearer ${await tokenOf('sse-user')}` });
     const me = client.subscribe(ME);
     expect(await me.until((events) => events.length > 0)).toEqual([{ data: { me: { userId: 'sse-user' } } }]);
+    // A variable of the wrong type: its error as a stream's client gets it, without Yoga's HTTP status.
+    const [mistyped] = await client.subscribe(SUBSCRIPTION, { packetId: { not: 'an id' } }).until((events) => events.length > 0);
+    expect(mistyped?.errors?.[0]?.extensions).toEqual({ code: 'BAD_USER_INPUT' });
     const subscriptions = [first, second].map((packet) => client.subscribe<RedPacketUpdatedSubscription>(SUBSCRIPTION, { packetId: packet.id }));
     await Promise.all(subscriptions.map((subscription, index) => expectLive(subscription, [first, second][index]!)));
   });

@@ -2,7 +2,7 @@ import type { DocumentNode } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { App } from '../app.ts';
 import type { Context } from '../context.ts';
-import { ErrorCode, graphqlError, unavailableError } from '../errors.ts';
+import { ErrorCode, graphqlError, unavailableError, wholeRefusal } from '../errors.ts';
 import { errorMessage } from '../i18n/messages.ts';
 import { isOperator } from '../infra/auth/tokens.ts';
 import { rateLimited as rateLimitedRequests } from '../infra/metrics.ts';
@@ -41,12 +41,12 @@ export async function refuseOverBudget(
     const decision = await decided;
     if (!decision.allowed) {
       rateLimitedRequests.inc({ limit });
-      payload.setResultAndStopExecution({ errors: [rateLimited(message, decision.retryAfterMs)] });
+      payload.setResultAndStopExecution({ errors: [wholeRefusal(rateLimited(message, decision.retryAfterMs))] });
     }
   } catch (error) {
     // Without Redis the budget cannot be counted; the request would fail at Redis next anyway.
     context.app.log.warn({ err: error }, 'cannot count a request against its rate limit');
-    payload.setResultAndStopExecution({ errors: [unavailableError(errorMessage('BRIEFLY_UNAVAILABLE', context.locale))] });
+    payload.setResultAndStopExecution({ errors: [wholeRefusal(unavailableError(errorMessage('BRIEFLY_UNAVAILABLE', context.locale)))] });
   }
 }
 
