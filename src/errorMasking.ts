@@ -3,6 +3,7 @@ import { maskError } from 'graphql-yoga';
 import { DomainError, ServiceUnavailableError } from './domain/errors.ts';
 import { ErrorCode, answeredError } from './errors.ts';
 import { DEFAULT_LOCALE, type Locale, errorMessage } from './i18n/messages.ts';
+import { type Logger, oncePerWindow } from './infra/logger.ts';
 import { currentLocale } from './requestId.ts';
 
 // Socket errors of ioredis, pg and Prisma's pg adapter when a store is down or restarting.
@@ -120,4 +121,22 @@ export function retryAfterSeconds(result: ExecutionResult | readonly ExecutionRe
     }
   }
   return longestMs === undefined ? undefined : Math.max(1, Math.ceil(longestMs / 1000));
+}
+
+/**
+ * Yoga's log line for an error it masked. An outage gets a stable message, `outage: true` and
+ * the driver's error, at most one a second with how many it left out (an outage at a flash
+ * crowd's rate would write thousands a second); anything else unexpected is logged each time.
+ */
+export function maskedErrorLog(log: Logger): (...args: unknown[]) => void {
+  const logOutage = oncePerWindow(1_000);
+  return (...args) => {
+    const [error] = args;
+    if (args.length !== 1 || !(error instanceof Error)) {
+      log.error(args.map(String).join(' '));
+      return;
+    }
+    if (isStoreOutage(error)) logOutage((skipped) => log.error({ err: error, outage: true, skipped }, 'a store is unreachable or too slow; answered SERVICE_UNAVAILABLE'));
+    else log.error({ err: error }, 'unexpected error; answered "Unexpected error."');
+  };
 }

@@ -13,7 +13,7 @@ import { prepareAcceptors } from './acceptors.ts';
 import { type App, createApp } from './app.ts';
 import type { Config } from './config.ts';
 import { type Context, authorizationOf, buildContext, connectionHeaders, localeOfCaller } from './context.ts';
-import { type MaskErrorFunction, createErrorMasking } from './errorMasking.ts';
+import { type MaskErrorFunction, createErrorMasking, maskedErrorLog } from './errorMasking.ts';
 import { resultWithoutHttpStatus, withoutHttpStatus } from './errors.ts';
 import { createFastLane } from './fastLane.ts';
 import { useCredentialRefusal, useInputErrorCodes, useReadiness } from './graphqlPlugins.ts';
@@ -81,7 +81,7 @@ function createGraphqlServer(app: App, maskError: MaskErrorFunction, corsHeaders
       debug: (...args) => app.log.debug(args.join(' ')),
       info: (...args) => app.log.info(args.join(' ')),
       warn: (...args) => app.log.warn(args.join(' ')),
-      error: (...args) => app.log.error(args.map(String).join(' ')),
+      error: maskedErrorLog(app.log),
     },
     context: (initial) => buildContext(app, authorizationOf(initial), localeOfCaller(initial), requestIdOrNew()),
     plugins: [

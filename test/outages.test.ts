@@ -179,6 +179,14 @@ describe('Redis hung: stopped, its connections left open', () => {
     expect(errorCodes(hung), JSON.stringify(hung.body)).toEqual(['SERVICE_UNAVAILABLE']);
     expect(performance.now() - started, 'answered within a few command timeouts').toBeLessThan(8_000);
     expect(await unavailableAnswers()).toBe(countedBefore + 1);
+    // Logged with a stable message an alert can match, and the driver's error.
+    const outageLines = server
+      .output()
+      .split('\n')
+      .filter((line) => line.includes('"outage":true'));
+    expect(outageLines.map((line) => JSON.parse(line))).toMatchObject([
+      { level: 50, msg: 'a store is unreachable or too slow; answered SERVICE_UNAVAILABLE', err: { message: 'Command timed out' } },
+    ]);
 
     redis.kill('SIGCONT');
     await waitFor('Redis to answer again', async () => errorCodes(await read()).length === 0, { timeoutMs: 20_000 });
