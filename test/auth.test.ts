@@ -107,6 +107,10 @@ describe('UNAUTHENTICATED says why, over HTTP', () => {
     // A line feed would let `victim\nx` meet `victim`'s lottery requestIds in one Redis field.
     ['a token whose sub holds a line feed', async () => `Bearer ${await rawToken({ sub: 'victim\nx', iat: now(), exp: now() + 60 })}`, 'MALFORMED'],
     ['a token whose sub holds a tab', async () => `Bearer ${await rawToken({ sub: 'victim\tx', iat: now(), exp: now() + 60 })}`, 'MALFORMED'],
+    // Shown in full to operators, these would pass for another user's id.
+    ['a token whose sub holds a bidi override', async () => `Bearer ${await rawToken({ sub: 'victim\u202Etxt', iat: now(), exp: now() + 60 })}`, 'MALFORMED'],
+    ['a token whose sub holds a zero-width space', async () => `Bearer ${await rawToken({ sub: 'vic\u200Btim', iat: now(), exp: now() + 60 })}`, 'MALFORMED'],
+    ['a token whose sub ends in a space', async () => `Bearer ${await rawToken({ sub: 'victim ', iat: now(), exp: now() + 60 })}`, 'MALFORMED'],
     ['an expired token', async () => `Bearer ${await rawToken({ sub: 'late', iat: now() - 120, exp: now() - 60 })}`, 'EXPIRED'],
     ['a token valid only later', async () => `Bearer ${await rawToken({ sub: 'early', nbf: now() + 600, exp: now() + 1200 })}`, 'EXPIRED'],
     ['a token issued an hour ahead', async () => `Bearer ${await rawToken({ sub: 'ahead', iat: now() + 3_600, exp: now() + 7_200 })}`, 'EXPIRED'],

@@ -9,9 +9,12 @@ const UNACCEPTABLE = new RegExp(String.raw`[\u0000-\u0008\u000B\u000C\u000E-\u00
 
 /**
  * In an identifier (a token's `sub`), tab, line feed and carriage return too: ids are
- * joined with a line feed in some Redis fields, and no real id spans lines.
+ * joined with a line feed in some Redis fields, and no real id spans lines. And the
+ * invisible format characters (bidi overrides and isolates, zero-width spaces and joiners,
+ * the BOM): operators read ids in full to ship prizes and pay refunds, and "\u202E…" can
+ * pass for another user's id there.
  */
-const UNACCEPTABLE_IN_ID = new RegExp(String.raw`[\u0000-\u001F\u007F-\u009F]|` + LONE_SURROGATE);
+const UNACCEPTABLE_IN_ID = new RegExp(String.raw`[\u0000-\u001F\u007F-\u009F\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF]|` + LONE_SURROGATE);
 
 /** Every UTF-16 half without its partner (for `replace`: global). */
 export const LONE_SURROGATES = new RegExp(LONE_SURROGATE, 'g');

@@ -132,7 +132,8 @@ export class TokenVerifier {
       throw refusal(error);
     }
     const exp = payload.exp!;
-    if (typeof payload.sub !== 'string' || payload.sub.length === 0 || payload.sub.length > 128 || unacceptableCharacter(payload.sub, true)) {
+    // Spaces at either end would make two ids look alike too.
+    if (typeof payload.sub !== 'string' || payload.sub.length === 0 || payload.sub.length > 128 || payload.sub.trim() !== payload.sub || unacceptableCharacter(payload.sub, true)) {
       throw new TokenRefusedError(AuthFailure.malformed, 'TOKEN_WITHOUT_SUB');
     }
     // Counted from now at the latest: a token dated in the future must not stretch its lifetime.
