@@ -158,7 +158,7 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     log,
     teams,
     provider: new SignedNotifyProvider(config.paymentWebhookSecret),
-    sandboxSecret: config.NODE_ENV === 'production' ? null : config.paymentWebhookSecret,
+    sandboxSecret: config.sandboxPayments ? config.paymentWebhookSecret : null,
   });
   const clock = new ScriptClock(redis, config.TEST_CLOCK === '1');
   const wallets = new WalletService(database.prisma, log);
@@ -223,7 +223,7 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
       audience: config.JWT_AUDIENCE,
       maxLifetimeSeconds: config.JWT_MAX_LIFETIME_SECONDS,
     }),
-    userAliases: new UserAliases(config.USER_ALIAS_SECRET ?? config.jwtSecret),
+    userAliases: new UserAliases(config.userAliasSecret),
     redPackets,
     points,
     teams,

@@ -3,6 +3,7 @@ import { readOrCreateDevSecret } from './infra/auth/devSecret.ts';
 import { DEFAULT_REDIS_COMMAND_TIMEOUT_MS, DEFAULT_REDIS_CONNECT_TIMEOUT_MS } from './infra/redis/connection.ts';
 
 const DEV_PAYMENT_SECRET_FILE = '.data/payment-webhook-secret';
+const DEV_ALIAS_SECRET_FILE = '.data/user-alias-secret';
 
 const intFromEnv = (fallback: number, min = 0) => z.coerce.number().int().min(min).default(fallback);
 
@@ -53,6 +54,12 @@ const envSchema = z.object({
    * trusts; a set JWT_SECRET may be shared with production. Never in production.
    */
   DEV_TOKENS: z.enum(['0', '1']).optional(),
+  /**
+   * 1: sandboxPay pays any payment as the provider would. Unset: only while
+   * PAYMENT_WEBHOOK_SECRET is unset (the generated secret no provider knows), since a set one
+   * may be production's and NODE_ENV may have been left unset. Never in production, whatever it says.
+   */
+  SANDBOX_PAYMENTS: z.enum(['0', '1']).optional(),
 
   RATE_LIMIT_MUTATIONS: intFromEnv(30),
   RATE_LIMIT_WINDOW_MS: intFromEnv(1000, 1),
@@ -160,6 +167,10 @@ export interface Config extends Omit<Env, 'JWT_SECRET' | 'PAYMENT_WEBHOOK_SECRET
   jwtSecretGenerated: boolean;
   /** Whether POST /app/dev-token mints tokens (DEV_TOKENS). */
   devTokens: boolean;
+  /** Whether sandboxPay exists (SANDBOX_PAYMENTS). */
+  sandboxPayments: boolean;
+  /** Keys the aliases of other users' ids: USER_ALIAS_SECRET, else the JWT secret, else (JWT_JWKS_URL, outside production) a generated one. */
+  userAliasSecret: string;
   databaseSchema: string | undefined;
 }
 
@@ -189,6 +200,14 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
   if (env.DEV_TOKENS === '1' && env.NODE_ENV === 'production') {
     throw new ConfigError('DEV_TOKENS=1 lets anyone mint operator tokens and is refused when NODE_ENV=production');
   }
+  if (env.JWT_JWKS_URL && env.NODE_ENV === 'production') {
+    // The identity provider signs tokens for its other apps with the same keys, and their roles are theirs.
+    if (!env.JWT_AUDIENCE) throw new ConfigError('JWT_JWKS_URL needs JWT_AUDIENCE when NODE_ENV=production: without it, a token the identity provider minted for another app signs in here');
+    if (new URL(env.JWT_JWKS_URL).protocol !== 'https:') throw new ConfigError('JWT_JWKS_URL must be https:// when NODE_ENV=production: the keys decide who signs in');
+    // Keyed on nothing, aliases can be computed by anyone and turned back into ids.
+    if (!env.USER_ALIAS_SECRET)
+      throw new ConfigError('JWT_JWKS_URL needs USER_ALIAS_SECRET (at least 32 characters) when NODE_ENV=production: there is no JWT secret to key the user aliases with');
+  }
   if (env.POINTS_DELIVERY_WEBHOOK_URL && !env.POINTS_DELIVERY_WEBHOOK_SECRET) {
     throw new ConfigError('POINTS_DELIVERY_WEBHOOK_URL needs POINTS_DELIVERY_WEBHOOK_SECRET (at least 32 characters) to sign the vouchers it is sent');
   }
@@ -212,6 +231,8 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     jwtSecret: JWT_SECRET ?? (env.JWT_JWKS_URL ? '' : readOrCreateDevSecret()),
     jwtSecretGenerated,
     devTokens: env.NODE_ENV !== 'production' && (env.DEV_TOKENS === undefined ? jwtSecretGenerated : env.DEV_TOKENS === '1'),
+    sandboxPayments: env.NODE_ENV !== 'production' && (env.SANDBOX_PAYMENTS === undefined ? !PAYMENT_WEBHOOK_SECRET : env.SANDBOX_PAYMENTS === '1'),
+    userAliasSecret: env.USER_ALIAS_SECRET ?? JWT_SECRET ?? (env.JWT_JWKS_URL ? readOrCreateDevSecret(DEV_ALIAS_SECRET_FILE) : readOrCreateDevSecret()),
     databaseSchema: env.DATABASE_URL ? (new URL(env.DATABASE_URL).searchParams.get('schema') ?? undefined) : undefined,
   };
 }

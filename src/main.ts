@@ -82,6 +82,12 @@ async function main(): Promise<void> {
   if (config.jwtSecretGenerated && cluster.isPrimary) {
     log.warn('JWT_SECRET is not set: using the development secret kept in .data/jwt-secret. Mint a token with `npm run token -- <userId> [--admin]`.');
   }
+  // Real secrets in development: most likely a deployment whose NODE_ENV was left unset.
+  if (config.NODE_ENV === 'development' && !config.jwtSecretGenerated && cluster.isPrimary) {
+    log.warn(
+      `NODE_ENV is development with real secrets: GraphiQL is served and introspection is open to all${config.sandboxPayments ? ', and sandboxPay pays with nothing (SANDBOX_PAYMENTS=1)' : ''}. Set NODE_ENV=production for a deployment.`,
+    );
+  }
   if (config.WEB_CONCURRENCY > 1 && cluster.isPrimary) runPrimary(config, log);
   else await runServer(config, log);
 }

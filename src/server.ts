@@ -65,7 +65,7 @@ function armorPlugins(config: Config): Plugin[] {
 function createGraphqlServer(app: App, maskError: MaskErrorFunction, corsHeaders: ReturnType<typeof createCorsPolicy>, trusted: TrustedDocuments) {
   const { config } = app;
   return createYoga<{ connectionParams?: Record<string, unknown> }, Context>({
-    schema: schemaFor(config.NODE_ENV),
+    schema: schemaFor(config),
     maskedErrors: { maskError, isDev: config.GRAPHQL_EXPOSE_ERRORS === '1' },
     cors: false,
     graphqlEndpoint: GRAPHQL_PATH,

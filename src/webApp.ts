@@ -35,6 +35,10 @@ const SECURITY_HEADERS = {
   'referrer-policy': 'same-origin',
 };
 
+function isLoopback(address: string | undefined): boolean {
+  return address !== undefined && (address === '::1' || address.startsWith('127.') || address.startsWith('::ffff:127.'));
+}
+
 function answer(res: ServerResponse, status: number, body: unknown): void {
   res.writeHead(status, { 'content-type': 'application/json', ...SECURITY_HEADERS }).end(JSON.stringify(body));
 }
@@ -50,6 +54,11 @@ async function readBody(req: IncomingMessage): Promise<string | null> {
 
 async function mintDevToken(config: Config, req: IncomingMessage, res: ServerResponse): Promise<void> {
   if (!config.devTokens) return answer(res, 404, { error: 'this server mints no development tokens (DEV_TOKENS)' });
+  // On by default only for a fresh clone's own browser: the server listens on every
+  // interface, and anyone on the network could otherwise mint an operator's token.
+  if (config.DEV_TOKENS !== '1' && !isLoopback(req.socket.remoteAddress)) {
+    return answer(res, 403, { error: 'development tokens are minted for this machine only; set DEV_TOKENS=1 to mint them for others' });
+  }
   const body = await readBody(req);
   let parsed: z.ZodSafeParseResult<z.infer<typeof devTokenRequest>> | null = null;
   try {
@@ -85,6 +94,11 @@ export function createWebApp(config: Config, dir = DIST): (req: IncomingMessage,
       res.writeHead(503, { 'content-type': 'text/plain; charset=utf-8' }).end('The web app is not built: run npm run build:web (npm start does).\n');
     } else {
       req.url = url.slice(WEB_APP_PATH.length);
+      // Source maps help a developer; in production they would only show the build's paths.
+      if (config.NODE_ENV === 'production' && req.url.split('?')[0]!.endsWith('.map')) {
+        res.writeHead(404).end();
+        return true;
+      }
       files(req, res, () => {
         res.writeHead(404).end();
       });

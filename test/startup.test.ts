@@ -56,6 +56,31 @@ describe('refusing to start', () => {
     expect(() => loadConfig({ ...testEnv('startup_devtokens').vars, NODE_ENV: 'production', DEV_TOKENS: '1' })).toThrow(/DEV_TOKENS/);
   });
 
+  it('opens the payment sandbox only with the generated payment secret or SANDBOX_PAYMENTS=1, and never in production', () => {
+    const vars = { ...testEnv('startup_sandbox').vars, SANDBOX_PAYMENTS: '' };
+    // NODE_ENV left unset (development) on a server with a real secret: no free money.
+    expect(loadConfig({ ...vars, NODE_ENV: '' }).sandboxPayments).toBe(false);
+    expect(loadConfig({ ...vars, SANDBOX_PAYMENTS: '1' }).sandboxPayments).toBe(true);
+    expect(loadConfig({ ...vars, NODE_ENV: 'production', SANDBOX_PAYMENTS: '1' }).sandboxPayments).toBe(false);
+  });
+
+  it('takes an identity provider in production only with an audience, over https, and an alias secret', () => {
+    const idp = {
+      ...testEnv('startup_idp').vars,
+      NODE_ENV: 'production',
+      JWT_SECRET: '',
+      JWT_JWKS_URL: 'https://idp.example/jwks.json',
+      JWT_AUDIENCE: 'campaigns',
+      USER_ALIAS_SECRET: 'a'.repeat(32),
+    };
+    expect(loadConfig(idp).userAliasSecret).toBe('a'.repeat(32));
+    expect(() => loadConfig({ ...idp, JWT_AUDIENCE: '' })).toThrow(/JWT_AUDIENCE/);
+    expect(() => loadConfig({ ...idp, JWT_JWKS_URL: 'http://idp.example/jwks.json' })).toThrow(/https/);
+    // Keyed on nothing, anyone could compute the aliases and turn them back into ids.
+    expect(() => loadConfig({ ...idp, USER_ALIAS_SECRET: '' })).toThrow(/USER_ALIAS_SECRET/);
+    expect(loadConfig({ ...idp, NODE_ENV: 'development', USER_ALIAS_SECRET: '' }).userAliasSecret).toMatch(/^.{32,}$/);
+  });
+
   it('refuses a key prefix whose Redis state belongs to another database, until those keys are deleted', async () => {
     const first = testEnv('startup_owner_a');
     const second = testEnv('startup_owner_b', { REDIS_KEY_PREFIX: first.keyPrefix });

@@ -15,14 +15,14 @@ import './wallets.ts';
 export const schema = builder.toSchema();
 
 /**
- * The schema a server of that NODE_ENV serves: in production, without the development-only
- * operations (the payment sandbox), so they cannot even be named there.
+ * The schema a server serves: without the payment sandbox unless it is open (never in
+ * production: see SANDBOX_PAYMENTS), so sandboxPay cannot even be named where it would not pay.
  */
-export function schemaFor(nodeEnv: 'development' | 'production' | 'test'): GraphQLSchema {
-  return nodeEnv === 'production' ? productionSchema : schema;
+export function schemaFor({ sandboxPayments }: { sandboxPayments: boolean }): GraphQLSchema {
+  return sandboxPayments ? schema : schemaWithoutSandbox;
 }
 
-const productionSchema = (() => {
+const schemaWithoutSandbox = (() => {
   const config = schema.toConfig();
   const mutationConfig = config.mutation!.toConfig();
   const mutation = new GraphQLObjectType({

@@ -39,6 +39,8 @@ export function testEnv(name: string, overrides: Record<string, string> = {}): T
       REDIS_KEY_PREFIX: keyPrefix,
       JWT_SECRET: TEST_JWT_SECRET,
       PAYMENT_WEBHOOK_SECRET: TEST_PAYMENT_SECRET,
+      // The secret is set, so the sandbox is asked for: tests pay as the provider would.
+      SANDBOX_PAYMENTS: '1',
       // Storms come from 127.0.0.1, some with hundreds of subscriptions: the limits are tested with their own settings.
       RATE_LIMIT_MUTATIONS: '0',
       RATE_LIMIT_ANONYMOUS: '0',
