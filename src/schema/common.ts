@@ -67,7 +67,7 @@ export function asProblem(problemClass: abstract new (...args: never[]) => Probl
   };
 }
 
-builder.objectType(NotFound, { name: 'NotFound', ...asProblem(NotFound) });
+builder.objectType(NotFound, { name: 'NotFound', ...asProblem(NotFound), description: 'Nothing has the id given; the message names what was looked for.' });
 
 builder.queryField('serverTime', (t) =>
   t.field({

@@ -1,3 +1,4 @@
+import type { FieldKind, FieldRef, SchemaTypes } from '@pothos/core';
 import { type DefaultConnectionArguments, resolveCursorConnection } from '@pothos/plugin-relay';
 import { BadInputError } from '../domain/errors.ts';
 import { unacceptableCharacter } from '../domain/text.ts';
@@ -7,6 +8,24 @@ import type { KeysetPage } from '../infra/db/pages.ts';
 
 /** Rows a page holds when `first`/`last` is not given, and at most (the cost limit counts pages by it too). */
 export const PAGE_SIZE = { defaultSize: 20, maxSize: 100 };
+
+/** What the Relay paging arguments mean; the relay plugin adds them to every connection field undescribed. */
+const PAGING_ARGUMENTS: Record<string, string> = {
+  first: `Relay paging forwards: at most this many rows, from the start or after \`after\` (0 to ${PAGE_SIZE.maxSize}; ${PAGE_SIZE.defaultSize} when neither first nor last is given; 0 answers pageInfo alone).`,
+  after: 'Relay paging forwards: the rows after this cursor, an endCursor (or edge cursor) this list answered.',
+  last: `Relay paging backwards: at most this many rows, from the end or before \`before\` (0 to ${PAGE_SIZE.maxSize}).`,
+  before: 'Relay paging backwards: the rows before this cursor, a startCursor (or edge cursor) this list answered.',
+};
+
+/** Describes the first/after/last/before arguments of the connection field `t.connection` returned. */
+export function describePaging<Types extends SchemaTypes, Shape, Kind extends FieldKind>(field: FieldRef<Types, Shape, Kind>): FieldRef<Types, Shape, Kind> {
+  field.updateConfig((config) => ({
+    ...config,
+    args: Object.fromEntries(Object.entries(config.args).map(([name, arg]) => [name, PAGING_ARGUMENTS[name] && !arg.description ? { ...arg, description: PAGING_ARGUMENTS[name] } : arg])),
+  }));
+  return field;
+}
+
 /**
  * A list field without a size argument declares in `extensions.listSize` how many items
  * the cost limit counts for it (RedPacket.shares, up to 10,000 long), each at least at its

@@ -43,6 +43,7 @@ const GroupBuyActivityRef = builder.objectRef<GroupBuyActivity>('GroupBuyActivit
 
 const CreateGroupBuyActivityInput = builder
   .inputType('CreateGroupBuyActivityInput', {
+    description: 'A new group-buy: its prices in cents (fen), team size, time limits and window. Every team opened in it takes these terms.',
     fields: (t) => ({
       id: t.id({ description: 'A readable id such as "double11-tea" (1 to 64 letters, digits, "_", "-" or "."); unset: one is minted.' }),
       title: t.string({ required: true }),
@@ -90,8 +91,15 @@ builder.mutationField('updateGroupBuyActivity', (t) =>
     type: GroupBuyActivityRef,
     description:
       "Operators: changes a group-buy's title, description, end or pause. Once it answers, no team opens on any instance while paused or after the end; a resume or a new title reaches other instances within a second.",
-    errors: { types: [NotFound], directResult: true, union: { name: 'UpdateGroupBuyActivityResult' } },
-    args: { activityId: t.arg.id({ required: true, validate: activityId }), input: t.arg({ type: UpdateGroupBuyActivityInput, required: true }) },
+    errors: {
+      types: [NotFound],
+      directResult: true,
+      union: { name: 'UpdateGroupBuyActivityResult', description: 'What updateGroupBuyActivity answers: the activity as changed, or NotFound.' },
+    },
+    args: {
+      activityId: t.arg.id({ required: true, validate: activityId, description: 'The group-buy activity to change.' }),
+      input: t.arg({ type: UpdateGroupBuyActivityInput, required: true, description: 'What changes.' }),
+    },
     resolve: (_root, { activityId, input }, { app, locale }) => app.teams.updateActivity(String(activityId), input).catch(rethrowInLocale(locale)),
   }),
 );
@@ -100,6 +108,7 @@ builder.queryField('groupBuyActivity', (t) =>
   t.withAuth({ signedIn: true }).field({
     type: GroupBuyActivityRef,
     nullable: true,
+    description: 'The group-buy activity with this id; null when there is none.',
     args: { id: t.arg.id({ required: true, validate: activityId }) },
     resolve: (_root, { id }, { app }) => app.teams.activity(String(id)),
   }),

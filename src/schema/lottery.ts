@@ -14,7 +14,7 @@ import { aliasScope, userIdRule } from '../domain/privacy.ts';
 import { NotFound } from '../domain/problems.ts';
 import { rethrowInLocale } from '../i18n/issues.ts';
 import { asProblem, shownUserId, watchExisting } from './common.ts';
-import { keysetConnection } from './connections.ts';
+import { describePaging, keysetConnection } from './connections.ts';
 
 const USER_IDS = userIdRule('this lottery activity');
 
@@ -22,8 +22,15 @@ const LotteryStrategy = builder.enumType('LotteryStrategy', {
   description: 'WEIGHTED: each draw chooses by weight among the prizes in stock. TIMED: prizes are released at random instants of each hour; every draw wins.',
   values: ['WEIGHTED', 'TIMED'] as const,
 });
-const PrizeKind = builder.enumType('PrizeKind', { values: ['GOODS', 'POINTS', 'CONSOLATION'] as const });
-const LotteryStatus = builder.enumType('LotteryStatus', { values: CAMPAIGN_STATUSES });
+const PrizeKind = builder.enumType('PrizeKind', {
+  description:
+    "GOODS: an item operators ship to the winner (see lotteryWins). POINTS: points credited to the winner's balance in the draw's commit. CONSOLATION: a lesser prize; a TIMED activity has exactly one without hourlyQuota, which a draw wins when no released prize is waiting.",
+  values: ['GOODS', 'POINTS', 'CONSOLATION'] as const,
+});
+const LotteryStatus = builder.enumType('LotteryStatus', {
+  description: 'At serverTime: ENDED from endsAt on, else PAUSED while paused, else UPCOMING before startsAt, else ACTIVE. A draw outside ACTIVE is refused (ActivityNotActive).',
+  values: CAMPAIGN_STATUSES,
+});
 const SoldOutOdds = builder.enumType('SoldOutOdds', {
   description:
     "WEIGHTED: what a prize's weight does once it is out of stock or over its daily stock. SHARED: it leaves the pool, and the prizes left share its chance (a rare prize becomes likelier as the common ones run out). NO_PRIZE: it stays, and a roll landing on it loses: every prize keeps the chance it was given.",
@@ -36,6 +43,7 @@ const InactiveReason = builder.enumType('LotteryInactiveReason', {
 });
 
 const Prize = builder.objectRef<PrizeView>('Prize').implement({
+  description: 'A prize of a lottery activity, with the stock of wins it allows.',
   fields: (t) => ({
     id: t.exposeID('id'),
     title: t.exposeString('title'),
@@ -80,6 +88,7 @@ const LotteryActivity = builder.objectRef<LotteryActivityView>('LotteryActivity'
 
 /** A draw in its user's history (Me.draws). */
 export const LotteryDrawRecord = builder.objectRef<UserDrawView>('LotteryDrawRecord').implement({
+  description: "One of the caller's own lottery draws (Me.draws), won or lost.",
   fields: (t) => ({
     id: t.exposeID('id', { description: 'The drawId drawLottery answered with.' }),
     activityId: t.exposeID('activityId'),
@@ -93,6 +102,7 @@ export const LotteryDrawRecord = builder.objectRef<UserDrawView>('LotteryDrawRec
 });
 
 const LotteryWin = builder.objectRef<LotteryWinView>('LotteryWin').implement({
+  description: 'A winning draw, committed: what drawLottery answers a winner, and each event of lotteryWinners.',
   isTypeOf: (value) => (value as { outcome?: string }).outcome === 'win',
   fields: (t) => ({
     drawId: t.exposeID('drawId'),
@@ -123,6 +133,7 @@ const LotteryWinRecord = builder.objectRef<WinRecordView>('LotteryWinRecord').im
 });
 
 const LotteryLose = builder.objectRef<LotteryLoseView>('LotteryLose').implement({
+  description: 'A losing draw, committed like a win: it counts toward dailyDrawLimit, and a paid one has spent drawCostPoints.',
   isTypeOf: (value) => (value as { outcome?: string }).outcome === 'lose',
   fields: (t) => ({
     drawId: t.exposeID('drawId'),
@@ -134,6 +145,7 @@ const LotteryLose = builder.objectRef<LotteryLoseView>('LotteryLose').implement(
 builder.objectType(DrawLimitReached, {
   name: 'DrawLimitReached',
   ...asProblem(DrawLimitReached),
+  description: "The caller has made dailyDrawLimit draws in this activity today (by the activity's timezone): refused, and nothing is spent.",
   fields: (t) => ({
     dailyDrawLimit: t.exposeInt('dailyDrawLimit'),
     resetsAt: t.expose('resetsAt', { type: 'DateTime', description: "The next midnight in the activity's timezone." }),
@@ -142,6 +154,7 @@ builder.objectType(DrawLimitReached, {
 builder.objectType(ActivityNotActive, {
   name: 'ActivityNotActive',
   ...asProblem(ActivityNotActive),
+  description: 'The activity takes no draw now, for reason: refused, and nothing is spent.',
   fields: (t) => ({
     reason: t.expose('reason', { type: InactiveReason }),
     startsAt: t.expose('startsAt', { type: 'DateTime' }),
@@ -171,6 +184,7 @@ type DrawProblem = InstanceType<(typeof drawProblems)[number]>;
 // success type; so this union is declared here and the resolver hands the problems the
 // service throws to the plugin's own wrapping (wrapOrThrow), as its fields do, and counts them.
 const DrawLotteryResult = builder.unionType('DrawLotteryResult', {
+  description: 'What drawLottery answers: the draw, won or lost, or why no draw was made.',
   types: [LotteryWin, LotteryLose, ...drawProblems],
 });
 
@@ -190,6 +204,7 @@ const LotteryDrawAudit = builder.objectRef<DrawAudit>('LotteryDrawAudit').implem
 });
 
 const PrizeInput = builder.inputType('PrizeInput', {
+  description: 'A prize of a new lottery activity; totalStock is how many times it can be won.',
   fields: (t) => ({
     title: t.string({ required: true }),
     kind: t.field({ type: PrizeKind, defaultValue: 'GOODS' }),
@@ -203,6 +218,7 @@ const PrizeInput = builder.inputType('PrizeInput', {
 
 const CreateLotteryInput = builder
   .inputType('CreateLotteryInput', {
+    description: 'A new lottery activity: its window, strategy, daily limits, draw cost and prizes. Limits and stocks count by local day in timezone.',
     fields: (t) => ({
       title: t.string({ required: true }),
       startsAt: t.field({ type: 'DateTime', required: true }),
@@ -223,6 +239,7 @@ const CreateLotteryInput = builder
   .validate(createLotteryInput);
 
 const PrizeUpdateInput = builder.inputType('PrizeUpdateInput', {
+  description: 'A change to one prize of the activity, named by prizeId; omitted fields stay as they are.',
   fields: (t) => ({
     prizeId: t.id({ required: true }),
     weight: t.int(),
@@ -253,24 +270,27 @@ builder.queryField('lotteryActivity', (t) =>
   t.withAuth({ signedIn: true }).field({
     type: LotteryActivity,
     nullable: true,
+    description: 'The lottery activity with this id as it is now; null when there is none.',
     args: { id: t.arg.id({ required: true, validate: recordId }) },
     resolve: (_root, { id }, { app }) => app.lottery.get(String(id)),
   }),
 );
 
 builder.queryField('lotteryActivities', (t) =>
-  t.withAuth({ signedIn: true }).connection({
-    type: LotteryActivity,
-    description: 'The lottery catalog, newest first.',
-    args: { status: t.arg({ type: LotteryStatus, description: 'Only the activities of this status now; unset: all.' }) },
-    resolve: (_root, { status, ...args }, { app, locale }) =>
-      keysetConnection(
-        args,
-        (page) => app.lottery.list(status ?? null, page),
-        (activity) => activity.id,
-        locale,
-      ).catch(rethrowInLocale(locale)),
-  }),
+  describePaging(
+    t.withAuth({ signedIn: true }).connection({
+      type: LotteryActivity,
+      description: 'The lottery catalog, newest first.',
+      args: { status: t.arg({ type: LotteryStatus, description: 'Only the activities of this status now; unset: all.' }) },
+      resolve: (_root, { status, ...args }, { app, locale }) =>
+        keysetConnection(
+          args,
+          (page) => app.lottery.list(status ?? null, page),
+          (activity) => activity.id,
+          locale,
+        ).catch(rethrowInLocale(locale)),
+    }),
+  ),
 );
 
 builder.queryField('lotteryDrawAudit', (t) =>
@@ -278,28 +298,30 @@ builder.queryField('lotteryDrawAudit', (t) =>
     type: LotteryDrawAudit,
     nullable: true,
     description: 'Operators: replays a committed draw.',
-    args: { drawId: t.arg.id({ required: true, validate: recordId }) },
+    args: { drawId: t.arg.id({ required: true, validate: recordId, description: 'The drawId drawLottery answered with.' }) },
     resolve: (_root, { drawId }, { app }) => app.lottery.audit(String(drawId)),
   }),
 );
 
 builder.queryField('lotteryWins', (t) =>
-  t.withAuth({ admin: true }).connection({
-    type: LotteryWinRecord,
-    description:
-      "Operators: an activity's winning draws, oldest first, every one committed (losses are not listed), to ship the prizes; with prizeId, that prize's only. An unknown activity or prize has none.",
-    args: {
-      activityId: t.arg.id({ required: true, validate: recordId }),
-      prizeId: t.arg.id({ validate: recordId, description: 'Only the wins of this prize of the activity; unset: every prize.' }),
-    },
-    resolve: (_root, { activityId, prizeId, ...args }, { app, locale }) =>
-      keysetConnection(
-        args,
-        (page) => app.lottery.wins(String(activityId), prizeId == null ? null : String(prizeId), page),
-        (win) => win.drawId,
-        locale,
-      ).catch(rethrowInLocale(locale)),
-  }),
+  describePaging(
+    t.withAuth({ admin: true }).connection({
+      type: LotteryWinRecord,
+      description:
+        "Operators: an activity's winning draws, oldest first, every one committed (losses are not listed), to ship the prizes; with prizeId, that prize's only. An unknown activity or prize has none.",
+      args: {
+        activityId: t.arg.id({ required: true, validate: recordId, description: 'The lottery activity whose wins to list.' }),
+        prizeId: t.arg.id({ validate: recordId, description: 'Only the wins of this prize of the activity; unset: every prize.' }),
+      },
+      resolve: (_root, { activityId, prizeId, ...args }, { app, locale }) =>
+        keysetConnection(
+          args,
+          (page) => app.lottery.wins(String(activityId), prizeId == null ? null : String(prizeId), page),
+          (win) => win.drawId,
+          locale,
+        ).catch(rethrowInLocale(locale)),
+    }),
+  ),
 );
 
 builder.mutationField('createLotteryActivity', (t) =>
@@ -329,10 +351,14 @@ builder.mutationField('updateLotteryActivity', (t) =>
   t.withAuth({ admin: true }).field({
     type: LotteryActivity,
     description: 'Operators: changes weights, stock, limits, the end or pause; the next draw sees all of it at once.',
-    errors: { types: [NotFound], directResult: true, union: { name: 'UpdateLotteryActivityResult' } },
+    errors: {
+      types: [NotFound],
+      directResult: true,
+      union: { name: 'UpdateLotteryActivityResult', description: 'What updateLotteryActivity answers: the activity as changed, or NotFound.' },
+    },
     args: {
-      activityId: t.arg.id({ required: true, validate: recordId }),
-      input: t.arg({ type: UpdateLotteryInput, required: true }),
+      activityId: t.arg.id({ required: true, validate: recordId, description: 'The lottery activity to change.' }),
+      input: t.arg({ type: UpdateLotteryInput, required: true, description: 'What changes.' }),
     },
     resolve: (_root, { activityId, input }, { app, viewer, locale }) => app.lottery.update(viewer.userId, String(activityId), input).catch(rethrowInLocale(locale)),
   }),

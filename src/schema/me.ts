@@ -2,7 +2,7 @@ import { builder } from '../builder.ts';
 import { recordId } from '../domain/ids.ts';
 import type { RedPacketState } from '../domain/redPackets/store.ts';
 import { rethrowInLocale } from '../i18n/issues.ts';
-import { keysetConnection } from './connections.ts';
+import { describePaging, keysetConnection } from './connections.ts';
 import { LotteryDrawRecord } from './lottery.ts';
 import { Goods, Me } from './points.ts';
 import { RedPacket, RedPacketShare } from './redPackets.ts';
@@ -82,15 +82,17 @@ builder.objectFields(Me, (t) => ({
 }));
 
 builder.queryField('goodsCatalog', (t) =>
-  t.withAuth({ signedIn: true }).connection({
-    type: Goods,
-    description: 'The goods of the points shop, newest first.',
-    resolve: (_root, args, { app, locale }) =>
-      keysetConnection(
-        args,
-        (page) => app.history.goodsCatalog(page),
-        (goods) => goods.id,
-        locale,
-      ),
-  }),
+  describePaging(
+    t.withAuth({ signedIn: true }).connection({
+      type: Goods,
+      description: 'The goods of the points shop, newest first.',
+      resolve: (_root, args, { app, locale }) =>
+        keysetConnection(
+          args,
+          (page) => app.history.goodsCatalog(page),
+          (goods) => goods.id,
+          locale,
+        ),
+    }),
+  ),
 );

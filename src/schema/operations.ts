@@ -20,7 +20,7 @@ builder.queryField('journalDeadLetters', (t) =>
   t.withAuth({ admin: true }).field({
     type: [JournalDeadLetter],
     description: 'Operators: journal entries PostgreSQL refused, newest first.',
-    args: { limit: t.arg.int({ defaultValue: 50, validate: listLimit }) },
+    args: { limit: t.arg.int({ defaultValue: 50, validate: listLimit, description: 'At most this many: 1 to 500.' }) },
     resolve: (_root, { limit }, { app }) => app.journal.deadLetters(limit ?? 50),
   }),
 );

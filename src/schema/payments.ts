@@ -23,8 +23,14 @@ export const PaymentIntentRef = builder.objectRef<PaymentIntent>('PaymentIntent'
   }),
 });
 
-const PaymentStatusEnum = builder.enumType('PaymentStatus', { values: ['PENDING', 'SUCCEEDED', 'FAILED'] as const });
-const PaymentPurposeEnum = builder.enumType('PaymentPurpose', { values: ['TEAM_SEAT', 'WALLET_TOP_UP'] as const });
+const PaymentStatusEnum = builder.enumType('PaymentStatus', {
+  description: "PENDING until the provider's notify says the payment SUCCEEDED or FAILED.",
+  values: ['PENDING', 'SUCCEEDED', 'FAILED'] as const,
+});
+const PaymentPurposeEnum = builder.enumType('PaymentPurpose', {
+  description: "What a payment is for. TEAM_SEAT: a group-buy seat the payer locked (lockTeamSeat). WALLET_TOP_UP: money into the payer's wallet (topUpWallet).",
+  values: ['TEAM_SEAT', 'WALLET_TOP_UP'] as const,
+});
 
 /** The types only the development schema has (src/schema/index.ts drops them in production). */
 export const DEVELOPMENT_ONLY = { mutations: ['sandboxPay'], types: ['SandboxPayment'] };
@@ -54,7 +60,7 @@ builder.mutationField('sandboxPay', (t) =>
   t.withAuth({ signedIn: true }).field({
     type: SandboxPayment,
     description:
-      "Development only (absent from the production schema): pays one of the caller's payments as the provider would, with a signed SUCCEEDED notify through POST /payments/notify's handler.",
+      "Development only (absent from the schema in production, and while PAYMENT_WEBHOOK_SECRET is set unless SANDBOX_PAYMENTS=1): pays one of the caller's payments as the provider would, with a signed SUCCEEDED notify through POST /payments/notify's handler.",
     args: { paymentRef: t.arg.string({ required: true, validate: paymentRefSchema }) },
     resolve: async (_root, { paymentRef }, context) => {
       const paid = await context.app.payments.sandboxPay(context.viewer.userId, paymentRef);

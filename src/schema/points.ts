@@ -20,6 +20,7 @@ const RedemptionDelivery = builder.enumType('RedemptionDelivery', {
 });
 
 const Redemption = builder.prismaObject('Redemption', {
+  description: 'One unit of a goods item bought with points (redeemPoints); its voucher is delivered afterwards, retried until DELIVERED.',
   fields: (t) => ({
     id: t.exposeID('id'),
     goodsId: t.exposeID('goodsId'),
@@ -45,6 +46,7 @@ const Redemption = builder.prismaObject('Redemption', {
 });
 
 export const Goods = builder.prismaObject('Goods', {
+  description: 'An item of the points shop, bought with points one unit at a time; stock is every unit it was given, restocks included.',
   fields: (t) => ({
     id: t.exposeID('id'),
     title: t.exposeString('title'),
@@ -61,6 +63,7 @@ export const Goods = builder.prismaObject('Goods', {
 });
 
 export const Me = builder.objectRef<{ userId: string }>('Me').implement({
+  description: "The signed-in caller's own account: points, redemptions, wallet and histories.",
   fields: (t) => ({
     userId: t.exposeID('userId'),
     pointsBalance: t.int({ description: 'Spendable points.', resolve: (me, _args, { app }) => app.points.balance(me.userId) }),
@@ -76,18 +79,25 @@ export const Me = builder.objectRef<{ userId: string }>('Me').implement({
 builder.objectType(InsufficientPoints, {
   name: 'InsufficientPoints',
   ...asProblem(InsufficientPoints),
+  description: "The caller's points balance is below pointsCost, what the redemption or draw costs: nothing was spent.",
   fields: (t) => ({ balance: t.exposeInt('balance'), pointsCost: t.exposeInt('pointsCost') }),
 });
-builder.objectType(OutOfStock, { name: 'OutOfStock', ...asProblem(OutOfStock) });
-builder.objectType(GoodsOffSale, { name: 'GoodsOffSale', ...asProblem(GoodsOffSale) });
+builder.objectType(OutOfStock, { name: 'OutOfStock', ...asProblem(OutOfStock), description: 'No unit of the goods item is left: nothing was spent.' });
+builder.objectType(GoodsOffSale, {
+  name: 'GoodsOffSale',
+  ...asProblem(GoodsOffSale),
+  description: 'An operator has taken the goods item off sale: nothing was spent, and the same requestId may redeem once it is back on sale.',
+});
 builder.objectType(PerUserLimitReached, {
   name: 'PerUserLimitReached',
   ...asProblem(PerUserLimitReached),
+  description: 'The caller has redeemed perUserLimit units of this goods item already: nothing was spent.',
   fields: (t) => ({ perUserLimit: t.exposeInt('perUserLimit') }),
 });
 
 const CreateGoodsInput = builder
   .inputType('CreateGoodsInput', {
+    description: 'A new item of the points shop: its price in points, and its units or a pool of voucher codes.',
     fields: (t) => ({
       title: t.string({ required: true }),
       pointsCost: t.int({ required: true }),
@@ -100,6 +110,7 @@ const CreateGoodsInput = builder
 
 const RestockGoodsInput = builder
   .inputType('RestockGoodsInput', {
+    description: 'Units to add to a goods item, once per requestId.',
     fields: (t) => ({
       goodsId: t.id({ required: true }),
       requestId: t.string({ required: true, description: 'Restocks once: a retry with the same requestId (and units) adds nothing.' }),
@@ -123,6 +134,7 @@ const UpdateGoodsInput = builder
 builder.queryField('me', (t) =>
   t.withAuth({ signedIn: true }).field({
     type: Me,
+    description: "The signed-in caller's own account.",
     resolve: (_root, _args, { viewer }) => ({ userId: viewer.userId }),
   }),
 );
@@ -131,6 +143,7 @@ builder.queryField('goods', (t) =>
   t.withAuth({ signedIn: true }).prismaField({
     type: 'Goods',
     nullable: true,
+    description: 'The goods item with this id; null when there is none.',
     args: { id: t.arg.id({ required: true, validate: recordId }) },
     resolve: (query, _root, { id }, { app }) => app.points.findGoods(query, String(id)),
   }),
@@ -141,10 +154,10 @@ builder.queryField('goodsRedemptions', (t) =>
     type: [Redemption],
     description: "Operators: a goods item's redemptions, oldest first.",
     args: {
-      goodsId: t.arg.id({ required: true, validate: recordId }),
-      status: t.arg({ type: RedemptionStatusEnum }),
-      limit: t.arg.int({ defaultValue: 100, validate: listLimit }),
-      offset: t.arg.int({ defaultValue: 0, validate: listOffset }),
+      goodsId: t.arg.id({ required: true, validate: recordId, description: 'The goods item whose redemptions to list.' }),
+      status: t.arg({ type: RedemptionStatusEnum, description: 'Only the redemptions of this status; unset: all.' }),
+      limit: t.arg.int({ defaultValue: 100, validate: listLimit, description: 'At most this many: 1 to 500.' }),
+      offset: t.arg.int({ defaultValue: 0, validate: listOffset, description: 'How many to skip first.' }),
     },
     resolve: (query, _root, { goodsId, status, limit, offset }, { app }) => app.points.redemptionsOfGoods(query, String(goodsId), { status, limit: limit ?? 100, offset: offset ?? 0 }),
   }),
@@ -179,8 +192,8 @@ builder.mutationField('restockGoods', (t) =>
   t.withAuth({ admin: true }).field({
     type: Goods,
     description: 'Operators: adds units to a goods item (new codes to a pooled one). Once per requestId; a restock is committed in PostgreSQL before it answers.',
-    errors: { types: [NotFound], directResult: true, union: { name: 'RestockGoodsResult' } },
-    args: { input: t.arg({ type: RestockGoodsInput, required: true }) },
+    errors: { types: [NotFound], directResult: true, union: { name: 'RestockGoodsResult', description: 'What restockGoods answers: the goods item restocked, or NotFound.' } },
+    args: { input: t.arg({ type: RestockGoodsInput, required: true, description: 'The goods item, the units to add and the idempotency key.' }) },
     resolve: (_root, { input }, { app, viewer, locale }) => app.points.restock(viewer.userId, input).catch(rethrowInLocale(locale)),
   }),
 );
@@ -189,8 +202,11 @@ builder.mutationField('updateGoods', (t) =>
   t.withAuth({ admin: true }).field({
     type: Goods,
     description: "Operators: changes a goods item's title, its price in points, or whether it is on sale; the next redemption sees it.",
-    errors: { types: [NotFound], directResult: true, union: { name: 'UpdateGoodsResult' } },
-    args: { goodsId: t.arg.id({ required: true, validate: recordId }), input: t.arg({ type: UpdateGoodsInput, required: true }) },
+    errors: { types: [NotFound], directResult: true, union: { name: 'UpdateGoodsResult', description: 'What updateGoods answers: the goods item as changed, or NotFound.' } },
+    args: {
+      goodsId: t.arg.id({ required: true, validate: recordId, description: 'The goods item to change.' }),
+      input: t.arg({ type: UpdateGoodsInput, required: true, description: 'What changes.' }),
+    },
     resolve: (_root, { goodsId, input }, { app, viewer, locale }) => app.points.updateGoods(viewer.userId, String(goodsId), input).catch(rethrowInLocale(locale)),
   }),
 );
@@ -202,7 +218,7 @@ builder.mutationField('redeemPoints', (t) =>
     errors: {
       types: [InsufficientPoints, OutOfStock, PerUserLimitReached, GoodsOffSale, NotFound],
       directResult: true,
-      union: { name: 'RedeemPointsResult' },
+      union: { name: 'RedeemPointsResult', description: 'What redeemPoints answers: the redemption, or why none was made.' },
     },
     args: t.validate({ goodsId: t.arg.id({ required: true }), requestId: t.arg.string({ required: true }) }, redeemPointsArgs),
     resolve: (_root, { goodsId, requestId }, { app, viewer, locale }) => app.points.redeem(viewer.userId, goodsId, requestId).catch(rethrowInLocale(locale)),
@@ -214,7 +230,7 @@ builder.subscriptionField('redemptionUpdated', (t) =>
     type: Redemption,
     description:
       "One of my redemptions (any, for operators) as its delivery moves: the current state first, then after each failed attempt and at the delivery; completes once DELIVERED. Moves close together may be merged into the newest. Someone else's redemption, or an unknown id: NOT_FOUND.",
-    args: t.validate({ redemptionId: t.arg.id({ required: true }) }, redemptionUpdatedArgs),
+    args: t.validate({ redemptionId: t.arg.id({ required: true, description: 'The redemption to follow: the id redeemPoints answered with.' }) }, redemptionUpdatedArgs),
     subscribe: (_root, { redemptionId }, context) =>
       watchExisting(
         new NotFound('redemption', redemptionId),

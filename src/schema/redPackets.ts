@@ -28,9 +28,13 @@ const RedPacketFunding = builder.enumType('RedPacketFunding', {
   values: ['WALLET', 'SHOP'] as const,
 });
 
-const RedPacketStatus = builder.enumType('RedPacketStatus', { values: ['ACTIVE', 'EMPTY', 'EXPIRED'] as const });
+const RedPacketStatus = builder.enumType('RedPacketStatus', {
+  description: 'ACTIVE: shares are left to grab. EMPTY: every share was grabbed. EXPIRED: expiresAt has passed (closeRedPacket moves it to the close) with shares left.',
+  values: ['ACTIVE', 'EMPTY', 'EXPIRED'] as const,
+});
 
 export const RedPacketShare = builder.objectRef<RedPacketShareView>('RedPacketShare').implement({
+  description: 'One grabbed share of a red packet; its amount is in cents (fen).',
   fields: (t) => ({
     packetId: t.exposeID('packetId'),
     userId: t.id({
@@ -43,6 +47,8 @@ export const RedPacketShare = builder.objectRef<RedPacketShareView>('RedPacketSh
 });
 
 export const RedPacket = builder.objectRef<RedPacketState>('RedPacket').implement({
+  description:
+    'A sum in cents (fen), split into count shares when it is sent; each user may grab one until it is EMPTY or EXPIRED. Absolute state: clients count down to expiresAt against serverTime.',
   fields: (t) => ({
     id: t.exposeID('id'),
     senderId: t.id({
@@ -107,6 +113,7 @@ export const RedPacket = builder.objectRef<RedPacketState>('RedPacket').implemen
 });
 
 const GrabbedShareRef = builder.objectRef<GrabbedShare>('GrabbedShare').implement({
+  description: 'The share the caller just grabbed: its amount in cents (fen), and remainingCount, the shares left after it.',
   fields: (t) => ({
     packetId: t.exposeID('packetId'),
     amount: t.exposeInt('amount'),
@@ -118,18 +125,21 @@ const GrabbedShareRef = builder.objectRef<GrabbedShare>('GrabbedShare').implemen
 builder.objectType(AlreadyGrabbed, {
   name: 'AlreadyGrabbed',
   ...asProblem(AlreadyGrabbed),
+  description: 'The caller already holds a share of this packet (one per user): share is that share.',
   fields: (t) => ({ share: t.field({ type: RedPacketShare, resolve: (problem) => problem.share }) }),
 });
-builder.objectType(RedPacketEmpty, { name: 'RedPacketEmpty', ...asProblem(RedPacketEmpty) });
+builder.objectType(RedPacketEmpty, { name: 'RedPacketEmpty', ...asProblem(RedPacketEmpty), description: 'Every share of the packet has been grabbed.' });
 builder.objectType(RedPacketExpired, {
   name: 'RedPacketExpired',
   ...asProblem(RedPacketExpired),
+  description: 'The packet expired at expiresAt (closeRedPacket moves it to the close): no share can be grabbed any more.',
   fields: (t) => ({ expiresAt: t.expose('expiresAt', { type: 'DateTime' }) }),
 });
 
 builder.objectType(InsufficientFunds, {
   name: 'InsufficientFunds',
   ...asProblem(InsufficientFunds),
+  description: "The caller's wallet holds less than the operation needs (both in cents, fen): nothing was debited.",
   fields: (t) => ({
     balanceCents: t.exposeInt('balanceCents', { description: 'What the wallet holds now.' }),
     amountCents: t.exposeInt('amountCents', { description: 'What the operation needs.' }),
@@ -138,6 +148,7 @@ builder.objectType(InsufficientFunds, {
 
 const CreateRedPacketInput = builder
   .inputType('CreateRedPacketInput', {
+    description: 'A red packet to send: totalAmount split into count shares by mode, each between minAmount and maxAmount (all in cents, fen), grabbable for expiresInSeconds.',
     fields: (t) => ({
       totalAmount: t.int({ required: true, description: 'In cents (fen), at most 100,000,000.' }),
       count: t.int({ required: true, description: 'How many shares, at most 10,000.' }),
@@ -155,6 +166,7 @@ builder.queryField('redPacket', (t) =>
   t.withAuth({ signedIn: true }).field({
     type: RedPacket,
     nullable: true,
+    description: 'The red packet with this id as it is now; null when there is none.',
     args: { id: t.arg.id({ required: true, validate: recordId }) },
     resolve: (_root, { id }, { app }) => app.redPackets.get(String(id)),
   }),
@@ -165,7 +177,7 @@ builder.mutationField('createRedPacket', (t) =>
     type: RedPacket,
     description:
       "Splits the amount now; the caller is the sender. A WALLET packet debits the caller's wallet by the total in the same transaction (InsufficientFunds, and no packet, when it holds less); SHOP packets are for operators (FORBIDDEN for users).",
-    errors: { types: [InsufficientFunds], directResult: true, union: { name: 'CreateRedPacketResult' } },
+    errors: { types: [InsufficientFunds], directResult: true, union: { name: 'CreateRedPacketResult', description: 'What createRedPacket answers: the new packet, or why none was made.' } },
     args: { input: t.arg({ type: CreateRedPacketInput, required: true }) },
     resolve: (_root, { input }, { app, viewer, locale }) => {
       if (input.fundedBy === 'SHOP' && !isOperator(viewer)) throw graphqlError(ErrorCode.forbidden, errorMessage('SHOP_PACKET_FOR_OPERATORS', locale));
@@ -181,7 +193,7 @@ builder.mutationField('grabRedPacket', (t) =>
     errors: {
       types: [AlreadyGrabbed, RedPacketEmpty, RedPacketExpired, NotFound],
       directResult: true,
-      union: { name: 'GrabRedPacketResult' },
+      union: { name: 'GrabRedPacketResult', description: 'What grabRedPacket answers: the share grabbed, or why none was.' },
     },
     args: { packetId: t.arg.id({ required: true, validate: recordId }) },
     resolve: (_root, { packetId }, { app, viewer }) => app.redPackets.grab(viewer.userId, String(packetId)),
@@ -192,8 +204,8 @@ builder.mutationField('closeRedPacket', (t) =>
   t.withAuth({ admin: true }).field({
     type: RedPacket,
     description: "Operators: ends the packet now. Within seconds what is left is owed back to the sender's wallet (a refund), or, for a shop-funded packet, stays with the shop.",
-    errors: { types: [NotFound], directResult: true, union: { name: 'CloseRedPacketResult' } },
-    args: { packetId: t.arg.id({ required: true, validate: recordId }) },
+    errors: { types: [NotFound], directResult: true, union: { name: 'CloseRedPacketResult', description: 'What closeRedPacket answers: the closed packet, or NotFound.' } },
+    args: { packetId: t.arg.id({ required: true, validate: recordId, description: 'The red packet to close.' }) },
     resolve: (_root, { packetId }, { app }) => app.redPackets.close(String(packetId)),
   }),
 );

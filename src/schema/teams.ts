@@ -9,14 +9,18 @@ import type { SeatLocked } from '../domain/teams/service.ts';
 import type { SeatLockView, TeamMemberView, TeamState } from '../domain/teams/store.ts';
 import { rethrowInLocale } from '../i18n/issues.ts';
 import { asProblem, notFoundError, shownUserId, watchExisting } from './common.ts';
-import { keysetConnection } from './connections.ts';
+import { describePaging, keysetConnection } from './connections.ts';
 import { PaymentIntentRef } from './payments.ts';
 
 const USER_IDS = userIdRule('this group-buy activity (all its teams)');
 
-const TeamStatusEnum = builder.enumType('TeamStatus', { values: ['OPEN', 'COMPLETE', 'FAILED'] as const });
+const TeamStatusEnum = builder.enumType('TeamStatus', {
+  description: 'OPEN: seats may be taken until the deadline. COMPLETE: every seat is filled. FAILED: it did not fill by its deadline, and its seat payments are owed back.',
+  values: ['OPEN', 'COMPLETE', 'FAILED'] as const,
+});
 
 const TeamMember = builder.objectRef<TeamMemberView>('TeamMember').implement({
+  description: "A team's member: the leader, or a buyer whose seat payment was confirmed.",
   fields: (t) => ({
     userId: t.exposeID('userId', { description: USER_IDS }),
     joinedAt: t.expose('joinedAt', { type: 'DateTime' }),
@@ -79,6 +83,7 @@ export const Team = builder.objectRef<TeamState>('Team').implement({
 });
 
 const SeatLockedRef = builder.objectRef<SeatLocked>('SeatLocked').implement({
+  description: 'A seat now held for the caller in team: paying payment before its expiresAt makes them a member.',
   fields: (t) => ({
     team: t.expose('team', { type: Team }),
     lock: t.field({ type: SeatLock, description: "The caller's lock.", resolve: ({ team, lock }, _args, context) => shownUsers([lock], team, context)[0]! }),
@@ -95,35 +100,41 @@ const SeatLockedRef = builder.objectRef<SeatLocked>('SeatLocked').implement({
 builder.objectType(TeamFull, {
   name: 'TeamFull',
   ...asProblem(TeamFull),
+  description: 'Every seat is taken by a member or a live seat lock; one may free up at nextUnlockAt.',
   fields: (t) => ({
     nextUnlockAt: t.expose('nextUnlockAt', { type: 'DateTime', nullable: true, description: 'When the earliest lock runs out.' }),
     serverTime: t.expose('serverTime', { type: 'DateTime' }),
   }),
 });
-builder.objectType(AlreadyMember, { name: 'AlreadyMember', ...asProblem(AlreadyMember) });
+builder.objectType(AlreadyMember, { name: 'AlreadyMember', ...asProblem(AlreadyMember), description: 'The caller is already a member of this team.' });
 builder.objectType(TeamClosed, {
   name: 'TeamClosed',
   ...asProblem(TeamClosed),
+  description: 'The team takes no more seats: it is COMPLETE or FAILED, or its deadline has passed.',
   fields: (t) => ({ status: t.expose('status', { type: TeamStatusEnum }) }),
 });
 builder.objectType(TeamLimitReached, {
   name: 'TeamLimitReached',
   ...asProblem(TeamLimitReached),
+  description: 'The caller has joined maxTeamsPerUser teams of this activity as a buyer already (FAILED ones not counted).',
   fields: (t) => ({ maxTeamsPerUser: t.exposeInt('maxTeamsPerUser') }),
 });
 builder.objectType(SeatLockLimitReached, {
   name: 'SeatLockLimitReached',
   ...asProblem(SeatLockLimitReached),
+  description: 'The caller has taken as many seat locks in this team as one user may (moves into it included).',
   fields: (t) => ({ maxLocks: t.exposeInt('maxLocks', { description: 'The most seat locks one user may take in one team.' }) }),
 });
 builder.objectType(OpenTeamLimitReached, {
   name: 'OpenTeamLimitReached',
   ...asProblem(OpenTeamLimitReached),
+  description: 'The caller already leads maxOpenTeamsPerLeader OPEN teams of this activity.',
   fields: (t) => ({ maxOpenTeamsPerLeader: t.exposeInt('maxOpenTeamsPerLeader') }),
 });
 builder.objectType(GroupBuyNotActive, {
   name: 'GroupBuyNotActive',
   ...asProblem(GroupBuyNotActive),
+  description: 'The group-buy opens no team now: before startsAt, from endsAt on, or while paused.',
   fields: (t) => ({
     startsAt: t.expose('startsAt', { type: 'DateTime' }),
     endsAt: t.expose('endsAt', { type: 'DateTime' }),
@@ -134,11 +145,13 @@ builder.objectType(GroupBuyNotActive, {
 builder.objectType(NoSeatLock, {
   name: 'NoSeatLock',
   ...asProblem(NoSeatLock),
+  description: 'The user holds no live seat lock in the team and no seat is free; one may free up at nextUnlockAt.',
   fields: (t) => ({ nextUnlockAt: t.expose('nextUnlockAt', { type: 'DateTime', nullable: true }) }),
 });
 
 const OpenTeamInput = builder
   .inputType('OpenTeamInput', {
+    description: 'The group-buy activity to open a team in.',
     fields: (t) => ({
       activityId: t.id({ required: true, description: 'A group-buy activity (createGroupBuyActivity); the team gets its capacity, lock and formation times.' }),
     }),
@@ -149,6 +162,7 @@ builder.queryField('team', (t) =>
   t.withAuth({ signedIn: true }).field({
     type: Team,
     nullable: true,
+    description: 'The team with this id as it is now; null when there is none.',
     args: { id: t.arg.id({ required: true, validate: recordId }) },
     resolve: (_root, { id }, { app }) => app.teams.get(String(id)),
   }),
@@ -159,8 +173,8 @@ builder.queryField('teams', (t) =>
     type: [Team],
     description: 'The "join a team" list: open teams with free seats first, then the rest, oldest first.',
     args: {
-      activityId: t.arg.id({ required: true, validate: activityIdSchema }),
-      status: t.arg({ type: TeamStatusEnum }),
+      activityId: t.arg.id({ required: true, validate: activityIdSchema, description: 'The group-buy activity whose teams to list.' }),
+      status: t.arg({ type: TeamStatusEnum, description: 'Only the teams of this status; unset: all.' }),
       limit: t.arg.int({ defaultValue: 50, validate: teamListLimit, description: '1 to 200.' }),
     },
     resolve: (_root, { activityId, status, limit }, { app }) => app.teams.list(String(activityId), status ?? null, limit ?? 50),
@@ -168,22 +182,24 @@ builder.queryField('teams', (t) =>
 );
 
 builder.queryField('teamsConnection', (t) =>
-  t.withAuth({ admin: true }).connection({
-    type: Team,
-    description:
-      "Operators: every team of the activity (or those of one status), oldest first, a page at a time, each as it is now. The status filters by PostgreSQL's record, so a team that just changed may be listed with its new status. An unknown activity has none.",
-    args: {
-      activityId: t.arg.id({ required: true, validate: activityIdSchema }),
-      status: t.arg({ type: TeamStatusEnum, description: 'Only the teams of this status; unset: all.' }),
-    },
-    resolve: (_root, { activityId, status, ...args }, { app, locale }) =>
-      keysetConnection(
-        args,
-        (page) => app.teams.page(String(activityId), status ?? null, page),
-        (team) => team.id,
-        locale,
-      ).catch(rethrowInLocale(locale)),
-  }),
+  describePaging(
+    t.withAuth({ admin: true }).connection({
+      type: Team,
+      description:
+        "Operators: every team of the activity (or those of one status), oldest first, a page at a time, each as it is now. The status filters by PostgreSQL's record, so a team that just changed may be listed with its new status. An unknown activity has none.",
+      args: {
+        activityId: t.arg.id({ required: true, validate: activityIdSchema, description: 'The group-buy activity whose teams to list.' }),
+        status: t.arg({ type: TeamStatusEnum, description: 'Only the teams of this status; unset: all.' }),
+      },
+      resolve: (_root, { activityId, status, ...args }, { app, locale }) =>
+        keysetConnection(
+          args,
+          (page) => app.teams.page(String(activityId), status ?? null, page),
+          (team) => team.id,
+          locale,
+        ).catch(rethrowInLocale(locale)),
+    }),
+  ),
 );
 
 builder.mutationField('openTeam', (t) =>
@@ -193,7 +209,7 @@ builder.mutationField('openTeam', (t) =>
     errors: {
       types: [NotFound, GroupBuyNotActive, OpenTeamLimitReached],
       directResult: true,
-      union: { name: 'OpenTeamResult' },
+      union: { name: 'OpenTeamResult', description: 'What openTeam answers: the new team, or why none was opened.' },
     },
     args: { input: t.arg({ type: OpenTeamInput, required: true }) },
     resolve: (_root, { input }, { app, viewer }) => app.teams.open(viewer.userId, String(input.activityId)),
@@ -207,7 +223,7 @@ builder.mutationField('lockTeamSeat', (t) =>
     errors: {
       types: [TeamFull, AlreadyMember, TeamClosed, NotFound, TeamLimitReached, SeatLockLimitReached],
       directResult: true,
-      union: { name: 'LockTeamSeatResult' },
+      union: { name: 'LockTeamSeatResult', description: 'What lockTeamSeat answers: the seat held and its payment, or why none was.' },
     },
     args: { teamId: t.arg.id({ required: true, validate: recordId }) },
     resolve: (_root, { teamId }, { app, viewer }) => app.teams.lock(viewer.userId, String(teamId)),
@@ -235,7 +251,7 @@ builder.mutationField('confirmTeamSeat', (t) =>
     errors: {
       types: [NoSeatLock, TeamClosed, NotFound],
       directResult: true,
-      union: { name: 'ConfirmTeamSeatResult' },
+      union: { name: 'ConfirmTeamSeatResult', description: 'What confirmTeamSeat answers: the team with the user seated, or why they were not.' },
     },
     args: {
       teamId: t.arg.id({ required: true, validate: recordId }),

@@ -3,7 +3,7 @@ import { creditWalletArgs } from '../domain/money/input.ts';
 import type { WalletLedger } from '../generated/prisma/client.ts';
 import { RefundDestination, RefundStatus } from '../generated/prisma/enums.ts';
 import { rethrowInLocale } from '../i18n/issues.ts';
-import { keysetConnection } from './connections.ts';
+import { describePaging, keysetConnection } from './connections.ts';
 import { Me } from './points.ts';
 
 const WalletEntry = builder.objectRef<WalletLedger>('WalletEntry').implement({
@@ -93,18 +93,20 @@ builder.objectFields(Me, (t) => ({
 }));
 
 builder.queryField('refunds', (t) =>
-  t.withAuth({ admin: true }).connection({
-    type: Refund,
-    description: 'Operators: every refund, or those of one status (PENDING: the outbox still to pay), newest first.',
-    args: { status: t.arg({ type: RefundStatusEnum }) },
-    resolve: (_root, { status, ...args }, { app, locale }) =>
-      keysetConnection(
-        args,
-        (page) => app.refunds.list(status, page),
-        (refund) => refund.id,
-        locale,
-      ),
-  }),
+  describePaging(
+    t.withAuth({ admin: true }).connection({
+      type: Refund,
+      description: 'Operators: every refund, or those of one status (PENDING: the outbox still to pay), newest first.',
+      args: { status: t.arg({ type: RefundStatusEnum, description: 'Only the refunds of this status; unset: all.' }) },
+      resolve: (_root, { status, ...args }, { app, locale }) =>
+        keysetConnection(
+          args,
+          (page) => app.refunds.list(status, page),
+          (refund) => refund.id,
+          locale,
+        ),
+    }),
+  ),
 );
 
 builder.mutationField('creditWallet', (t) =>
@@ -113,10 +115,10 @@ builder.mutationField('creditWallet', (t) =>
       "Operators: credits a user's wallet. Idempotent per requestId (the same requestId for another user or amount is BAD_USER_INPUT). A credit that would take the wallet past 2,147,483,647 cents is BAD_USER_INPUT (issue WALLET_BALANCE_LIMIT). The new balance.",
     args: t.validate(
       {
-        userId: t.arg.id({ required: true }),
-        amountCents: t.arg.int({ required: true }),
-        reason: t.arg.string({ required: true }),
-        requestId: t.arg.string({ required: true }),
+        userId: t.arg.id({ required: true, description: 'The user whose wallet to credit.' }),
+        amountCents: t.arg.int({ required: true, description: 'In cents (fen): 1 to 100,000,000.' }),
+        reason: t.arg.string({ required: true, description: "Why (1 to 200 characters): the ledger entry's note." }),
+        requestId: t.arg.string({ required: true, description: 'The idempotency key (1 to 128 characters): the same requestId credits once.' }),
       },
       creditWalletArgs,
     ),
