@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { cp, mkdtemp, readFile, readdir, readlink, rm } from 'node:fs/promises';
 import { connect } from 'node:net';
-import { tmpdir } from 'node:os';
+import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -10,9 +10,10 @@ import { loadConfig } from '../src/config.ts';
 import { openDatabase } from '../src/infra/db/database.ts';
 import { MIGRATIONS_DIR, applyMigrations } from '../src/infra/db/migrations.ts';
 import { createLogger } from '../src/infra/logger.ts';
+import { projectFile } from '../src/projectFiles.ts';
 import { CreateRedPacketDocument, GrabRedPacketDocument, RedPacketUpdatedDocument } from './gql/generated.ts';
 import { errorCodes, gql, subscribeSse, subscribeWs } from './support/client.ts';
-import { testEnv } from './support/env.ts';
+import { TEST_JWT_SECRET, testEnv } from './support/env.ts';
 import { stopAll, stopWithin, withTimeout } from './support/lifecycle.ts';
 import { waitFor } from './support/poll.ts';
 import { startThrowawayRedis, stopChild } from './support/redisServer.ts';
@@ -384,6 +385,36 @@ describe('a running server', () => {
     expect(tooMany.body.data ?? null).toBeNull();
     expect(tooMany.body.errors?.[0]?.message).toMatch(/alias/i);
     expect(errorCodes(tooMany)).toEqual(['BAD_USER_INPUT']);
+  });
+});
+
+describe('what a development server gives away, and a production one does not', () => {
+  it('mints development tokens for this machine only, and serves source maps outside production only', async () => {
+    const env = testEnv('startup_exposure', { JWT_SECRET: '', HOST: '0.0.0.0', SANDBOX_PAYMENTS: '' });
+    const stores = openStores(env);
+    const development = await startServerProcess(env.vars);
+    const production = await startServerProcess({ ...env.vars, NODE_ENV: 'production', JWT_SECRET: TEST_JWT_SECRET });
+    try {
+      const mint = (host: string) =>
+        fetch(`http://${host}:${development.port}/app/dev-token`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ name: 'lan-guest', operator: true }),
+        });
+      expect((await mint('127.0.0.1')).status).toBe(200);
+      // From another address of this machine, as a neighbour on the network would reach it.
+      const lan = Object.values(networkInterfaces())
+        .flat()
+        .find((address) => address?.family === 'IPv4' && !address.internal)?.address;
+      if (lan) expect((await mint(lan)).status).toBe(403);
+
+      const map = (await readdir(projectFile('dist', 'web', 'assets'))).find((file) => file.endsWith('.map'))!;
+      expect((await fetch(new URL(`/app/assets/${map}`, development.url))).status).toBe(200);
+      expect((await fetch(new URL(`/app/assets/${map}`, production.url))).status).toBe(404);
+    } finally {
+      await stopAll(development, production);
+      await stores.cleanup();
+    }
   });
 });
 
