@@ -275,7 +275,23 @@ function useNoFramingOfPages(): Plugin {
   };
 }
 
-/** Request and error hygiene (CORS, CSRF, form bodies, suggestions, parser details, introspection, Retry-After, no framing), for Yoga's plugin list; the fast lane shares `corsHeaders`. */
+/**
+ * A GET's answer may be cached (a persisted query's URL is stable), but one for a signed-in
+ * caller is theirs alone: a cache keyed by URL would hand one user's `me` to the next.
+ * POSTs are not cached by anyone.
+ */
+function useNoSharedCachingOfSignedInGets(): Plugin {
+  return {
+    onResponse({ request, response }) {
+      if (request.method !== 'GET') return;
+      const vary = response.headers.get('vary');
+      response.headers.set('vary', vary ? `${vary}, Authorization` : 'Authorization');
+      if (request.headers.has('authorization')) response.headers.set('cache-control', 'private, no-store');
+    },
+  };
+}
+
+/** Request and error hygiene (CORS, CSRF, form bodies, suggestions, parser details, introspection, Retry-After, no framing, caching), for Yoga's plugin list; the fast lane shares `corsHeaders`. */
 export function hygienePlugins(config: Config, corsHeaders: CorsPolicy): Plugin[] {
   return [
     useCorsAllowList(corsHeaders),
@@ -286,5 +302,6 @@ export function hygienePlugins(config: Config, corsHeaders: CorsPolicy): Plugin[
     useOperatorIntrospection(config) as Plugin,
     useRetryAfterHeader(),
     useNoFramingOfPages(),
+    useNoSharedCachingOfSignedInGets(),
   ];
 }

@@ -218,6 +218,9 @@ describe('a GET without the CSRF header', () => {
     for (const headers of sets) {
       const response = await get(headers);
       expect(response.status, JSON.stringify(headers)).toBe(200);
+      // Never kept by a shared cache for the next caller of the same URL.
+      expect(response.headers.get('vary')).toMatch(/Authorization/);
+      if (headers.authorization) expect(response.headers.get('cache-control')).toBe('private, no-store');
       expect(await response.json()).toEqual({ data: { __typename: 'Query' } });
     }
   });
