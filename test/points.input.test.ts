@@ -478,6 +478,16 @@ describe('updateGoods', () => {
     await expectPointsInvariants(stores);
   });
 
+  it('creates an item off sale, ready before its sale opens: GoodsOffSale until it is put on sale', async () => {
+    const lamp = await points.createGoods('operator', { title: 'lamp', pointsCost: 4, stock: 1, onSale: false });
+    expect(lamp).toMatchObject({ onSale: false, remainingStock: 1 });
+    await points.award('operator', { userId: 'lamp-buyer', amount: 10 });
+    expect((await unchanged(() => points.tryRedeem('lamp-buyer', lamp.id, 'l1'))).result).toMatchObject({ __typename: 'GoodsOffSale' });
+    await points.updateGoods('operator', lamp.id, { onSale: true });
+    expect((await points.tryRedeem('lamp-buyer', lamp.id, 'l1')).result).toMatchObject({ __typename: 'Redemption', pointsSpent: 4 });
+    await expectPointsInvariants(stores);
+  });
+
   it('NotFound for an item that does not exist, and BAD_USER_INPUT for an id no item can have, changing nothing', async () => {
     const response = await unchanged(() => update('no-such-goods', { onSale: false }, admin));
     expect(response.body.data?.updateGoods).toMatchObject({ __typename: 'NotFound', code: 'NOT_FOUND' });

@@ -104,6 +104,10 @@ const CreateGoodsInput = builder
       stock: t.int({ required: true, description: 'With voucherCodes, the number of codes.' }),
       perUserLimit: t.int({ defaultValue: 0, description: '0 = unlimited.' }),
       voucherCodes: t.stringList({ description: 'A pool of codes (at most 10,000), each handed out at most once.' }),
+      onSale: t.boolean({
+        defaultValue: true,
+        description: 'false: created off sale (GoodsOffSale to every redemption), to be put on sale with updateGoods when the sale opens: a 10:00 flash sale prepared the night before.',
+      }),
     }),
   })
   .validate(createGoodsInput);

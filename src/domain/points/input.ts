@@ -56,6 +56,7 @@ export const createGoodsInput = z
     stock: z.number().int().min(1, 'stock must be at least 1').max(MAX_STOCK),
     perUserLimit: z.number().int().min(0, 'perUserLimit must be 0 (unlimited) or more').max(MAX_STOCK),
     voucherCodes,
+    onSale: z.boolean().optional(),
   })
   .superRefine(unitsAreTheCodes('stock'));
 

@@ -142,7 +142,7 @@ export async function insertGoods(prisma: PrismaClient, id: string, createdBy: s
   const codes = input.voucherCodes ?? [];
   return prisma.$transaction(async (tx) => {
     const goods = await tx.goods.create({
-      data: { id, title: input.title, pointsCost: input.pointsCost, stock: input.stock, perUserLimit: input.perUserLimit, pooled: codes.length > 0, createdBy },
+      data: { id, title: input.title, pointsCost: input.pointsCost, stock: input.stock, perUserLimit: input.perUserLimit, pooled: codes.length > 0, onSale: input.onSale ?? true, createdBy },
     });
     await tx.goodsChange.create({
       data: { id: `created:${id}`, goodsId: id, title: goods.title, pointsCost: goods.pointsCost, onSale: goods.onSale, changedBy: createdBy, changedAt: goods.createdAt },
