@@ -76,6 +76,13 @@ const journalDelete = defineScript('journalDelete', ['stream', 'deletedByOthers'
   deleted: (values) => ({ missing: values.strings(0) }),
 });
 const SWEEP_BATCH = 1000;
+/**
+ * Streams a sweep looks into at once. Every campaign's stream stays registered until a day
+ * after its end, so a busy day leaves thousands, each looked into every round: one round
+ * trip each took 28% of a core for 3,236 idle streams. Sent together, the looks go out
+ * auto-pipelined (per node on a cluster).
+ */
+const SWEEP_LOOKS_AT_ONCE = 256;
 
 /** The ids of a stream's entries that a committer other than the first deleted, for a while (lua/journalDelete.lua). */
 const deletedByOthersKey = (stream: string) => `${stream}:deletedByOthers`;
@@ -159,23 +166,32 @@ export class Journal {
   async sweep(): Promise<number> {
     const nowMs = await redisTimeMs(this.redis);
     const registered = await this.redis.zrange(STREAM_REGISTRY, 0, -1, 'WITHSCORES');
+    const olderThan = String(nowMs - this.options.sweepAfterMs);
     let handled = 0;
-    for (let i = 0; i < registered.length; i += 2) {
-      const stream = registered[i]!;
-      const trackedUntil = Number(registered[i + 1]);
-      const stale = await this.redis.xrange(stream, '-', String(nowMs - this.options.sweepAfterMs), 'COUNT', SWEEP_BATCH);
-      if (stale.length > 0) {
-        this.log.warn({ stream, entries: stale.length }, 'sweeping journal entries left behind');
-        await Promise.allSettled(this.commitAll(stream, stale));
-        handled += stale.length;
-      } else if (trackedUntil < nowMs && (await this.redis.xlen(stream)) === 0) {
-        // Two commands, not a MULTI: on a cluster the registry and the stream lie in other
-        // slots. Stopped between them, an empty stream is left, which expires with its campaign.
-        await this.redis.zrem(STREAM_REGISTRY, stream);
-        await this.redis.del(stream, deletedByOthersKey(stream));
-      }
+    for (let first = 0; first < registered.length; first += 2 * SWEEP_LOOKS_AT_ONCE) {
+      const streams = registered.slice(first, first + 2 * SWEEP_LOOKS_AT_ONCE);
+      const looks = [];
+      for (let i = 0; i < streams.length; i += 2) looks.push(this.redis.xrange(streams[i]!, '-', olderThan, 'COUNT', SWEEP_BATCH));
+      const staleOf = await Promise.all(looks);
+      for (let i = 0; i < streams.length; i += 2) handled += await this.sweepStream(streams[i]!, Number(streams[i + 1]), staleOf[i / 2]!, nowMs);
     }
     return handled;
+  }
+
+  /** Commits a stream's stale entries, or forgets the stream once its campaign's tracking ran out and it is empty. */
+  private async sweepStream(stream: string, trackedUntil: number, stale: [string, string[]][], nowMs: number): Promise<number> {
+    if (stale.length > 0) {
+      this.log.warn({ stream, entries: stale.length }, 'sweeping journal entries left behind');
+      await Promise.allSettled(this.commitAll(stream, stale));
+      return stale.length;
+    }
+    if (trackedUntil < nowMs && (await this.redis.xlen(stream)) === 0) {
+      // Two commands, not a MULTI: on a cluster the registry and the stream lie in other
+      // slots. Stopped between them, an empty stream is left, which expires with its campaign.
+      await this.redis.zrem(STREAM_REGISTRY, stream);
+      await this.redis.del(stream, deletedByOthersKey(stream));
+    }
+    return 0;
   }
 
   /** For the metrics, on a scrape: entries in the tracked streams and the age of the oldest. */
