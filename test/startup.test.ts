@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { cp, mkdtemp, readFile, readdir, readlink, rm } from 'node:fs/promises';
-import { connect } from 'node:net';
+import { createServer as createHttpServer } from 'node:http';
+import { type AddressInfo, connect } from 'node:net';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fetch } from 'undici';
@@ -11,6 +12,7 @@ import { openDatabase } from '../src/infra/db/database.ts';
 import { MIGRATIONS_DIR, applyMigrations } from '../src/infra/db/migrations.ts';
 import { createLogger } from '../src/infra/logger.ts';
 import { projectFile } from '../src/projectFiles.ts';
+import { createWebApp } from '../src/webApp.ts';
 import { CreateRedPacketDocument, GrabRedPacketDocument, RedPacketUpdatedDocument } from './gql/generated.ts';
 import { errorCodes, gql, subscribeSse, subscribeWs } from './support/client.ts';
 import { TEST_JWT_SECRET, testEnv } from './support/env.ts';
@@ -389,11 +391,21 @@ describe('a running server', () => {
 });
 
 describe('what a development server gives away, and a production one does not', () => {
+  /** The web app's handler alone, in this process, on every interface. */
+  async function webAppOn(config: ReturnType<typeof loadConfig>) {
+    const handle = createWebApp(config);
+    const server = createHttpServer((req, res) => {
+      if (!handle(req, res)) res.writeHead(404).end();
+    });
+    server.listen(0, '0.0.0.0');
+    await once(server, 'listening');
+    return { port: (server.address() as AddressInfo).port, close: () => new Promise((resolve) => server.close(resolve)) };
+  }
+
   it('mints development tokens for this machine only, and serves source maps outside production only', async () => {
-    const env = testEnv('startup_exposure', { JWT_SECRET: '', HOST: '0.0.0.0', SANDBOX_PAYMENTS: '' });
-    const stores = openStores(env);
-    const development = await startServerProcess(env.vars);
-    const production = await startServerProcess({ ...env.vars, NODE_ENV: 'production', JWT_SECRET: TEST_JWT_SECRET });
+    const vars = { ...testEnv('startup_exposure').vars, JWT_SECRET: '', SANDBOX_PAYMENTS: '' };
+    const development = await webAppOn(loadConfig(vars));
+    const production = await webAppOn(loadConfig({ ...vars, NODE_ENV: 'production', JWT_SECRET: TEST_JWT_SECRET }));
     try {
       const mint = (host: string) =>
         fetch(`http://${host}:${development.port}/app/dev-token`, {
@@ -409,11 +421,10 @@ describe('what a development server gives away, and a production one does not', 
       if (lan) expect((await mint(lan)).status).toBe(403);
 
       const map = (await readdir(projectFile('dist', 'web', 'assets'))).find((file) => file.endsWith('.map'))!;
-      expect((await fetch(new URL(`/app/assets/${map}`, development.url))).status).toBe(200);
-      expect((await fetch(new URL(`/app/assets/${map}`, production.url))).status).toBe(404);
+      expect((await fetch(`http://127.0.0.1:${development.port}/app/assets/${map}`)).status).toBe(200);
+      expect((await fetch(`http://127.0.0.1:${production.port}/app/assets/${map}`)).status).toBe(404);
     } finally {
-      await stopAll(development, production);
-      await stores.cleanup();
+      await Promise.all([development.close(), production.close()]);
     }
   });
 });
