@@ -9,6 +9,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import sirv from 'sirv';
 import { z } from 'zod';
 import type { Config } from './config.ts';
+import { isLoopback } from './guards/clientAddress.ts';
 import { signLocalToken } from './infra/auth/devTokens.ts';
 import { projectFile } from './projectFiles.ts';
 
@@ -34,10 +35,6 @@ const SECURITY_HEADERS = {
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'same-origin',
 };
-
-function isLoopback(address: string | undefined): boolean {
-  return address !== undefined && (address === '::1' || address.startsWith('127.') || address.startsWith('::ffff:127.'));
-}
 
 function answer(res: ServerResponse, status: number, body: unknown): void {
   res.writeHead(status, { 'content-type': 'application/json', ...SECURITY_HEADERS }).end(JSON.stringify(body));

@@ -34,6 +34,11 @@ export function budgetOf(address: string): string {
   return `${network.map((part) => part.toString(16)).join(':')}::/64`;
 }
 
+/** Whether a socket's peer is this machine (127.0.0.0/8 or ::1, IPv4-mapped included). */
+export function isLoopback(address: string | undefined): boolean {
+  return address !== undefined && ipaddr.isValid(address) && ipaddr.process(address).range() === 'loopback';
+}
+
 /** IPv4 clients of a dual-stack socket show up as ::ffff:1.2.3.4. */
 function normalized(address: string): string {
   return address.startsWith('::ffff:') && address.includes('.') ? address.slice('::ffff:'.length) : address;

@@ -27,7 +27,7 @@ export function rateLimited(message: string, retryAfterMs: number) {
 }
 
 type Payload = { args: { contextValue: unknown; document: DocumentNode; operationName?: string | null }; setResultAndStopExecution(result: unknown): void };
-export type RateLimitLabel = 'mutation' | 'anonymous' | 'cost';
+type RateLimitLabel = 'mutation' | 'anonymous' | 'cost';
 
 /** Stops the operation with RATE_LIMITED if its caller's budget refused it, or SERVICE_UNAVAILABLE if the budget could not be read. */
 export async function refuseOverBudget(

@@ -41,15 +41,15 @@ interface PaymentDeps {
   sandboxSecret: string | null;
 }
 
+/** How often a refused notify's signature or body is logged: anyone can send one. */
+const REFUSAL_LOG_WINDOW_MS = 10_000;
+
 /**
  * Payments the client cannot forge: the server mints every reference (seat locks mint
  * theirs in the lock's journal entry, top-ups here), and only the provider's notify settles
  * one. A notify is answered 2xx only once its outcome is durable, and is idempotent per
  * reference, so the provider may retry it whenever it did not see the answer.
  */
-/** How often a refused notify's signature or body is logged: anyone can send one. */
-const REFUSAL_LOG_WINDOW_MS = 10_000;
-
 export class PaymentService {
   private readonly logRefusal = oncePerWindow(REFUSAL_LOG_WINDOW_MS);
 
