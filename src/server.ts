@@ -24,6 +24,7 @@ import { useInputCharacters } from './guards/inputCharacters.ts';
 import { useOperationCost } from './guards/operationCost.ts';
 import { useRateLimits } from './guards/rateLimits.ts';
 import { useSubscriptionLimits } from './guards/subscriptionLimits.ts';
+import { useTokenExpiry } from './guards/tokenExpiry.ts';
 import { createCorsPolicy, hygienePlugins } from './httpHygiene.ts';
 import type { Logger } from './infra/logger.ts';
 import { watchJournal, wsConnections } from './infra/metrics.ts';
@@ -101,6 +102,7 @@ function createGraphqlServer(app: App, maskError: MaskErrorFunction, corsHeaders
       // After the limits: a refused token counts as anonymous, so spraying bad tokens is limited by address.
       useCredentialRefusal(),
       useSubscriptionLimits(config.SUBSCRIPTIONS_PER_USER, config.SUBSCRIPTIONS_PER_SOCKET),
+      useTokenExpiry(),
       useReadiness(app),
       useGraphqlSse(app, trusted),
     ],

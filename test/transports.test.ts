@@ -1,12 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { type ExecutionResult, print } from 'graphql';
 import { createClient as createSseClient } from 'graphql-sse';
+import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signToken } from '../src/infra/auth/tokens.ts';
 import { RedPacketUpdatedDocument, type RedPacketUpdatedSubscription } from './gql/generated.ts';
-import { type Subscription, collector, openWs } from './support/client.ts';
+import { type Subscription, collector, openWs, subscribeSse } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { stopAll } from './support/lifecycle.ts';
+import { waitFor } from './support/poll.ts';
 import { redPacketsAt } from './support/redPackets.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
@@ -58,6 +60,28 @@ function ws(connectionParams: Record<string, unknown> = {}) {
   const connection = openWs(server.url, connectionParams);
   cleanups.push(connection.dispose);
   return connection;
+}
+
+/** A graphql-sse client in single connection mode, sending `headers` with every request. */
+function sse(headers: Record<string, string>) {
+  // Headers as a function: the client writes its stream token into a headers object given
+  // as such, and would send that stale token with its next reservation (409 Conflict).
+  const client = createSseClient({ url: `${server.url}/stream`, singleConnection: true, headers: () => ({ ...headers }), retryAttempts: 0 });
+  cleanups.push(() => client.dispose());
+  return {
+    subscribe<T>(query: string, variables: Record<string, unknown> = {}): Subscription<T> {
+      const { push, complete, ...received } = collector<T>();
+      const close = client.subscribe<T>(
+        { query, variables },
+        {
+          next: (event) => push(event as ExecutionResult<T>),
+          error: (error) => push({ errors: [{ message: String((error as Error).message ?? error) }] } as unknown as ExecutionResult<T>),
+          complete,
+        },
+      );
+      return { ...received, close };
+    },
+  };
 }
 
 describe('signing in over graphql-ws', () => {
@@ -124,27 +148,6 @@ describe('one bad operation stays one', () => {
 });
 
 describe('graphql-sse single connection mode', () => {
-  function sse(headers: Record<string, string>) {
-    // Headers as a function: the client writes its stream token into a headers object given
-    // as such, and would send that stale token with its next reservation (409 Conflict).
-    const client = createSseClient({ url: `${server.url}/stream`, singleConnection: true, headers: () => ({ ...headers }), retryAttempts: 0 });
-    cleanups.push(() => client.dispose());
-    return {
-      subscribe<T>(query: string, variables: Record<string, unknown> = {}): Subscription<T> {
-        const { push, complete, ...received } = collector<T>();
-        const close = client.subscribe<T>(
-          { query, variables },
-          {
-            next: (event) => push(event as ExecutionResult<T>),
-            error: (error) => push({ errors: [{ message: String((error as Error).message ?? error) }] } as unknown as ExecutionResult<T>),
-            complete,
-          },
-        );
-        return { ...received, close };
-      },
-    };
-  }
-
   it('streams several operations on one connection, signed in with the Authorization header', async () => {
     const [first, second] = [await createPacket(), await createPacket()];
     const client = sse({ authorization: `Bearer ${await tokenOf('sse-user')}` });
@@ -287,5 +290,45 @@ describe('graphql-sse single connection mode', () => {
     expect(unnamed.status).toBe(404);
     const { errors } = (await unnamed.json()) as ExecutionResult;
     expect(errors?.[0]).toMatchObject({ extensions: { code: 'NOT_FOUND' }, message: expect.stringMatching(/names no stream/) });
+  });
+});
+
+describe('a token that expires during a subscription', () => {
+  const liveSubscribers = async () => {
+    const metrics = await (await fetch(new URL('/metrics', server.url))).text();
+    return Number(/^live_event_subscribers (\d+)$/m.exec(metrics)?.[1]);
+  };
+
+  it('ends the subscription at exp with UNAUTHENTICATED EXPIRED on every transport; the socket and streams of other tokens live on', async () => {
+    const packet = await createPacket();
+    const variables = { packetId: packet.id };
+    const shortLived = await signToken('test-secret-that-is-at-least-32-characters-long', { userId: 'expiring', roles: [] }, { expiresInSeconds: 3 });
+    const expiresAtMs = decodeJwt(shortLived).exp! * 1000;
+    const connection = ws({ authorization: `Bearer ${await tokenOf('expiring')}` });
+    const steady = connection.subscribe<RedPacketUpdatedSubscription>({ query: SUBSCRIPTION, variables });
+    const ending = [
+      connection.subscribe<RedPacketUpdatedSubscription>({ query: SUBSCRIPTION, variables, extensions: { headers: { authorization: `Bearer ${shortLived}` } } }),
+      subscribeSse(server.url, RedPacketUpdatedDocument, variables, shortLived),
+      sse({ authorization: `Bearer ${shortLived}` }).subscribe<RedPacketUpdatedSubscription>(SUBSCRIPTION, variables),
+    ];
+    cleanups.push(...ending.map((subscription) => () => subscription.close()));
+    for (const subscription of [steady, ...ending]) await subscription.until((events) => remaining(events).includes(3));
+    const listening = await liveSubscribers();
+
+    for (const subscription of ending) {
+      await subscription.until((events) => failures(events).length > 0 && subscription.completed(), 8_000);
+      expect(failures(subscription.events)).toEqual([['UNAUTHENTICATED', 'EXPIRED']]);
+    }
+    expect(Date.now()).toBeGreaterThanOrEqual(expiresAtMs);
+    expect(Date.now()).toBeLessThan(expiresAtMs + 3_000);
+    // Ended on the server too: their listeners (and their slots under SUBSCRIPTIONS_PER_USER) are let go.
+    await waitFor('the ended listeners to leave', async () => (await liveSubscribers()) === listening - ending.length);
+
+    // A grab after the end reaches the stream whose token is still good, and no ended one.
+    await packet.grab();
+    await steady.until((events) => remaining(events).includes(2));
+    expect(failures(steady.events)).toEqual([]);
+    for (const subscription of ending) expect(remaining(subscription.events)).toEqual([3]);
+    expect(connection.closeCodes).toEqual([]);
   });
 });

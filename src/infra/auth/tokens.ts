@@ -11,6 +11,8 @@ const ISSUED_AHEAD_TOLERANCE_SECONDS = 60;
 export interface Viewer {
   userId: string;
   roles: string[];
+  /** When the token that named this viewer expires (its `exp`): a subscription ends there (src/guards/tokenExpiry.ts). */
+  expiresAtMs?: number;
 }
 
 /** An operator may run the operators' fields, introspect in production and see user ids in full. */
@@ -146,7 +148,7 @@ export class TokenVerifier {
     // signs that, so the token is refused as one not valid yet.
     if (payload.iat !== undefined && payload.iat > nowSeconds + ISSUED_AHEAD_TOLERANCE_SECONDS) throw new TokenRefusedError(AuthFailure.expired, 'TOKEN_ISSUED_AHEAD');
     const roles = Array.isArray(payload.roles) ? payload.roles.filter((role): role is string => typeof role === 'string') : [];
-    const viewer = { userId: payload.sub, roles };
+    const viewer = { userId: payload.sub, roles, expiresAtMs: exp * 1000 };
     this.remember(token, viewer, Math.min(Date.now() + CACHE_TTL_MS, exp * 1000));
     return viewer;
   }
