@@ -14,7 +14,8 @@
   bucket's share of the item's stock.
   KEYS[1] {shop}:balance:<user>          the user's spendable points
   KEYS[2] {shop}:goods:<goods>           hash: pointsCost, perUserLimit, pooled (1/0), stock (the bucket's
-                                         allotment), remaining, onSale (0: off sale; absent: on sale);
+                                         allotment), remaining, onSale (0: off sale; absent: on sale),
+                                         saleStartsAtMs and saleEndsAtMs (0 or absent: open-ended);
                                          without a pool the next stock unit of the bucket is stock - remaining
   KEYS[3] {shop}:goods:<goods>:codes     list of the pool's codes not handed out yet
   KEYS[4] {shop}:goods:<goods>:users     hash: user -> the user's last sequence number (kept when perUserLimit > 0)
@@ -30,7 +31,9 @@
 
   Returns
     {'missing'}                          the balance or the goods item is missing: rebuild from PostgreSQL, then retry
-    {'offSale'}                          an operator took the item off sale: nothing changed, nothing remembered
+    {'offSale', opensAtMs}               an operator took the item off sale, or the time is outside its sale window:
+                                         nothing changed, nothing remembered; opensAtMs is the start when only
+                                         that is missing, 0 otherwise
     {'dry'}                              (ARGV[7] = '1') the bucket has no stock: nothing changed, nothing remembered
     {'redeemed', entryId, entryFields}
     {'answered', remembered}             a retry: '<goods id>|' and the first answer, 'redeemed:<journal entry id>' or a refusal
@@ -55,9 +58,19 @@ local function refuse(answer)
   return {'refused', answer, redis.call('XADD', KEYS[6], '*', unpack(fields)), fields}
 end
 
-local goods = redis.call('HMGET', KEYS[2], 'pointsCost', 'perUserLimit', 'pooled', 'stock', 'remaining', 'onSale')
+local goods = redis.call('HMGET', KEYS[2], 'pointsCost', 'perUserLimit', 'pooled', 'stock', 'remaining', 'onSale', 'saleStartsAtMs', 'saleEndsAtMs')
 if goods[6] == '0' then
-  return {'offSale'}
+  return {'offSale', 0}
+end
+local starts, ends = tonumber(goods[7]) or 0, tonumber(goods[8]) or 0
+if starts > 0 or ends > 0 then
+  local now = now_ms()
+  if ends > 0 and now >= ends then
+    return {'offSale', 0}
+  end
+  if now < starts then
+    return {'offSale', starts}
+  end
 end
 local cost, limit, stock, remaining = tonumber(goods[1]), tonumber(goods[2]), tonumber(goods[4]), tonumber(goods[5])
 if remaining <= 0 then

@@ -190,6 +190,9 @@ describe('createGoods', () => {
     ['a code already in another pool', { stock: 2, voucherCodes: ['NEW-1', 'IN-2'] }],
     ['a float cost', { pointsCost: 2.5 }],
     ['no title', { title: undefined }],
+    ['a sale that ends as it starts', { saleStartsAt: '2030-01-01T10:00:00Z', saleEndsAt: '2030-01-01T10:00:00Z' }],
+    ['a sale that ends before it starts', { saleStartsAt: '2030-01-01T10:00:00Z', saleEndsAt: '2030-01-01T09:00:00Z' }],
+    ['a sale start that is no instant', { saleStartsAt: 'tomorrow at ten' }],
   ];
 
   it.each(badGoods)('with %s is BAD_USER_INPUT and changes nothing', async (_name, change) => {
@@ -488,6 +491,45 @@ describe('updateGoods', () => {
     await expectPointsInvariants(stores);
   });
 
+  it('opens and closes the sale at its window, by the server clock: GoodsOffSale with opensAt before, none after the end', async () => {
+    const startsAtMs = Date.now() + 1_500;
+    const window = { saleStartsAt: new Date(startsAtMs).toISOString(), saleEndsAt: new Date(startsAtMs + 1_500).toISOString() };
+    const kite = await points.createGoods('operator', { title: 'kite', pointsCost: 2, stock: 3, ...window });
+    expect(kite).toMatchObject({ onSale: true, ...window });
+    await points.award('operator', { userId: 'kite-buyer', amount: 10 });
+    const early = await unchanged(() => points.tryRedeem('kite-buyer', kite.id, 'k1'));
+    expect(early.result).toMatchObject({ __typename: 'GoodsOffSale', opensAt: window.saleStartsAt });
+    // Also after Redis lost the item: the rebuild reads the window from PostgreSQL.
+    await stores.redis.del(goodsKeys(kite.id).meta);
+    expect((await points.tryRedeem('kite-buyer', kite.id, 'k1')).result).toMatchObject({ __typename: 'GoodsOffSale', opensAt: window.saleStartsAt });
+    await waitFor('the sale to open', async () => (await points.tryRedeem('kite-buyer', kite.id, 'k1')).result?.__typename === 'Redemption', { timeoutMs: 5_000, intervalMs: 50 });
+    const { rows } = await stores.sql.query<{ created_at: Date }>('SELECT created_at FROM redemption WHERE goods_id = $1', [kite.id]);
+    expect(rows.map((row) => row.created_at.getTime() >= startsAtMs)).toEqual([true]);
+    await new Promise((resolve) => setTimeout(resolve, startsAtMs + 1_500 - Date.now()));
+    expect((await unchanged(() => points.tryRedeem('kite-buyer', kite.id, 'k2'))).result).toMatchObject({ __typename: 'GoodsOffSale', opensAt: null });
+    expect((await points.me('kite-buyer')).pointsBalance).toBe(8);
+    await expectPointsInvariants(stores);
+  });
+
+  it('moves the sale window: a later start takes the item off sale until then, a start passed opens it, with a history', async () => {
+    const yoyo = await points.createGoods('operator', { title: 'yoyo', pointsCost: 1, stock: 5 });
+    await points.award('operator', { userId: 'yoyo-buyer', amount: 10 });
+    const later = '2099-01-01T02:00:00.000Z';
+    expect(await points.updateGoods('operator', yoyo.id, { saleStartsAt: later })).toMatchObject({ saleStartsAt: later, saleEndsAt: null });
+    expect((await unchanged(() => points.tryRedeem('yoyo-buyer', yoyo.id, 'y1'))).result).toMatchObject({ __typename: 'GoodsOffSale', opensAt: later });
+    // An end before the start it has is refused, and changes nothing.
+    expect(errorCodes(await unchanged(() => update(yoyo.id, { saleEndsAt: '2098-01-01T00:00:00Z' }, admin)))).toEqual(['BAD_USER_INPUT']);
+    await points.updateGoods('operator', yoyo.id, { saleStartsAt: '2020-01-01T00:00:00Z', saleEndsAt: '2099-01-01T00:00:00Z' });
+    expect((await points.tryRedeem('yoyo-buyer', yoyo.id, 'y1')).result).toMatchObject({ __typename: 'Redemption', pointsSpent: 1 });
+    const { rows } = await stores.sql.query('SELECT sale_starts_at, sale_ends_at FROM goods_change WHERE goods_id = $1 ORDER BY changed_at', [yoyo.id]);
+    expect(rows).toEqual([
+      { sale_starts_at: null, sale_ends_at: null },
+      { sale_starts_at: new Date(later), sale_ends_at: null },
+      { sale_starts_at: new Date('2020-01-01T00:00:00Z'), sale_ends_at: new Date('2099-01-01T00:00:00Z') },
+    ]);
+    await expectPointsInvariants(stores);
+  });
+
   it('NotFound for an item that does not exist, and BAD_USER_INPUT for an id no item can have, changing nothing', async () => {
     const response = await unchanged(() => update('no-such-goods', { onSale: false }, admin));
     expect(response.body.data?.updateGoods).toMatchObject({ __typename: 'NotFound', code: 'NOT_FOUND' });
@@ -504,6 +546,8 @@ describe('updateGoods', () => {
     ['a blank title', { title: '   ' }],
     ['a title of 101 characters', { title: 't'.repeat(101) }],
     ['a string for onSale', { onSale: 'no' }],
+    ['a sale end that is no instant', { saleEndsAt: 12 }],
+    ['a sale that ends before it starts', { saleStartsAt: '2030-01-01T10:00:00Z', saleEndsAt: '2030-01-01T09:00:00Z' }],
   ];
 
   it.each(badUpdates)('with %s is BAD_USER_INPUT and changes nothing', async (_name, input) => {

@@ -103,6 +103,45 @@ describe('a stock storm', () => {
   });
 });
 
+describe('a flash sale', () => {
+  it('240 buyers across its opening instant: none redeems before it, 60 units sold exactly once after it', async () => {
+    const STOCK = 60;
+    const opensAtMs = Date.now() + 1_500;
+    const opensAt = new Date(opensAtMs).toISOString();
+    const goods = await points.createGoods('operator', { title: 'flash sale', pointsCost: 5, stock: STOCK, perUserLimit: 1, saleStartsAt: opensAt });
+    const buyers = Array.from({ length: 240 }, (_, i) => `flash-${i}`);
+    await Promise.all(buyers.map((userId) => points.award('operator', { userId, amount: 10 })));
+
+    // Each buyer first taps somewhere in the second around the opening, then again until served.
+    const wait = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
+    const early: RedeemResult[] = [];
+    const finals = await Promise.all(
+      buyers.map(async (userId, i) => {
+        await wait(opensAtMs - 500 + (i % 100) * 10 - Date.now());
+        for (;;) {
+          const { result, errors, failed } = await points.tryRedeem(userId, goods.id, 'tap');
+          expect(errors ?? failed).toBeUndefined();
+          if (result?.__typename !== 'GoodsOffSale') return result;
+          early.push(result);
+          await wait(100);
+        }
+      }),
+    );
+    expect(early.length).toBeGreaterThan(0);
+    for (const refusal of early) expect(refusal).toMatchObject({ __typename: 'GoodsOffSale', opensAt });
+    expect(finals.filter(redeemed)).toHaveLength(STOCK);
+    expect(finals.filter((result) => result?.__typename === 'OutOfStock')).toHaveLength(buyers.length - STOCK);
+
+    const rows = await redemptionsOf('goods_id = $1', [goods.id]);
+    expect(rows).toHaveLength(STOCK);
+    expect(new Set(rows.map((row) => row.user_id)).size).toBe(STOCK);
+    const { rows: first } = await stores.sql.query<{ at: Date }>('SELECT min(created_at) AS at FROM redemption WHERE goods_id = $1', [goods.id]);
+    expect(first[0]!.at.getTime()).toBeGreaterThanOrEqual(opensAtMs);
+    expect(await stores.redis.hget(goodsKeys(goods.id).meta, 'remaining')).toBe('0');
+    await expectPointsInvariants(stores);
+  });
+});
+
 describe('the per-user limit', () => {
   it('holds when every user fires many redemptions at once', async () => {
     const goods = await points.createGoods('operator', { title: 'coupon', pointsCost: 5, stock: 1_000, perUserLimit: 2 });

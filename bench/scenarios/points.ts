@@ -192,6 +192,8 @@ export async function viaScript(redis: RedisClient, keyPrefix: string, shape: Sh
     perUserLimit: 0,
     pooled: true,
     onSale: true,
+    saleStartsAtMs: 0,
+    saleEndsAtMs: 0,
     stock: codes.length,
     remaining: codes.length,
     freeCodes: codes,

@@ -6,7 +6,7 @@
  */
 import type { ActivityNotActive, DrawLimitReached, WinLimitReached } from '../domain/lottery/problems.ts';
 import type { InsufficientFunds } from '../domain/money/problems.ts';
-import type { InsufficientPoints, PerUserLimitReached } from '../domain/points/problems.ts';
+import type { GoodsOffSale, InsufficientPoints, PerUserLimitReached } from '../domain/points/problems.ts';
 import type { CampaignKind, NotFound, Problem } from '../domain/problems.ts';
 import type { GroupBuyNotActive, OpenTeamLimitReached, SeatLockLimitReached, TeamClosed, TeamLimitReached } from '../domain/teams/problems.ts';
 
@@ -97,7 +97,10 @@ export const problemMessages: Record<string, Wording<Problem>> = {
     'zh-CN': (p) => `需要 ${p.pointsCost} 积分，你的余额为 ${p.balance}`,
   }),
   OUT_OF_STOCK: wording({ en: () => 'this goods item is out of stock', 'zh-CN': () => '该商品已售罄' }),
-  GOODS_OFF_SALE: wording({ en: () => 'this goods item is off sale for now', 'zh-CN': () => '该商品已暂停兑换' }),
+  GOODS_OFF_SALE: wording<GoodsOffSale>({
+    en: (p) => (p.opensAt ? 'the sale of this goods item has not started yet' : 'this goods item is off sale for now'),
+    'zh-CN': (p) => (p.opensAt ? '该商品尚未开始兑换' : '该商品已暂停兑换'),
+  }),
   PER_USER_LIMIT_REACHED: wording<PerUserLimitReached>({
     en: (p) => `you have already redeemed this goods item the most times allowed (${p.perUserLimit})`,
     'zh-CN': (p) => `你兑换该商品的次数已达上限（${p.perUserLimit} 次）`,
@@ -140,6 +143,7 @@ export const ruleMessages = {
   DUPLICATE_PRIZE: { en: () => 'each prize at most once', 'zh-CN': () => '每个奖品最多出现一次' },
   GROUP_PRICE_ABOVE_PRICE: { en: () => 'groupPriceCents must not exceed priceCents', 'zh-CN': () => '拼团价不能高于原价' },
   ENDS_BEFORE_STARTS: { en: () => 'endsAt must be after startsAt', 'zh-CN': () => '结束时间必须晚于开始时间' },
+  SALE_ENDS_BEFORE_STARTS: { en: () => 'saleEndsAt must be after saleStartsAt', 'zh-CN': () => '售卖结束时间必须晚于开始时间' },
   ENDS_IN_THE_PAST: { en: () => 'endsAt has passed: an activity cannot be created already ended', 'zh-CN': () => '结束时间已过，不能创建已结束的活动' },
   ACTIVITY_TOO_LONG: { en: (v: RuleValues) => `an activity lasts at most ${v.days} days`, 'zh-CN': (v: RuleValues) => `活动最长 ${v.days} 天` },
   TIMED_STARTS_IN_THE_PAST: {

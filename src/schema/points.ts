@@ -59,6 +59,8 @@ export const Goods = builder.prismaObject('Goods', {
     perUserLimit: t.exposeInt('perUserLimit', { description: '0 = unlimited.' }),
     pooled: t.exposeBoolean('pooled', { description: 'Each unit is a voucher code of the pool.' }),
     onSale: t.exposeBoolean('onSale', { description: 'False while an operator has taken it off sale: redemptions answer GoodsOffSale.' }),
+    saleStartsAt: t.expose('saleStartsAt', { type: 'DateTime', nullable: true, description: 'Before it (server clock), redemptions answer GoodsOffSale with opensAt; null: no start.' }),
+    saleEndsAt: t.expose('saleEndsAt', { type: 'DateTime', nullable: true, description: 'From it on (server clock), redemptions answer GoodsOffSale; null: no end.' }),
   }),
 });
 
@@ -86,7 +88,15 @@ builder.objectType(OutOfStock, { name: 'OutOfStock', ...asProblem(OutOfStock), d
 builder.objectType(GoodsOffSale, {
   name: 'GoodsOffSale',
   ...asProblem(GoodsOffSale),
-  description: 'An operator has taken the goods item off sale: nothing was spent, and the same requestId may redeem once it is back on sale.',
+  description:
+    'The goods item is not on sale: an operator took it off sale, its sale has not started (opensAt), or it has ended. Nothing was spent, and the same requestId may redeem once it is on sale.',
+  fields: (t) => ({
+    opensAt: t.expose('opensAt', {
+      type: 'DateTime',
+      nullable: true,
+      description: "The sale's start (saleStartsAt) when it has not come yet and the item is otherwise on sale: count down to it against serverTime. Null otherwise.",
+    }),
+  }),
 });
 builder.objectType(PerUserLimitReached, {
   name: 'PerUserLimitReached',
@@ -106,8 +116,13 @@ const CreateGoodsInput = builder
       voucherCodes: t.stringList({ description: 'A pool of codes (at most 10,000), each handed out at most once.' }),
       onSale: t.boolean({
         defaultValue: true,
-        description: 'false: created off sale (GoodsOffSale to every redemption), to be put on sale with updateGoods when the sale opens: a 10:00 flash sale prepared the night before.',
+        description: 'false: created off sale (GoodsOffSale to every redemption), until updateGoods puts it on sale.',
       }),
+      saleStartsAt: t.field({
+        type: 'DateTime',
+        description: 'Redemptions before it answer GoodsOffSale with opensAt, by the server clock (serverTime): a 10:00 flash sale prepared the night before. Null: on sale from now.',
+      }),
+      saleEndsAt: t.field({ type: 'DateTime', description: 'Redemptions from it on answer GoodsOffSale; after saleStartsAt. Null: no end.' }),
     }),
   })
   .validate(createGoodsInput);
@@ -131,6 +146,8 @@ const UpdateGoodsInput = builder
       title: t.string(),
       pointsCost: t.int({ description: 'Redemptions from now on pay this; those made before keep what they paid.' }),
       onSale: t.boolean({ description: 'False takes the item off sale (redemptions answer GoodsOffSale); true puts it back.' }),
+      saleStartsAt: t.field({ type: 'DateTime', description: 'A new start of the sale; an instant passed opens it now (within the window and on sale).' }),
+      saleEndsAt: t.field({ type: 'DateTime', description: 'A new end of the sale, after its start.' }),
     }),
   })
   .validate(updateGoodsInput);

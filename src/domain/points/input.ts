@@ -48,6 +48,11 @@ function unitsAreTheCodes<Field extends 'stock' | 'units'>(countField: Field) {
   };
 }
 
+/** A sale window's ends are each optional; when both are set, the end must come after the start. */
+export function saleEndsTooEarly({ saleStartsAt, saleEndsAt }: { saleStartsAt?: Date | null; saleEndsAt?: Date | null }): boolean {
+  return !!saleStartsAt && !!saleEndsAt && saleEndsAt.getTime() <= saleStartsAt.getTime();
+}
+
 /** createGoods' input: with a pool of voucher codes the stock is the number of codes. */
 export const createGoodsInput = z
   .object({
@@ -57,8 +62,13 @@ export const createGoodsInput = z
     perUserLimit: z.number().int().min(0, 'perUserLimit must be 0 (unlimited) or more').max(MAX_STOCK),
     voucherCodes,
     onSale: z.boolean().optional(),
+    saleStartsAt: z.date().nullish(),
+    saleEndsAt: z.date().nullish(),
   })
-  .superRefine(unitsAreTheCodes('stock'));
+  .superRefine(unitsAreTheCodes('stock'))
+  .superRefine((input, ctx) => {
+    if (saleEndsTooEarly(input)) ctx.addIssue({ ...ruleIssue('SALE_ENDS_BEFORE_STARTS'), path: ['saleEndsAt'] });
+  });
 
 export type CreateGoodsInput = z.infer<typeof createGoodsInput>;
 
@@ -75,7 +85,9 @@ export const restockGoodsInput = z
 export type RestockGoodsInput = z.infer<typeof restockGoodsInput>;
 
 /** updateGoods' input: what changes; a field left out (or null) stays as it is. */
-export const updateGoodsInput = z.object({ title: title.nullish(), pointsCost: pointsCost.nullish(), onSale: z.boolean().nullish() }).superRefine(requireAChange);
+export const updateGoodsInput = z
+  .object({ title: title.nullish(), pointsCost: pointsCost.nullish(), onSale: z.boolean().nullish(), saleStartsAt: z.date().nullish(), saleEndsAt: z.date().nullish() })
+  .superRefine(requireAChange);
 
 export type UpdateGoodsInput = z.infer<typeof updateGoodsInput>;
 

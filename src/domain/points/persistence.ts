@@ -3,7 +3,7 @@ import { ruleInputIssue } from '../../i18n/issues.ts';
 import { unnest } from '../../infra/db/unnest.ts';
 import { BadInputError } from '../errors.ts';
 import { allBuckets, bucketOf, initialShare } from './buckets.ts';
-import { type CreateGoodsInput, MAX_GOODS_STOCK, MAX_POINTS, type RestockGoodsInput, type UpdateGoodsInput } from './input.ts';
+import { type CreateGoodsInput, MAX_GOODS_STOCK, MAX_POINTS, type RestockGoodsInput, type UpdateGoodsInput, saleEndsTooEarly } from './input.ts';
 import { ANSWER_TTL_MS, type BalanceSnapshot, type GoodsShard, type GoodsSnapshot } from './store.ts';
 
 export interface Award {
@@ -100,6 +100,8 @@ export async function loadGoods(prisma: PrismaClient, { goodsId, bucket }: Goods
       per_user_limit: number;
       pooled: boolean;
       on_sale: boolean;
+      sale_starts_at: Date | null;
+      sale_ends_at: Date | null;
       allotted: number;
       free_codes: string[];
       max_unit: number | null;
@@ -107,7 +109,7 @@ export async function loadGoods(prisma: PrismaClient, { goodsId, bucket }: Goods
       given: string[];
     }[]
   >`
-    SELECT g.points_cost, g.per_user_limit, g.pooled, g.on_sale,
+    SELECT g.points_cost, g.per_user_limit, g.pooled, g.on_sale, g.sale_starts_at, g.sale_ends_at,
       COALESCE((SELECT s.allotted FROM goods_bucket_stock s WHERE s.goods_id = g.id AND s.bucket = ${bucket}), 0) AS allotted,
       ARRAY(SELECT v.code FROM voucher_code v
             WHERE v.goods_id = g.id AND v.bucket = ${bucket} AND NOT EXISTS (SELECT 1 FROM redemption r WHERE r.voucher_code = v.code)
@@ -126,6 +128,8 @@ export async function loadGoods(prisma: PrismaClient, { goodsId, bucket }: Goods
     perUserLimit: goods.per_user_limit,
     pooled: goods.pooled,
     onSale: goods.on_sale,
+    saleStartsAtMs: goods.sale_starts_at?.getTime() ?? 0,
+    saleEndsAtMs: goods.sale_ends_at?.getTime() ?? 0,
     stock: goods.allotted,
     remaining: goods.pooled ? goods.free_codes.length : Math.max(0, goods.allotted - ((goods.max_unit ?? -1) + 1)),
     freeCodes: goods.free_codes,
@@ -142,10 +146,21 @@ export async function insertGoods(prisma: PrismaClient, id: string, createdBy: s
   const codes = input.voucherCodes ?? [];
   return prisma.$transaction(async (tx) => {
     const goods = await tx.goods.create({
-      data: { id, title: input.title, pointsCost: input.pointsCost, stock: input.stock, perUserLimit: input.perUserLimit, pooled: codes.length > 0, onSale: input.onSale ?? true, createdBy },
+      data: {
+        id,
+        title: input.title,
+        pointsCost: input.pointsCost,
+        stock: input.stock,
+        perUserLimit: input.perUserLimit,
+        pooled: codes.length > 0,
+        onSale: input.onSale ?? true,
+        saleStartsAt: input.saleStartsAt ?? null,
+        saleEndsAt: input.saleEndsAt ?? null,
+        createdBy,
+      },
     });
     await tx.goodsChange.create({
-      data: { id: `created:${id}`, goodsId: id, title: goods.title, pointsCost: goods.pointsCost, onSale: goods.onSale, changedBy: createdBy, changedAt: goods.createdAt },
+      data: { id: `created:${id}`, goodsId: id, ...termsOf(goods), changedBy: createdBy, changedAt: goods.createdAt },
     });
     await tx.goodsBucketStock.createMany({
       data: allBuckets(buckets)
@@ -234,13 +249,27 @@ export async function recordRestock(prisma: PrismaClient, restockId: string, cre
  */
 export async function recordGoodsChange(prisma: PrismaClient, changeId: string, changedBy: string, goodsId: string, input: UpdateGoodsInput): Promise<Goods | null> {
   return prisma.$transaction(async (tx) => {
-    const [current] = await tx.$queryRaw<{ title: string; points_cost: number; on_sale: boolean }[]>`SELECT title, points_cost, on_sale FROM goods WHERE id = ${goodsId} FOR UPDATE`;
-    if (!current) return null;
-    const next = { title: input.title ?? current.title, pointsCost: input.pointsCost ?? current.points_cost, onSale: input.onSale ?? current.on_sale };
-    if (next.title === current.title && next.pointsCost === current.points_cost && next.onSale === current.on_sale) {
-      return tx.goods.findUniqueOrThrow({ where: { id: goodsId } });
-    }
+    const [locked] = await tx.$queryRaw<{ id: string }[]>`SELECT id FROM goods WHERE id = ${goodsId} FOR UPDATE`;
+    if (!locked) return null;
+    const current = termsOf(await tx.goods.findUniqueOrThrow({ where: { id: goodsId } }));
+    const next: GoodsTerms = {
+      title: input.title ?? current.title,
+      pointsCost: input.pointsCost ?? current.pointsCost,
+      onSale: input.onSale ?? current.onSale,
+      saleStartsAt: input.saleStartsAt ?? current.saleStartsAt,
+      saleEndsAt: input.saleEndsAt ?? current.saleEndsAt,
+    };
+    // Checked on the window as it would be: one end may be changed alone.
+    if (saleEndsTooEarly(next)) throw BadInputError.of([ruleInputIssue(['input', 'saleEndsAt'], 'SALE_ENDS_BEFORE_STARTS')]);
+    if (JSON.stringify(next) === JSON.stringify(current)) return tx.goods.findUniqueOrThrow({ where: { id: goodsId } });
     await tx.goodsChange.create({ data: { id: changeId, goodsId, changedBy, ...next } });
     return tx.goods.update({ where: { id: goodsId }, data: next });
   });
+}
+
+/** What an operator may change of a goods item, and its history records. */
+type GoodsTerms = Pick<Goods, 'title' | 'pointsCost' | 'onSale' | 'saleStartsAt' | 'saleEndsAt'>;
+
+function termsOf({ title, pointsCost, onSale, saleStartsAt, saleEndsAt }: GoodsTerms): GoodsTerms {
+  return { title, pointsCost, onSale, saleStartsAt, saleEndsAt };
 }

@@ -17,5 +17,10 @@ export class PerUserLimitReached extends Problem {
   }
 }
 
-/** An operator took the goods item off sale (updateGoods); nothing was spent. */
-export class GoodsOffSale extends Problem {}
+/** An operator took the goods item off sale (updateGoods), or it is outside its sale window; nothing was spent. */
+export class GoodsOffSale extends Problem {
+  /** The sale's start, when that is all that keeps the item off sale now. */
+  constructor(readonly opensAt: Date | null = null) {
+    super();
+  }
+}

@@ -172,8 +172,8 @@ export class PointsService {
     await Promise.all(
       allBuckets(this.store.buckets).map((bucket) =>
         this.goods.changeDurably({ goodsId, bucket }, async () => {
-          const terms = await this.deps.prisma.goods.findUniqueOrThrow({ where: { id: goodsId }, select: { pointsCost: true, onSale: true } });
-          await this.store.setGoodsTerms({ goodsId, bucket }, terms);
+          const terms = await this.deps.prisma.goods.findUniqueOrThrow({ where: { id: goodsId }, select: { pointsCost: true, onSale: true, saleStartsAt: true, saleEndsAt: true } });
+          await this.store.setGoodsTerms({ goodsId, bucket }, { ...terms, saleStartsAtMs: terms.saleStartsAt?.getTime() ?? 0, saleEndsAtMs: terms.saleEndsAt?.getTime() ?? 0 });
         }),
       ),
     );
@@ -217,6 +217,9 @@ export class PointsService {
       case 'dry':
         return { kind: 'dry' };
       case 'offSale': {
+        // Before the sale opens, a crowd asks again and again: answered from Redis alone. A
+        // first answer exists then only if an operator moved the start later after it.
+        if (reply.opensAtMs > 0) throw new GoodsOffSale(new Date(reply.opensAtMs));
         // Redis forgot this requestId's answer (its TTL, a data loss): a retry gets the first one, not a refusal.
         const first = await this.durableAnswer(userId, goodsId, requestId);
         if (first) return { kind: 'answer', redemption: first };

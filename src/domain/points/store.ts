@@ -91,7 +91,7 @@ const remembered = (goodsId: string, answer: string) => `${goodsId}|${answer}`;
 const redeemPoints = defineScript('redeemPoints', ['balance', 'goods', 'codes', 'users', 'answer', 'journal'], {
   missing: () => ({}),
   dry: () => ({}),
-  offSale: () => ({}),
+  offSale: (values) => ({ opensAtMs: values.num(0) }),
   redeemed: (values, keys) => ({ entry: values.entry(0, keys.journal)! }),
   answered: (values) => parseRemembered(values.str(0)),
   refused: (values, keys) => ({ answer: parseAnswer(values.str(0)), entry: values.entry(1, keys.journal)! }),
@@ -169,6 +169,14 @@ export interface GoodsShard {
   bucket: number;
 }
 
+/** What an operator may change of an item that the redemption script reads. */
+export type GoodsSaleTerms = Pick<GoodsSnapshot, 'pointsCost' | 'onSale' | 'saleStartsAtMs' | 'saleEndsAtMs'>;
+
+/** The goods hash's fields for the terms (lua/redeemPoints.lua). */
+function saleTermFields(terms: GoodsSaleTerms) {
+  return { pointsCost: terms.pointsCost, onSale: terms.onSale ? 1 : 0, saleStartsAtMs: terms.saleStartsAtMs, saleEndsAtMs: terms.saleEndsAtMs };
+}
+
 /** What rebuilt goods keys of one bucket hold. */
 export interface GoodsSnapshot {
   id: string;
@@ -177,6 +185,9 @@ export interface GoodsSnapshot {
   perUserLimit: number;
   pooled: boolean;
   onSale: boolean;
+  /** The sale window in ms, 0 for an open end. */
+  saleStartsAtMs: number;
+  saleEndsAtMs: number;
   /** The bucket's allotment: the units it may hand out in all, those handed out included. */
   stock: number;
   /** Pooled: the free codes. Not pooled: the units after the highest durable one, so the next unit is stock − remaining. */
@@ -263,8 +274,8 @@ export class PointsStore {
   }
 
   /** Sets the price and sale of the item's share in a bucket, if the share is in Redis (a rebuild reads them from PostgreSQL). */
-  async setGoodsTerms({ goodsId, bucket }: GoodsShard, terms: { pointsCost: number; onSale: boolean }): Promise<void> {
-    await this.scripts.call(hsetIfExists, { hash: goodsKeys(goodsId, bucket).meta }, ['pointsCost', terms.pointsCost, 'onSale', terms.onSale ? 1 : 0]);
+  async setGoodsTerms({ goodsId, bucket }: GoodsShard, terms: GoodsSaleTerms): Promise<void> {
+    await this.scripts.call(hsetIfExists, { hash: goodsKeys(goodsId, bucket).meta }, Object.entries(saleTermFields(terms)).flat());
   }
 
   async balance(userId: string): Promise<number | null> {
@@ -307,10 +318,9 @@ export class PointsStore {
     if (Object.keys(snapshot.lastSeqByUser).length > 0) tx.hset(keys.users, snapshot.lastSeqByUser);
     for (const transferId of snapshot.givenTransfers) tx.set(stockGivenKey(transferId, snapshot.bucket), 'rebuilt', 'PX', ANSWER_TTL_MS);
     tx.hset(keys.meta, {
-      pointsCost: snapshot.pointsCost,
+      ...saleTermFields(snapshot),
       perUserLimit: snapshot.perUserLimit,
       pooled: snapshot.pooled ? 1 : 0,
-      onSale: snapshot.onSale ? 1 : 0,
       stock: snapshot.stock,
       remaining: snapshot.remaining,
     });
