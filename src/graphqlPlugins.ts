@@ -9,10 +9,25 @@ function withCode(error: GraphQLError, code: string): GraphQLError {
   return rebuiltError(error, { extensions: { ...error.extensions, code } });
 }
 
+/**
+ * An error of a well-formed request whose operation cannot run: BAD_USER_INPUT. The
+ * executor and Yoga mark variable coercion and operation selection failures 400 without
+ * `spec`, which made Yoga answer 400 under application/json too; with `spec` that format
+ * keeps 200, as the GraphQL over HTTP spec wants, and application/graphql-response+json 400.
+ */
+function asRequestError(error: GraphQLError): GraphQLError {
+  if (error.extensions.code !== undefined && error.extensions.code !== YOGA_OPERATION_NOT_FOUND) return error;
+  const http = error.extensions.http as { status?: number } | undefined;
+  return rebuiltError(error, { extensions: { ...error.extensions, code: ErrorCode.badUserInput, ...(http?.status === 400 ? { http: { ...http, spec: true } } : {}) } });
+}
+
+/** Yoga's code for a document without the operation operationName names (or with several and no name). */
+const YOGA_OPERATION_NOT_FOUND = 'OPERATION_RESOLUTION_FAILURE';
+
 function tagInputErrors(result: ExecutionResult): ExecutionResult | undefined {
   // Errors without data come from variable coercion, before any resolver ran.
   if (result.data !== undefined || !result.errors?.length) return undefined;
-  return { ...result, errors: result.errors.map((error) => withCode(error, ErrorCode.badUserInput)) };
+  return { ...result, errors: result.errors.map(asRequestError) };
 }
 
 /**
@@ -48,6 +63,12 @@ export function useInputErrorCodes(): Plugin {
         }
       },
     }),
+    // Yoga picks the operation over HTTP before execution, and answers a failure itself.
+    onResultProcess: ({ result, setResult }) => {
+      if (Array.isArray(result) || Symbol.asyncIterator in result) return;
+      const { errors } = result as ExecutionResult;
+      if (errors?.some((error) => error.extensions?.code === YOGA_OPERATION_NOT_FOUND)) setResult({ ...result, errors: errors.map(asRequestError) });
+    },
   };
 }
 

@@ -127,10 +127,30 @@ describe('the fast lane answers exactly as Yoga does', () => {
     }
   });
 
-  it.each(['application/json', 'application/graphql-response+json'])('for variables of the wrong type, Accept: %s', async (accept) => {
-    const body = json({ query: 'query ($id: ID!) { redPacket(id: $id) { id } }', variables: { id: { not: 'an id' } } });
-    const { body: text } = await expectSameAnswer({ headers: { accept }, body });
-    expect(JSON.parse(text).errors[0].extensions.code).toBe('BAD_USER_INPUT');
+  // A well-formed request the operation cannot run: 200 under application/json, 400 under
+  // application/graphql-response+json, as the GraphQL over HTTP spec wants.
+  it.each([
+    ['application/json', 200],
+    ['application/graphql-response+json', 400],
+  ] as const)('for variables of the wrong type, missing, or an operation it cannot pick, Accept: %s', async (accept, status) => {
+    const redPacket = 'query ($id: ID!) { redPacket(id: $id) { id } }';
+    for (const request of [
+      { query: redPacket, variables: { id: { not: 'an id' } } },
+      { query: redPacket, variables: { id: null } },
+      { query: redPacket },
+      { query: '{ __typename }', operationName: 'NoSuchOperation' },
+      { query: 'query A { __typename } query B { __typename }' },
+    ]) {
+      const search = `?${new URLSearchParams(Object.entries(request).map(([name, value]) => [name, typeof value === 'string' ? value : json(value)]))}`;
+      for (const sent of <RawRequest[]>[
+        { headers: { accept }, body: json(request) },
+        { method: 'GET', search, headers: { accept, 'x-graphql-yoga-csrf': '1' } },
+      ]) {
+        const answer = await expectSameAnswer(sent);
+        expect(answer.status, `${sent.method ?? 'POST'} ${JSON.stringify(request)}`).toBe(status);
+        expect(JSON.parse(answer.body).errors[0].extensions.code).toBe('BAD_USER_INPUT');
+      }
+    }
   });
 
   it('for a mutation without a token, and for a non-admin calling an operator mutation', async () => {
