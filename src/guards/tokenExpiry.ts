@@ -6,53 +6,63 @@ import { AuthFailure } from '../infra/auth/tokens.ts';
 /** setTimeout's longest delay; a longer one fires at once. JWT_MAX_LIFETIME_SECONDS may allow more. */
 const LONGEST_TIMER_MS = 2 ** 31 - 1;
 
-/** Resolves at `atMs` (wall clock), however far off; `cancel` stops the timer. */
-function alarm(atMs: number): { rung: Promise<void>; cancel(): void } {
-  let timer: NodeJS.Timeout | undefined;
-  const rung = new Promise<void>((ring) => {
-    const arm = () => {
-      const left = atMs - Date.now();
-      if (left <= 0) ring();
-      else timer = setTimeout(arm, Math.min(left, LONGEST_TIMER_MS));
-    };
-    arm();
-  });
-  return { rung, cancel: () => clearTimeout(timer) };
-}
-
 /**
  * The stream until `endsAtMs`; then `last` as its final event, and the source is closed
  * (its return(), so what holds a slot for it gives the slot back).
  */
 function endingAt<T>(source: AsyncIterable<T>, endsAtMs: number, last: () => T): AsyncIterableIterator<T> {
   const iterator = source[Symbol.asyncIterator]();
-  const expiry = alarm(endsAtMs);
-  const ended = expiry.rung.then(() => 'ended' as const);
+  let expired = false;
   let closed = false;
-  const close = (value?: unknown) => {
-    expiry.cancel();
+  // Wakes the next() waiting for an event. Each call races a promise of its own: one
+  // long-lived promise raced by every call would hold each event it lost to until exp.
+  let wake: (() => void) | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  const arm = () => {
+    const left = endsAtMs - Date.now();
+    if (left > 0) {
+      timer = setTimeout(arm, Math.min(left, LONGEST_TIMER_MS)).unref();
+      return;
+    }
+    expired = true;
+    wake?.();
+  };
+  arm();
+  const finish = () => {
+    clearTimeout(timer);
     closed = true;
+  };
+  const close = (value?: unknown) => {
+    finish();
     return iterator.return?.(value) ?? Promise.resolve({ done: true as const, value: undefined });
   };
+  const expiry = () => new Promise<'expired'>((resolve) => (wake = () => resolve('expired')));
   return {
     [Symbol.asyncIterator]() {
       return this;
     },
     async next(): Promise<IteratorResult<T>> {
       if (closed) return { done: true, value: undefined };
-      // The expiry first: when both are settled already, the token's end wins.
-      const item = await Promise.race([ended, iterator.next()]);
-      if (item === 'ended') {
-        void close();
+      let item: IteratorResult<T> | 'expired';
+      try {
+        item = expired ? 'expired' : await Promise.race([expiry(), iterator.next()]);
+      } catch (error) {
+        finish();
+        throw error;
+      } finally {
+        wake = undefined;
+      }
+      if (item === 'expired') {
+        // The source's own end is no concern of the client's any more.
+        close().catch(() => undefined);
         return { done: false, value: last() };
       }
-      if (item.done) expiry.cancel();
+      if (item.done) finish();
       return item;
     },
     return: close,
     throw: (error?: unknown) => {
-      expiry.cancel();
-      closed = true;
+      finish();
       return iterator.throw?.(error) ?? Promise.reject(error);
     },
   };
