@@ -15,7 +15,7 @@
   KEYS[1] {shop}:balance:<user>          the user's spendable points
   KEYS[2] {shop}:goods:<goods>           hash: pointsCost, perUserLimit, pooled (1/0), stock (the bucket's
                                          allotment), remaining, onSale (0: off sale; absent: on sale),
-                                         saleStartsAtMs and saleEndsAtMs (0 or absent: open-ended);
+                                         saleStartsAtMs and saleEndsAtMs (empty or absent: open-ended);
                                          without a pool the next stock unit of the bucket is stock - remaining
   KEYS[3] {shop}:goods:<goods>:codes     list of the pool's codes not handed out yet
   KEYS[4] {shop}:goods:<goods>:users     hash: user -> the user's last sequence number (kept when perUserLimit > 0)
@@ -49,11 +49,14 @@ end
 if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('EXISTS', KEYS[2]) == 0 then
   return {'missing'}
 end
+-- One instant for the whole call: the entry's time is the one the sale window was checked at,
+-- which PostgreSQL checks again.
+local now = now_ms()
 
 local function refuse(answer)
   redis.call('SET', KEYS[5], ARGV[2] .. '|' .. answer, 'PX', ARGV[5])
   local fields = {
-    'kind', 'points.refuse', 'user', ARGV[1], 'goods', ARGV[2], 'request', ARGV[3], 'answer', answer, 'at', tostring(now_ms()),
+    'kind', 'points.refuse', 'user', ARGV[1], 'goods', ARGV[2], 'request', ARGV[3], 'answer', answer, 'at', tostring(now),
   }
   return {'refused', answer, redis.call('XADD', KEYS[6], '*', unpack(fields)), fields}
 end
@@ -62,15 +65,12 @@ local goods = redis.call('HMGET', KEYS[2], 'pointsCost', 'perUserLimit', 'pooled
 if goods[6] == '0' then
   return {'offSale', 0}
 end
-local starts, ends = tonumber(goods[7]) or 0, tonumber(goods[8]) or 0
-if starts > 0 or ends > 0 then
-  local now = now_ms()
-  if ends > 0 and now >= ends then
-    return {'offSale', 0}
-  end
-  if now < starts then
-    return {'offSale', starts}
-  end
+local starts, ends = tonumber(goods[7]), tonumber(goods[8])
+if ends and now >= ends then
+  return {'offSale', 0}
+end
+if starts and now < starts then
+  return {'offSale', starts}
 end
 local cost, limit, stock, remaining = tonumber(goods[1]), tonumber(goods[2]), tonumber(goods[4]), tonumber(goods[5])
 if remaining <= 0 then
@@ -109,7 +109,7 @@ end
 
 local fields = {
   'kind', 'points.redeem', 'id', ARGV[4], 'user', ARGV[1], 'goods', ARGV[2], 'request', ARGV[3],
-  'cost', goods[1], 'code', code, 'unit', unit, 'seq', seq > 0 and tostring(seq) or '', 'bucket', ARGV[6], 'at', tostring(now_ms()),
+  'cost', goods[1], 'code', code, 'unit', unit, 'seq', seq > 0 and tostring(seq) or '', 'bucket', ARGV[6], 'at', tostring(now),
 }
 local entryId = redis.call('XADD', KEYS[6], '*', unpack(fields))
 redis.call('SET', KEYS[5], ARGV[2] .. '|redeemed:' .. entryId, 'PX', ARGV[5])

@@ -492,7 +492,7 @@ describe('updateGoods', () => {
   });
 
   it('opens and closes the sale at its window, by the server clock: GoodsOffSale with opensAt before, none after the end', async () => {
-    const startsAtMs = Date.now() + 1_500;
+    const startsAtMs = Date.now() + 3_000;
     const window = { saleStartsAt: new Date(startsAtMs).toISOString(), saleEndsAt: new Date(startsAtMs + 1_500).toISOString() };
     const kite = await points.createGoods('operator', { title: 'kite', pointsCost: 2, stock: 3, ...window });
     expect(kite).toMatchObject({ onSale: true, ...window });
@@ -502,6 +502,10 @@ describe('updateGoods', () => {
     // Also after Redis lost the item: the rebuild reads the window from PostgreSQL.
     await stores.redis.del(goodsKeys(kite.id).meta);
     expect((await points.tryRedeem('kite-buyer', kite.id, 'k1')).result).toMatchObject({ __typename: 'GoodsOffSale', opensAt: window.saleStartsAt });
+    // A stale copy in Redis without the window sells; PostgreSQL refuses it, and the copy rebuilt answers.
+    await stores.redis.hset(goodsKeys(kite.id).meta, 'saleStartsAtMs', '');
+    expect((await points.tryRedeem('kite-buyer', kite.id, 'k1')).result).toMatchObject({ __typename: 'GoodsOffSale', opensAt: window.saleStartsAt });
+    expect(Date.now()).toBeLessThan(startsAtMs);
     await waitFor('the sale to open', async () => (await points.tryRedeem('kite-buyer', kite.id, 'k1')).result?.__typename === 'Redemption', { timeoutMs: 5_000, intervalMs: 50 });
     const { rows } = await stores.sql.query<{ created_at: Date }>('SELECT created_at FROM redemption WHERE goods_id = $1', [kite.id]);
     expect(rows.map((row) => row.created_at.getTime() >= startsAtMs)).toEqual([true]);
@@ -521,6 +525,9 @@ describe('updateGoods', () => {
     expect(errorCodes(await unchanged(() => update(yoyo.id, { saleEndsAt: '2098-01-01T00:00:00Z' }, admin)))).toEqual(['BAD_USER_INPUT']);
     await points.updateGoods('operator', yoyo.id, { saleStartsAt: '2020-01-01T00:00:00Z', saleEndsAt: '2099-01-01T00:00:00Z' });
     expect((await points.tryRedeem('yoyo-buyer', yoyo.id, 'y1')).result).toMatchObject({ __typename: 'Redemption', pointsSpent: 1 });
+    // The epoch is an instant like any other, not "no end".
+    const ended = await points.createGoods('operator', { title: 'yoyo of 1970', pointsCost: 1, stock: 1, saleEndsAt: '1970-01-01T00:00:00Z' });
+    expect((await unchanged(() => points.tryRedeem('yoyo-buyer', ended.id, 'y2'))).result).toMatchObject({ __typename: 'GoodsOffSale', opensAt: null });
     const { rows } = await stores.sql.query('SELECT sale_starts_at, sale_ends_at FROM goods_change WHERE goods_id = $1 ORDER BY changed_at', [yoyo.id]);
     expect(rows).toEqual([
       { sale_starts_at: null, sale_ends_at: null },

@@ -106,11 +106,11 @@ describe('a stock storm', () => {
 describe('a flash sale', () => {
   it('240 buyers across its opening instant: none redeems before it, 60 units sold exactly once after it', async () => {
     const STOCK = 60;
-    const opensAtMs = Date.now() + 1_500;
-    const opensAt = new Date(opensAtMs).toISOString();
-    const goods = await points.createGoods('operator', { title: 'flash sale', pointsCost: 5, stock: STOCK, perUserLimit: 1, saleStartsAt: opensAt });
     const buyers = Array.from({ length: 240 }, (_, i) => `flash-${i}`);
     await Promise.all(buyers.map((userId) => points.award('operator', { userId, amount: 10 })));
+    const opensAtMs = Date.now() + 1_000;
+    const opensAt = new Date(opensAtMs).toISOString();
+    const goods = await points.createGoods('operator', { title: 'flash sale', pointsCost: 5, stock: STOCK, perUserLimit: 1, saleStartsAt: opensAt });
 
     // Each buyer first taps somewhere in the second around the opening, then again until served.
     const wait = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));

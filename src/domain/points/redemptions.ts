@@ -55,8 +55,8 @@ const TERMS_CLOCK_SLACK_MS = 5_000;
  * ledger rows and balance debits in one statement. Redis already checked them;
  * PostgreSQL's own check matters only when Redis lost data and was rebuilt while
  * redemptions were on their way here. Then it refuses (reports as a conflict)
- * whatever was not at the item's terms (a price it did not have, or off sale: a stale
- * copy in Redis), would overdraw a balance, oversell the stock (a voucher code or a stock unit
+ * whatever was not at the item's terms (a price it did not have, off sale, or outside its
+ * sale window: a stale copy in Redis), would overdraw a balance, oversell the stock (a voucher code or a stock unit
  * twice, or one outside the item, or outside its bucket's allotment and the transfers on
  * their way to it, which sum to the stock), break a per-user limit (a sequence number twice or
  * above the limit), or repeat a (user, requestId), refused or redeemed.
@@ -112,13 +112,16 @@ accepted AS (
   CROSS JOIN account a
   JOIN goods g ON g.id = r.goods_id
   WHERE r.spent <= (a.balances ->> r.user_id)::bigint
-    -- The item's terms when the script ran: its price, and on sale. The current ones, or (an
-    -- operator changed them while the entry was on its way here) those in effect within
-    -- a few seconds of the script's time, as the clocks of Redis and PostgreSQL may differ.
-    AND CASE WHEN r.cost = g.points_cost AND g.on_sale THEN true
-             ELSE EXISTS (SELECT 1 FROM (SELECT c.points_cost, c.on_sale, c.changed_at, lead(c.changed_at) OVER (ORDER BY c.changed_at, c.id) AS until
+    -- The item's terms when the script ran: its price, on sale, and the script's time within
+    -- the sale window (both Redis time). The current ones, or (an operator changed them while
+    -- the entry was on its way here) those in effect within a few seconds of the script's
+    -- time, as the clocks of Redis and PostgreSQL (changed_at) may differ.
+    AND CASE WHEN r.cost = g.points_cost AND g.on_sale
+                  AND to_timestamp(r.at_ms / 1000.0) >= COALESCE(g.sale_starts_at, '-infinity') AND to_timestamp(r.at_ms / 1000.0) < COALESCE(g.sale_ends_at, 'infinity') THEN true
+             ELSE EXISTS (SELECT 1 FROM (SELECT c.points_cost, c.on_sale, c.sale_starts_at, c.sale_ends_at, c.changed_at, lead(c.changed_at) OVER (ORDER BY c.changed_at, c.id) AS until
                                          FROM goods_change c WHERE c.goods_id = g.id) c
                           WHERE c.points_cost = r.cost AND c.on_sale
+                            AND to_timestamp(r.at_ms / 1000.0) >= COALESCE(c.sale_starts_at, '-infinity') AND to_timestamp(r.at_ms / 1000.0) < COALESCE(c.sale_ends_at, 'infinity')
                             AND c.changed_at <= to_timestamp(r.at_ms / 1000.0) + ${TERMS_CLOCK_SLACK_MS}::int * interval '1 millisecond'
                             AND (c.until IS NULL OR c.until >= to_timestamp(r.at_ms / 1000.0) - ${TERMS_CLOCK_SLACK_MS}::int * interval '1 millisecond')) END
     AND CASE WHEN g.pooled THEN EXISTS (SELECT 1 FROM voucher_code v WHERE v.code = r.code AND v.goods_id = g.id)

@@ -173,7 +173,7 @@ export class PointsService {
       allBuckets(this.store.buckets).map((bucket) =>
         this.goods.changeDurably({ goodsId, bucket }, async () => {
           const terms = await this.deps.prisma.goods.findUniqueOrThrow({ where: { id: goodsId }, select: { pointsCost: true, onSale: true, saleStartsAt: true, saleEndsAt: true } });
-          await this.store.setGoodsTerms({ goodsId, bucket }, { ...terms, saleStartsAtMs: terms.saleStartsAt?.getTime() ?? 0, saleEndsAtMs: terms.saleEndsAt?.getTime() ?? 0 });
+          await this.store.setGoodsTerms({ goodsId, bucket }, { ...terms, saleStartsAtMs: terms.saleStartsAt?.getTime() ?? null, saleEndsAtMs: terms.saleEndsAt?.getTime() ?? null });
         }),
       ),
     );

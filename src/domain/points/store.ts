@@ -172,9 +172,9 @@ export interface GoodsShard {
 /** What an operator may change of an item that the redemption script reads. */
 export type GoodsSaleTerms = Pick<GoodsSnapshot, 'pointsCost' | 'onSale' | 'saleStartsAtMs' | 'saleEndsAtMs'>;
 
-/** The goods hash's fields for the terms (lua/redeemPoints.lua). */
+/** The goods hash's fields for the terms (lua/redeemPoints.lua); an open end is an empty string, as 0 is an instant. */
 function saleTermFields(terms: GoodsSaleTerms) {
-  return { pointsCost: terms.pointsCost, onSale: terms.onSale ? 1 : 0, saleStartsAtMs: terms.saleStartsAtMs, saleEndsAtMs: terms.saleEndsAtMs };
+  return { pointsCost: terms.pointsCost, onSale: terms.onSale ? 1 : 0, saleStartsAtMs: terms.saleStartsAtMs ?? '', saleEndsAtMs: terms.saleEndsAtMs ?? '' };
 }
 
 /** What rebuilt goods keys of one bucket hold. */
@@ -185,9 +185,9 @@ export interface GoodsSnapshot {
   perUserLimit: number;
   pooled: boolean;
   onSale: boolean;
-  /** The sale window in ms, 0 for an open end. */
-  saleStartsAtMs: number;
-  saleEndsAtMs: number;
+  /** The sale window in ms; null for an open end. */
+  saleStartsAtMs: number | null;
+  saleEndsAtMs: number | null;
   /** The bucket's allotment: the units it may hand out in all, those handed out included. */
   stock: number;
   /** Pooled: the free codes. Not pooled: the units after the highest durable one, so the next unit is stock − remaining. */
