@@ -15,10 +15,13 @@ function withCode(error: GraphQLError, code: string): GraphQLError {
  * `spec`, which made Yoga answer 400 under application/json too; with `spec` that format
  * keeps 200, as the GraphQL over HTTP spec wants, and application/graphql-response+json 400.
  */
-function asRequestError(error: GraphQLError): GraphQLError {
-  if (error.extensions.code !== undefined && error.extensions.code !== YOGA_OPERATION_NOT_FOUND) return error;
-  const http = error.extensions.http as { status?: number } | undefined;
-  return rebuiltError(error, { extensions: { ...error.extensions, code: ErrorCode.badUserInput, ...(http?.status === 400 ? { http: { ...http, spec: true } } : {}) } });
+export function asRequestError(error: GraphQLError): GraphQLError {
+  const code = error.extensions.code === undefined || error.extensions.code === YOGA_OPERATION_NOT_FOUND ? ErrorCode.badUserInput : error.extensions.code;
+  const http = error.extensions.http as { status?: number; spec?: boolean } | undefined;
+  // A scalar's own refusal keeps its code, and gets the executor's 400 all the same.
+  const unmarked400 = http?.status === 400 && !http.spec;
+  if (code === error.extensions.code && !unmarked400) return error;
+  return rebuiltError(error, { extensions: { ...error.extensions, code, ...(unmarked400 ? { http: { ...http, spec: true } } : {}) } });
 }
 
 /** Yoga's code for a document without the operation operationName names (or with several and no name). */

@@ -6,6 +6,7 @@ import type { Plugin } from 'graphql-yoga';
 import type { App } from './app.ts';
 import { buildContext, unauthenticated } from './context.ts';
 import { ErrorCode, graphqlError, resultWithoutHttpStatus, withoutHttpStatus } from './errors.ts';
+import { asRequestError } from './graphqlPlugins.ts';
 import { rateLimited } from './guards/rateLimits.ts';
 import { type ErrorWording, errorMessage, localeOf } from './i18n/messages.ts';
 import { AuthFailure } from './infra/auth/tokens.ts';
@@ -158,7 +159,8 @@ export function useGraphqlSse(app: App, trusted: TrustedDocuments): Plugin {
             try {
               document = enveloped.parse(await trusted.queryOf(params, { request: req.raw, params }));
             } catch (error) {
-              if (error instanceof GraphQLError) return badRequest([error]);
+              // Yoga's parse hooks also refuse an operationName the document lacks.
+              if (error instanceof GraphQLError) return badRequest([asRequestError(error)]);
               throw error;
             }
             const errors = enveloped.validate(enveloped.schema, document);

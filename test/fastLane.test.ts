@@ -153,6 +153,17 @@ describe('the fast lane answers exactly as Yoga does', () => {
     }
   });
 
+  it.each([
+    ['application/json', 200],
+    ['application/graphql-response+json', 400],
+  ] as const)('for a variable a custom scalar refuses with its own code, Accept: %s', async (accept, status) => {
+    const input = { title: 'kite', pointsCost: 1, stock: 1, saleStartsAt: 'tomorrow at ten' };
+    const body = json({ query: 'mutation ($input: CreateGoodsInput!) { createGoods(input: $input) { id } }', variables: { input } });
+    const answer = await expectSameAnswer({ headers: { accept, authorization: `Bearer ${await tokenOf('fast-lane-operator', { admin: true })}` }, body });
+    expect(answer.status).toBe(status);
+    expect(JSON.parse(answer.body).errors[0].extensions.code).toBe('BAD_USER_INPUT');
+  });
+
   it('for a mutation without a token, and for a non-admin calling an operator mutation', async () => {
     const unauthenticated = await expectSameAnswer({ body: unknownGrab });
     expect(JSON.parse(unauthenticated.body).errors[0].extensions.code).toBe('UNAUTHENTICATED');

@@ -192,6 +192,14 @@ describe('graphql-sse single connection mode', () => {
       expect(response.status).toBe(400);
       expect(((await response.json()) as { errors: { extensions: { code: string } }[] }).errors[0]!.extensions.code).toBe('BAD_USER_INPUT');
     }
+    // An operationName the document lacks is bad input too, as over /graphql.
+    const unnamed = await fetch(`${server.url}/stream`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'text/event-stream', authorization: `Bearer ${await tokenOf('sse-typist')}` },
+      body: JSON.stringify({ query: SUBSCRIPTION, variables: { packetId: packet.id }, operationName: 'NoSuchOperation' }),
+    });
+    expect(unnamed.status).toBe(400);
+    expect(failures([(await unnamed.json()) as ExecutionResult])).toEqual([['BAD_USER_INPUT', undefined]]);
     await packet.grab();
     await live.until((events) => remaining(events).includes(2));
   });
