@@ -204,6 +204,25 @@ describe('the points shop', () => {
     expect(app.misbehaviour.filter((line) => !line.includes('503'))).toEqual([]);
     app.misbehaviour.splice(0, app.misbehaviour.length);
   });
+
+  it('counts down to a flash sale on the server clock, opens it then, and says when a sale has ended', { timeout: 60_000 }, async () => {
+    const points = pointsAt(server.url);
+    await points.award('web-operator', { userId: 'frank', amount: 100 });
+    const startsAt = new Date(Date.now() + 4_000).toISOString();
+    await points.createGoods('web-operator', { title: '限时秒杀', pointsCost: 10, stock: 1, saleStartsAt: startsAt });
+    await points.createGoods('web-operator', { title: '往期活动', pointsCost: 10, stock: 1, saleEndsAt: new Date(Date.now() - 1_000).toISOString() });
+    const page = await app.signedIn('frank');
+    await page.getByRole('link', { name: '积分商城' }).click();
+    const flash = page.locator('li', { hasText: '限时秒杀' }).getByRole('button');
+    await expect.poll(() => flash.textContent()).toMatch(/^0:0\d 后开兑$/);
+    expect(await flash.isDisabled()).toBe(true);
+    expect(await page.locator('li', { hasText: '往期活动' }).getByRole('button').textContent()).toBe('已结束');
+    expect(await page.locator('li', { hasText: '往期活动' }).getByRole('button').isDisabled()).toBe(true);
+    await expect.poll(() => flash.textContent(), { timeout: 10_000 }).toBe('兑换');
+    await flash.click();
+    await expect.poll(() => page.getByTestId('outcome').textContent()).toContain('兑换成功');
+    expect(app.misbehaviour).toEqual([]);
+  });
 });
 
 describe('the lottery', () => {

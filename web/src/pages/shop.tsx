@@ -1,5 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
-import { request, subscribe } from '../api.ts';
+import { request, serverOffsetMs, subscribe } from '../api.ts';
+import { countdown, useServerNow } from '../clock.ts';
 import type { RedemptionDelivery, WebShopQuery } from '../gql/graphql.ts';
 import { graphql } from '../gql/index.ts';
 import { useOneAtATime } from '../oneAtATime.ts';
@@ -17,9 +18,12 @@ const ShopQuery = graphql(`
           pointsCost
           remainingStock
           onSale
+          saleStartsAt
+          saleEndsAt
         }
       }
     }
+    serverTime
   }
 `);
 
@@ -52,8 +56,19 @@ const RedemptionUpdated = graphql(`
 
 const DELIVERY_TEXT: Record<RedemptionDelivery, string> = { QUEUED: '发放中…', RETRYING: '发放未成功，稍后自动重试', DELIVERED: '已发放' };
 
-/** What an item's button says: why it cannot be redeemed, when it cannot. */
-const redeemLabel = (goods: { onSale: boolean; remainingStock: number }) => (!goods.onSale ? '暂停兑换' : goods.remainingStock === 0 ? '已兑完' : '兑换');
+type ShopGoods = WebShopQuery['goodsCatalog']['edges'][number]['node'];
+
+/** Why an item cannot be redeemed at `nowMs` (the server's clock), or null when it can. */
+function whyNot(goods: ShopGoods, nowMs: number): string | null {
+  if (!goods.onSale) return '暂停兑换';
+  if (goods.saleEndsAt && nowMs >= Date.parse(goods.saleEndsAt)) return '已结束';
+  // A flash sale counts down to its start, and the button comes alive then.
+  if (goods.saleStartsAt && nowMs < Date.parse(goods.saleStartsAt)) return `${countdown(Date.parse(goods.saleStartsAt), nowMs)} 后开兑`;
+  return goods.remainingStock === 0 ? '已兑完' : null;
+}
+
+/** Whether a window's end is still to come, so the page must tick for it. */
+const windowAhead = (goods: ShopGoods, nowMs: number) => [goods.saleStartsAt, goods.saleEndsAt].some((at) => at && Date.parse(at) > nowMs);
 
 /** The points shop: my balance, the goods, and redeeming one, whose delivery is shown live. */
 export function Shop() {
@@ -62,8 +77,18 @@ export function Shop() {
   const [busy, oneAtATime] = useOneAtATime();
   const [redemptionId, setRedemptionId] = useState<string | null>(null);
   const [delivery, setDelivery] = useState<RedemptionDelivery | null>(null);
-  const load = () => request(ShopQuery, {}).then(setShop, (error: Error) => setOutcome(error.message));
+  // The offset is taken as the answer arrives: serverTime is the server's now at that moment.
+  const [offsetMs, setOffsetMs] = useState(0);
+  const load = () =>
+    request(ShopQuery, {}).then(
+      (answer) => {
+        setOffsetMs(serverOffsetMs(answer.serverTime));
+        setShop(answer);
+      },
+      (error: Error) => setOutcome(error.message),
+    );
   useEffect(() => void load(), []);
+  const now = useServerNow(offsetMs, !!shop?.goodsCatalog.edges.some(({ node }) => windowAhead(node, Date.now() + offsetMs)));
 
   // The stream ends by itself once delivered; a newer redemption or leaving the page closes it.
   useEffect(() => {
@@ -119,8 +144,8 @@ export function Shop() {
                   {node.pointsCost} 积分 · 剩 {node.remainingStock}
                 </span>
               </span>
-              <button type="button" style={{ width: 'auto', marginTop: 0 }} disabled={busy || !node.onSale || node.remainingStock === 0} onClick={() => redeem(node.id)}>
-                {redeemLabel(node)}
+              <button type="button" style={{ width: 'auto', marginTop: 0 }} disabled={busy || whyNot(node, now) !== null} onClick={() => redeem(node.id)}>
+                {whyNot(node, now) ?? '兑换'}
               </button>
             </li>
           ))}
