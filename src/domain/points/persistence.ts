@@ -251,7 +251,8 @@ export async function recordGoodsChange(prisma: PrismaClient, changeId: string, 
   return prisma.$transaction(async (tx) => {
     const [locked] = await tx.$queryRaw<{ id: string }[]>`SELECT id FROM goods WHERE id = ${goodsId} FOR UPDATE`;
     if (!locked) return null;
-    const current = termsOf(await tx.goods.findUniqueOrThrow({ where: { id: goodsId } }));
+    const goods = await tx.goods.findUniqueOrThrow({ where: { id: goodsId } });
+    const current = termsOf(goods);
     const next: GoodsTerms = {
       title: input.title ?? current.title,
       pointsCost: input.pointsCost ?? current.pointsCost,
@@ -261,7 +262,7 @@ export async function recordGoodsChange(prisma: PrismaClient, changeId: string, 
     };
     // Checked on the window as it would be: one end may be changed alone.
     if (saleEndsTooEarly(next)) throw BadInputError.of([ruleInputIssue(['input', 'saleEndsAt'], 'SALE_ENDS_BEFORE_STARTS')]);
-    if (JSON.stringify(next) === JSON.stringify(current)) return tx.goods.findUniqueOrThrow({ where: { id: goodsId } });
+    if (JSON.stringify(next) === JSON.stringify(current)) return goods;
     await tx.goodsChange.create({ data: { id: changeId, goodsId, changedBy, ...next } });
     return tx.goods.update({ where: { id: goodsId }, data: next });
   });

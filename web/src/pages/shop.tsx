@@ -135,20 +135,23 @@ export function Shop() {
       </div>
       <div class="card">
         <ul class="plain">
-          {shop.goodsCatalog.edges.map(({ node }) => (
-            <li key={node.id}>
-              <span>
-                {node.title}
-                <br />
-                <span class="muted">
-                  {node.pointsCost} 积分 · 剩 {node.remainingStock}
+          {shop.goodsCatalog.edges.map(({ node }) => {
+            const refusal = whyNot(node, now);
+            return (
+              <li key={node.id}>
+                <span>
+                  {node.title}
+                  <br />
+                  <span class="muted">
+                    {node.pointsCost} 积分 · 剩 {node.remainingStock}
+                  </span>
                 </span>
-              </span>
-              <button type="button" style={{ width: 'auto', marginTop: 0 }} disabled={busy || whyNot(node, now) !== null} onClick={() => redeem(node.id)}>
-                {whyNot(node, now) ?? '兑换'}
-              </button>
-            </li>
-          ))}
+                <button type="button" style={{ width: 'auto', marginTop: 0 }} disabled={busy || refusal !== null} onClick={() => redeem(node.id)}>
+                  {refusal ?? '兑换'}
+                </button>
+              </li>
+            );
+          })}
         </ul>
         {outcome && (
           <p role="status" aria-live="polite" data-testid="outcome">
