@@ -193,6 +193,7 @@ describe('createGoods', () => {
     ['a sale that ends as it starts', { saleStartsAt: '2030-01-01T10:00:00Z', saleEndsAt: '2030-01-01T10:00:00Z' }],
     ['a sale that ends before it starts', { saleStartsAt: '2030-01-01T10:00:00Z', saleEndsAt: '2030-01-01T09:00:00Z' }],
     ['a sale start that is no instant', { saleStartsAt: 'tomorrow at ten' }],
+    ['a sale that has already ended', { saleEndsAt: '2020-01-01T00:00:00Z' }],
   ];
 
   it.each(badGoods)('with %s is BAD_USER_INPUT and changes nothing', async (_name, change) => {
@@ -526,14 +527,43 @@ describe('updateGoods', () => {
     expect(errorCodes(await unchanged(() => update(yoyo.id, { saleEndsAt: '2098-01-01T00:00:00Z' }, admin)))).toEqual(['BAD_USER_INPUT']);
     await points.updateGoods('operator', yoyo.id, { saleStartsAt: '2020-01-01T00:00:00Z', saleEndsAt: '2099-01-01T00:00:00Z' });
     expect((await points.tryRedeem('yoyo-buyer', yoyo.id, 'y1')).result).toMatchObject({ __typename: 'Redemption', pointsSpent: 1 });
-    // The epoch is an instant like any other, not "no end".
-    const ended = await points.createGoods('operator', { title: 'yoyo of 1970', pointsCost: 1, stock: 1, saleEndsAt: '1970-01-01T00:00:00Z' });
+    // An item is not created with its sale over; an update ends one now, and the epoch is
+    // an instant like any other, not "no end".
+    const refused = await unchanged(() => gql(server.url, CreateGoodsDocument, { input: { title: 'yoyo of 1970', pointsCost: 1, stock: 1, saleEndsAt: '1970-01-01T00:00:00Z' } }, admin));
+    expect(refused.body.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', issues: [{ path: ['input', 'saleEndsAt'], code: 'SALE_ENDS_IN_THE_PAST' }] });
+    const ended = await points.createGoods('operator', { title: 'yoyo of 1970', pointsCost: 1, stock: 1 });
+    await points.updateGoods('operator', ended.id, { saleEndsAt: '1970-01-01T00:00:00Z' });
     expect((await unchanged(() => points.tryRedeem('yoyo-buyer', ended.id, 'y2'))).result).toMatchObject({ __typename: 'GoodsOffSale', opensAt: null });
     const { rows } = await stores.sql.query('SELECT sale_starts_at, sale_ends_at FROM goods_change WHERE goods_id = $1 ORDER BY changed_at', [yoyo.id]);
     expect(rows).toEqual([
       { sale_starts_at: null, sale_ends_at: null },
       { sale_starts_at: new Date(later), sale_ends_at: null },
       { sale_starts_at: new Date('2020-01-01T00:00:00Z'), sale_ends_at: new Date('2099-01-01T00:00:00Z') },
+    ]);
+    await expectPointsInvariants(stores);
+  });
+
+  it('removes an end of the sale window by its clear flag, and refuses one set and cleared at once', async () => {
+    const window = { saleStartsAt: '2099-01-01T00:00:00.000Z', saleEndsAt: '2099-01-02T00:00:00.000Z' };
+    const top = await points.createGoods('operator', { title: 'top', pointsCost: 1, stock: 5, ...window });
+    await points.award('operator', { userId: 'top-buyer', amount: 10 });
+    expect((await points.tryRedeem('top-buyer', top.id, 't1')).result).toMatchObject({ __typename: 'GoodsOffSale', opensAt: window.saleStartsAt });
+
+    expect(await points.updateGoods('operator', top.id, { clearSaleStartsAt: true })).toMatchObject({ saleStartsAt: null, saleEndsAt: window.saleEndsAt });
+    expect((await points.tryRedeem('top-buyer', top.id, 't1')).result).toMatchObject({ __typename: 'Redemption' });
+    await points.updateGoods('operator', top.id, { saleEndsAt: '2020-01-01T00:00:00Z' });
+    expect((await points.tryRedeem('top-buyer', top.id, 't2')).result).toMatchObject({ __typename: 'GoodsOffSale', opensAt: null });
+    expect(await points.updateGoods('operator', top.id, { clearSaleEndsAt: true })).toMatchObject({ saleStartsAt: null, saleEndsAt: null });
+    expect((await points.tryRedeem('top-buyer', top.id, 't2')).result).toMatchObject({ __typename: 'Redemption' });
+
+    const both = await unchanged(() => update(top.id, { saleEndsAt: window.saleEndsAt, clearSaleEndsAt: true }, admin));
+    expect(both.body.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', issues: [{ path: ['input', 'clearSaleEndsAt'], code: 'SET_AND_CLEARED' }] });
+    const { rows } = await stores.sql.query('SELECT sale_starts_at, sale_ends_at FROM goods_change WHERE goods_id = $1 ORDER BY changed_at', [top.id]);
+    expect(rows).toEqual([
+      { sale_starts_at: new Date(window.saleStartsAt), sale_ends_at: new Date(window.saleEndsAt) },
+      { sale_starts_at: null, sale_ends_at: new Date(window.saleEndsAt) },
+      { sale_starts_at: null, sale_ends_at: new Date('2020-01-01T00:00:00Z') },
+      { sale_starts_at: null, sale_ends_at: null },
     ]);
     await expectPointsInvariants(stores);
   });
@@ -546,7 +576,7 @@ describe('updateGoods', () => {
 
   const badUpdates: [string, Record<string, unknown>][] = [
     ['nothing to change', {}],
-    ['only nulls', { title: null, pointsCost: null, onSale: null }],
+    ['only nulls', { title: null, pointsCost: null, onSale: null, saleStartsAt: null, saleEndsAt: null, clearSaleStartsAt: null, clearSaleEndsAt: null }],
     ['a zero price', { pointsCost: 0 }],
     ['a negative price', { pointsCost: -5 }],
     ['a price beyond 32 bits', { pointsCost: 2 ** 31 }],
@@ -556,6 +586,8 @@ describe('updateGoods', () => {
     ['a string for onSale', { onSale: 'no' }],
     ['a sale end that is no instant', { saleEndsAt: 12 }],
     ['a sale that ends before it starts', { saleStartsAt: '2030-01-01T10:00:00Z', saleEndsAt: '2030-01-01T09:00:00Z' }],
+    ['a sale start set and cleared', { saleStartsAt: '2030-01-01T10:00:00Z', clearSaleStartsAt: true }],
+    ['a clear flag that is no boolean', { clearSaleEndsAt: 'yes' }],
   ];
 
   it.each(badUpdates)('with %s is BAD_USER_INPUT and changes nothing', async (_name, input) => {

@@ -144,6 +144,14 @@ export const ruleMessages = {
   GROUP_PRICE_ABOVE_PRICE: { en: () => 'groupPriceCents must not exceed priceCents', 'zh-CN': () => '拼团价不能高于原价' },
   ENDS_BEFORE_STARTS: { en: () => 'endsAt must be after startsAt', 'zh-CN': () => '结束时间必须晚于开始时间' },
   SALE_ENDS_BEFORE_STARTS: { en: () => 'saleEndsAt must be after saleStartsAt', 'zh-CN': () => '售卖结束时间必须晚于开始时间' },
+  SALE_ENDS_IN_THE_PAST: {
+    en: () => 'saleEndsAt has passed: an item cannot be created with its sale already over',
+    'zh-CN': () => '售卖结束时间已过，不能创建已结束售卖的商品',
+  },
+  SET_AND_CLEARED: {
+    en: (v: RuleValues) => `${v.field} cannot be set and cleared at once`,
+    'zh-CN': (v: RuleValues) => `${v.field} 不能同时设置和清除`,
+  },
   ENDS_IN_THE_PAST: { en: () => 'endsAt has passed: an activity cannot be created already ended', 'zh-CN': () => '结束时间已过，不能创建已结束的活动' },
   ACTIVITY_TOO_LONG: { en: (v: RuleValues) => `an activity lasts at most ${v.days} days`, 'zh-CN': (v: RuleValues) => `活动最长 ${v.days} 天` },
   TIMED_STARTS_IN_THE_PAST: {

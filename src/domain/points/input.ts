@@ -84,10 +84,25 @@ export const restockGoodsInput = z
 
 export type RestockGoodsInput = z.infer<typeof restockGoodsInput>;
 
-/** updateGoods' input: what changes; a field left out (or null) stays as it is. */
+/**
+ * updateGoods' input: what changes; a field left out (or null) stays as it is, so an end
+ * of the sale window is removed by its clear flag.
+ */
 export const updateGoodsInput = z
-  .object({ title: title.nullish(), pointsCost: pointsCost.nullish(), onSale: z.boolean().nullish(), saleStartsAt: z.date().nullish(), saleEndsAt: z.date().nullish() })
-  .superRefine(requireAChange);
+  .object({
+    title: title.nullish(),
+    pointsCost: pointsCost.nullish(),
+    onSale: z.boolean().nullish(),
+    saleStartsAt: z.date().nullish(),
+    saleEndsAt: z.date().nullish(),
+    clearSaleStartsAt: z.boolean().nullish(),
+    clearSaleEndsAt: z.boolean().nullish(),
+  })
+  .superRefine((input, ctx) => {
+    requireAChange(input, ctx);
+    if (input.clearSaleStartsAt && input.saleStartsAt) ctx.addIssue({ ...ruleIssue('SET_AND_CLEARED', { field: 'saleStartsAt' }), path: ['clearSaleStartsAt'] });
+    if (input.clearSaleEndsAt && input.saleEndsAt) ctx.addIssue({ ...ruleIssue('SET_AND_CLEARED', { field: 'saleEndsAt' }), path: ['clearSaleEndsAt'] });
+  });
 
 export type UpdateGoodsInput = z.infer<typeof updateGoodsInput>;
 

@@ -257,8 +257,8 @@ export async function recordGoodsChange(prisma: PrismaClient, changeId: string, 
       title: input.title ?? current.title,
       pointsCost: input.pointsCost ?? current.pointsCost,
       onSale: input.onSale ?? current.onSale,
-      saleStartsAt: input.saleStartsAt ?? current.saleStartsAt,
-      saleEndsAt: input.saleEndsAt ?? current.saleEndsAt,
+      saleStartsAt: input.clearSaleStartsAt ? null : (input.saleStartsAt ?? current.saleStartsAt),
+      saleEndsAt: input.clearSaleEndsAt ? null : (input.saleEndsAt ?? current.saleEndsAt),
     };
     // Checked on the window as it would be: one end may be changed alone.
     if (saleEndsTooEarly(next)) throw BadInputError.of([ruleInputIssue(['input', 'saleEndsAt'], 'SALE_ENDS_BEFORE_STARTS')]);
