@@ -210,7 +210,8 @@ describe('the points shop', () => {
     await points.award('web-operator', { userId: 'frank', amount: 100 });
     const startsAt = new Date(Date.now() + 4_000).toISOString();
     await points.createGoods('web-operator', { title: '限时秒杀', pointsCost: 10, stock: 1, saleStartsAt: startsAt });
-    await points.createGoods('web-operator', { title: '往期活动', pointsCost: 10, stock: 1, saleEndsAt: new Date(Date.now() - 1_000).toISOString() });
+    const ended = await points.createGoods('web-operator', { title: '往期活动', pointsCost: 10, stock: 1 });
+    await points.updateGoods('web-operator', ended.id, { saleEndsAt: new Date(Date.now() - 1_000).toISOString() });
     const page = await app.signedIn('frank');
     await page.getByRole('link', { name: '积分商城' }).click();
     const flash = page.locator('li', { hasText: '限时秒杀' }).getByRole('button');
