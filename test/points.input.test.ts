@@ -527,13 +527,17 @@ describe('updateGoods', () => {
     expect(errorCodes(await unchanged(() => update(yoyo.id, { saleEndsAt: '2098-01-01T00:00:00Z' }, admin)))).toEqual(['BAD_USER_INPUT']);
     await points.updateGoods('operator', yoyo.id, { saleStartsAt: '2020-01-01T00:00:00Z', saleEndsAt: '2099-01-01T00:00:00Z' });
     expect((await points.tryRedeem('yoyo-buyer', yoyo.id, 'y1')).result).toMatchObject({ __typename: 'Redemption', pointsSpent: 1 });
-    // An item is not created with its sale over; an update ends one now, and the epoch is
-    // an instant like any other, not "no end".
+    // An item is not created with its sale over; an update with an end passed ends it now,
+    // so no redemption made before the update is dated after the end.
     const refused = await unchanged(() => gql(server.url, CreateGoodsDocument, { input: { title: 'yoyo of 1970', pointsCost: 1, stock: 1, saleEndsAt: '1970-01-01T00:00:00Z' } }, admin));
     expect(refused.body.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', issues: [{ path: ['input', 'saleEndsAt'], code: 'SALE_ENDS_IN_THE_PAST' }] });
-    const ended = await points.createGoods('operator', { title: 'yoyo of 1970', pointsCost: 1, stock: 1 });
-    await points.updateGoods('operator', ended.id, { saleEndsAt: '1970-01-01T00:00:00Z' });
-    expect((await unchanged(() => points.tryRedeem('yoyo-buyer', ended.id, 'y2'))).result).toMatchObject({ __typename: 'GoodsOffSale', opensAt: null });
+    const ended = await points.createGoods('operator', { title: 'yoyo of 1970', pointsCost: 1, stock: 2 });
+    expect((await points.tryRedeem('yoyo-buyer', ended.id, 'y2')).result).toMatchObject({ __typename: 'Redemption' });
+    const endedAt = (await points.updateGoods('operator', ended.id, { saleEndsAt: '1970-01-01T00:00:00Z' })).saleEndsAt;
+    const { rows: made } = await stores.sql.query<{ created_at: Date }>('SELECT created_at FROM redemption WHERE goods_id = $1', [ended.id]);
+    expect(Date.parse(endedAt!)).toBeGreaterThan(made[0]!.created_at.getTime());
+    expect(Date.parse(endedAt!)).toBeLessThanOrEqual(Date.now() + 1_000);
+    expect((await unchanged(() => points.tryRedeem('yoyo-buyer', ended.id, 'y3'))).result).toMatchObject({ __typename: 'GoodsOffSale', opensAt: null });
     const { rows } = await stores.sql.query('SELECT sale_starts_at, sale_ends_at FROM goods_change WHERE goods_id = $1 ORDER BY changed_at', [yoyo.id]);
     expect(rows).toEqual([
       { sale_starts_at: null, sale_ends_at: null },
@@ -551,7 +555,7 @@ describe('updateGoods', () => {
 
     expect(await points.updateGoods('operator', top.id, { clearSaleStartsAt: true })).toMatchObject({ saleStartsAt: null, saleEndsAt: window.saleEndsAt });
     expect((await points.tryRedeem('top-buyer', top.id, 't1')).result).toMatchObject({ __typename: 'Redemption' });
-    await points.updateGoods('operator', top.id, { saleEndsAt: '2020-01-01T00:00:00Z' });
+    const endedAt = (await points.updateGoods('operator', top.id, { saleEndsAt: '2020-01-01T00:00:00Z' })).saleEndsAt!;
     expect((await points.tryRedeem('top-buyer', top.id, 't2')).result).toMatchObject({ __typename: 'GoodsOffSale', opensAt: null });
     expect(await points.updateGoods('operator', top.id, { clearSaleEndsAt: true })).toMatchObject({ saleStartsAt: null, saleEndsAt: null });
     expect((await points.tryRedeem('top-buyer', top.id, 't2')).result).toMatchObject({ __typename: 'Redemption' });
@@ -562,7 +566,7 @@ describe('updateGoods', () => {
     expect(rows).toEqual([
       { sale_starts_at: new Date(window.saleStartsAt), sale_ends_at: new Date(window.saleEndsAt) },
       { sale_starts_at: null, sale_ends_at: new Date(window.saleEndsAt) },
-      { sale_starts_at: null, sale_ends_at: new Date('2020-01-01T00:00:00Z') },
+      { sale_starts_at: null, sale_ends_at: new Date(endedAt) },
       { sale_starts_at: null, sale_ends_at: null },
     ]);
     await expectPointsInvariants(stores);
@@ -577,6 +581,7 @@ describe('updateGoods', () => {
   const badUpdates: [string, Record<string, unknown>][] = [
     ['nothing to change', {}],
     ['only nulls', { title: null, pointsCost: null, onSale: null, saleStartsAt: null, saleEndsAt: null, clearSaleStartsAt: null, clearSaleEndsAt: null }],
+    ['only clear flags that are false', { clearSaleStartsAt: false, clearSaleEndsAt: false }],
     ['a zero price', { pointsCost: 0 }],
     ['a negative price', { pointsCost: -5 }],
     ['a price beyond 32 bits', { pointsCost: 2 ** 31 }],

@@ -38,7 +38,9 @@ export function pointsAt(url: string) {
       return (await data(RestockGoodsDocument, { input: { requestId: randomUUID(), ...input } }, operator, { admin: true })).restockGoods;
     },
     async updateGoods(operator: string, goodsId: string, input: UpdateGoodsInput) {
-      return (await data(UpdateGoodsDocument, { goodsId, input }, operator, { admin: true })).updateGoods;
+      const updated = (await data(UpdateGoodsDocument, { goodsId, input }, operator, { admin: true })).updateGoods;
+      if (updated.__typename !== 'Goods') throw new Error(`updateGoods answered ${updated.__typename}`);
+      return updated;
     },
     /** A redemption that answers its errors instead of throwing them. */
     tryRedeem(user: string, goodsId: string, requestId: string) {

@@ -99,7 +99,8 @@ export const updateGoodsInput = z
     clearSaleEndsAt: z.boolean().nullish(),
   })
   .superRefine((input, ctx) => {
-    requireAChange(input, ctx);
+    // A clear flag false asks for nothing, as a null does.
+    requireAChange({ ...input, clearSaleStartsAt: input.clearSaleStartsAt || null, clearSaleEndsAt: input.clearSaleEndsAt || null }, ctx);
     if (input.clearSaleStartsAt && input.saleStartsAt) ctx.addIssue({ ...ruleIssue('SET_AND_CLEARED', { field: 'saleStartsAt' }), path: ['clearSaleStartsAt'] });
     if (input.clearSaleEndsAt && input.saleEndsAt) ctx.addIssue({ ...ruleIssue('SET_AND_CLEARED', { field: 'saleEndsAt' }), path: ['clearSaleEndsAt'] });
   });

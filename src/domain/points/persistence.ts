@@ -245,9 +245,10 @@ export async function recordRestock(prisma: PrismaClient, restockId: string, cre
 /**
  * Applies an operator's change to the item's title, price or sale, and records the result
  * in its history; a change to what is already so records nothing. Null when the item
- * does not exist.
+ * does not exist. A sale end already past ends the sale at `nowMs`: recorded as given, it
+ * would date redemptions made since then after the end.
  */
-export async function recordGoodsChange(prisma: PrismaClient, changeId: string, changedBy: string, goodsId: string, input: UpdateGoodsInput): Promise<Goods | null> {
+export async function recordGoodsChange(prisma: PrismaClient, changeId: string, changedBy: string, goodsId: string, input: UpdateGoodsInput, nowMs: number): Promise<Goods | null> {
   return prisma.$transaction(async (tx) => {
     const [locked] = await tx.$queryRaw<{ id: string }[]>`SELECT id FROM goods WHERE id = ${goodsId} FOR UPDATE`;
     if (!locked) return null;
@@ -262,6 +263,7 @@ export async function recordGoodsChange(prisma: PrismaClient, changeId: string, 
     };
     // Checked on the window as it would be: one end may be changed alone.
     if (saleEndsTooEarly(next)) throw BadInputError.of([ruleInputIssue(['input', 'saleEndsAt'], 'SALE_ENDS_BEFORE_STARTS')]);
+    if (input.saleEndsAt && input.saleEndsAt.getTime() < nowMs) next.saleEndsAt = new Date(nowMs);
     if (JSON.stringify(next) === JSON.stringify(current)) return goods;
     await tx.goodsChange.create({ data: { id: changeId, goodsId, changedBy, ...next } });
     return tx.goods.update({ where: { id: goodsId }, data: next });

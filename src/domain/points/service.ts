@@ -169,7 +169,7 @@ export class PointsService {
    * has (redemptions.ts).
    */
   async updateGoods(changedBy: string, goodsId: string, input: UpdateGoodsInput): Promise<Goods> {
-    const goods = await recordGoodsChange(this.deps.prisma, randomUUID(), changedBy, goodsId, input);
+    const goods = await recordGoodsChange(this.deps.prisma, randomUUID(), changedBy, goodsId, input, await redisTimeMs(this.deps.redis));
     if (!goods) throw new NotFound('goods', goodsId);
     await Promise.all(
       allBuckets(this.store.buckets).map((bucket) =>
