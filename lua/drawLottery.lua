@@ -121,9 +121,16 @@ local function today(field)
   return tonumber(redis.call('HGET', KEYS[3], field) or '0')
 end
 
+-- Same rule as nextLocalMidnight in src/domain/lottery/timezone.ts.
 local function next_day_start_ms()
   local nextDay = (day + 1) * DAY_MS
-  return nextDay - utc_offset_ms(nextDay - utc_offset_ms(day * DAY_MS))
+  local midnight = nextDay - utc_offset_ms(nextDay - utc_offset_ms(day * DAY_MS))
+  if math.floor((midnight + utc_offset_ms(midnight)) / DAY_MS) > day then return midnight end
+  -- Where DST begins at midnight (America/Santiago), 00:00 never comes: the day begins at the change.
+  for i = 2, #settings.utcOffsets do
+    if settings.utcOffsets[i][1] > midnight then return settings.utcOffsets[i][1] end
+  end
+  return midnight
 end
 
 local draws = today('d:' .. user)

@@ -99,6 +99,30 @@ describe('daily limits and daily stock reset at midnight in the activity’s tim
     await expectLotteryInvariants(lot.stores, activity.id);
     expect((await loadDraws(lot.stores, activity.id)).map((row) => row.local_day)).toEqual(['2027-03-13', '2027-03-14', '2027-03-15']);
   });
+
+  it('America/Santiago, where DST begins at midnight: the day that skips 00:00 begins at 01:00, 04:00 UTC', async () => {
+    const activity = await lottery.create(OPERATOR, {
+      title: 'santiago dst',
+      startsAt: '2027-09-04T00:00:00-04:00',
+      endsAt: '2027-09-07T00:00:00-03:00',
+      timezone: 'America/Santiago',
+      dailyDrawLimit: 1,
+      prizes: [{ title: 'A', weight: 1, totalStock: 100 }],
+    });
+    const steps: [at: string, expected: string, resetsAt?: string][] = [
+      ['2027-09-05T03:00:00.500Z', 'LotteryWin'], // 23:00:00.5 -04, Saturday the 4th
+      ['2027-09-05T03:30:00.000Z', 'DrawLimitReached', '2027-09-05T04:00:00.000Z'],
+      ['2027-09-05T04:00:00.500Z', 'LotteryWin'], // 01:00:00.5 -03, Sunday the 5th: 00:00 was skipped
+      ['2027-09-05T12:00:00.000Z', 'DrawLimitReached', '2027-09-06T03:00:00.000Z'],
+    ];
+    for (const [at, expected, resetsAt] of steps) {
+      await moveClockTo(lot.stores.redis, Date.parse(at));
+      const result = await lottery.draw('santiago', activity.id);
+      expect(result.__typename, at).toBe(expected);
+      if (resetsAt && result.__typename === 'DrawLimitReached') expect(result.resetsAt, at).toBe(resetsAt);
+    }
+    expect((await loadDraws(lot.stores, activity.id)).map((row) => row.local_day)).toEqual(['2027-09-04', '2027-09-05']);
+  });
 });
 
 describe('local days and hours from the stored offset table', () => {
@@ -116,6 +140,11 @@ describe('local days and hours from the stored offset table', () => {
     const shanghai = utcOffsetTable('Asia/Shanghai', Date.parse('2027-01-01T00:00:00Z'), Date.parse('2027-01-31T00:00:00Z'));
     expect(localDay(shanghai, Date.parse('2027-01-10T15:59:59.999Z')) + 1).toBe(localDay(shanghai, Date.parse('2027-01-10T16:00:00Z')));
     expect(nextLocalMidnight(shanghai, localDay(shanghai, Date.parse('2027-01-10T03:00:00Z')))).toBe(Date.parse('2027-01-10T16:00:00Z'));
+    // Santiago: DST begins at midnight (the 5th starts at 01:00 -03) and ends there (clocks go back
+    // from 00:00 -03 to 23:00 -04, so the 4th of April starts at 00:00 -04).
+    const santiago = utcOffsetTable('America/Santiago', Date.parse('2027-03-01T00:00:00Z'), Date.parse('2027-10-01T00:00:00Z'));
+    expect(nextLocalMidnight(santiago, localDay(santiago, Date.parse('2027-09-04T12:00:00Z')))).toBe(Date.parse('2027-09-05T04:00:00Z'));
+    expect(nextLocalMidnight(santiago, localDay(santiago, Date.parse('2027-04-03T12:00:00Z')))).toBe(Date.parse('2027-04-04T04:00:00Z'));
     const kolkata = utcOffsetTable('Asia/Kolkata', Date.parse('2027-01-01T00:00:00Z'), Date.parse('2027-01-31T00:00:00Z'));
     const hour = localHourStart(kolkata, Date.parse('2027-01-10T10:45:00Z'));
     expect(new Date(hour).toISOString()).toBe('2027-01-10T10:30:00.000Z');

@@ -101,10 +101,16 @@ export function localDate(day: number): string {
   return new Date(day * DAY_MS).toISOString().slice(0, 10);
 }
 
-/** When local day `day + 1` begins (UTC ms): when the daily limits and stock reset. */
+/**
+ * When local day `day + 1` begins (UTC ms): when the daily limits and stock reset. Same
+ * rule as `next_day_start_ms` in lua/drawLottery.lua.
+ */
 export function nextLocalMidnight(offsets: UtcOffsets, day: number): number {
   const guess = (day + 1) * DAY_MS - offsetAt(offsets, day * DAY_MS);
-  return (day + 1) * DAY_MS - offsetAt(offsets, guess);
+  const midnight = (day + 1) * DAY_MS - offsetAt(offsets, guess);
+  // Where DST begins at midnight (America/Santiago), 00:00 never comes: the day begins at the change.
+  if (localDay(offsets, midnight) > day) return midnight;
+  return offsets.find(([fromMs]) => fromMs > midnight)?.[0] ?? midnight;
 }
 
 /** The start (UTC ms) of the local hour that contains `atMs`. */
