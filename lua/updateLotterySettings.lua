@@ -12,7 +12,8 @@
   KEYS[7] {lot:<id>}:hours
   ARGV[1] activity id
   ARGV[2] the version the new settings replace
-  ARGV[3] the new settings (JSON, with version = ARGV[2] + 1)
+  ARGV[3] the new settings (JSON, with version = ARGV[2] + 1); a new endsAtMs already past
+          in Redis time is replaced by now
   ARGV[4] who made the change
   ARGV[5] the app clock's offset from Redis time, in ms (0 but under a test clock)
   ARGV[6..] pairs: prizeId, units to add to its stock
@@ -31,15 +32,23 @@ end
 if redis.call('HGET', KEYS[1], 'version') ~= ARGV[2] then
   return {'stale'}
 end
-local settings = cjson.decode(ARGV[3])
+local settings_json = ARGV[3]
+local settings = cjson.decode(settings_json)
 -- The caller checked this against its own read of the clock; an update landing at the end
 -- instant is decided here, in Redis time, as draws are.
 local current = cjson.decode(redis.call('HGET', KEYS[1], 'settings'))
-if settings.endsAtMs ~= current.endsAtMs and current.endsAtMs <= now_ms() + tonumber(ARGV[5]) then
+local now = now_ms() + tonumber(ARGV[5])
+if settings.endsAtMs ~= current.endsAtMs and current.endsAtMs <= now then
   return {'ended'}
 end
+-- An end moved into the past ends the activity now. The caller clamped it to its own,
+-- earlier read of the clock, which would date the draws made since after the end. The
+-- JSON is edited, not re-encoded: cjson would turn its empty arrays into objects.
+if settings.endsAtMs ~= current.endsAtMs and settings.endsAtMs < now then
+  settings_json = string.gsub(settings_json, '"endsAtMs":%d+', '"endsAtMs":' .. string.format('%d', now), 1)
+end
 
-redis.call('HSET', KEYS[1], 'settings', ARGV[3], 'version', settings.version)
+redis.call('HSET', KEYS[1], 'settings', settings_json, 'version', settings.version)
 for i = 6, #ARGV, 2 do
   redis.call('HINCRBY', KEYS[2], ARGV[i], tonumber(ARGV[i + 1]))
 end
@@ -49,7 +58,7 @@ end
 
 local fields = {
   'kind', 'lottery.settings', 'activity', ARGV[1], 'version', tostring(settings.version),
-  'settings', ARGV[3], 'by', ARGV[4], 'at', tostring(now_ms()),
+  'settings', settings_json, 'by', ARGV[4], 'at', tostring(now_ms()),
 }
 local entryId = redis.call('XADD', KEYS[3], '*', unpack(fields))
 return {'applied', entryId, fields}

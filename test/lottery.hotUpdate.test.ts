@@ -30,6 +30,42 @@ async function update(activityId: string, input: UpdateLotteryInput) {
   return updateLotteryActivity;
 }
 
+/**
+ * Draws sent at once over 50 connections, so the server always has a few dozen in hand;
+ * `progress.answered` counts the answers so far.
+ */
+function drawStorm(activityId: string, tokens: string[]) {
+  const players = new Agent({ connections: 50 });
+  const progress = { answered: 0 };
+  const answers = Promise.all(
+    tokens.map(async (token) => {
+      const response = await fetch(lot.server.url, {
+        method: 'POST',
+        dispatcher: players,
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+        body: JSON.stringify({ query: print(DrawLotteryDocument), variables: { activityId } }),
+      });
+      progress.answered++;
+      return (await response.json()) as GraphqlResponse<DrawLotteryMutation>['body'];
+    }),
+  ).finally(() => players.close());
+  return { progress, answers };
+}
+
+/** An operator's change sent on a connection of its own, past the draws queued on theirs. */
+async function updateBesideTheStorm(activityId: string, input: UpdateLotteryInput) {
+  const operator = new Agent({ connections: 1 });
+  const response = await fetch(lot.server.url, {
+    method: 'POST',
+    dispatcher: operator,
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${await tokenOf(OPERATOR, { admin: true })}` },
+    body: JSON.stringify({ query: print(UpdateLotteryDocument), variables: { activityId, input } }),
+  });
+  const changed = ((await response.json()) as { data: UpdateLotteryMutation }).data.updateLotteryActivity;
+  await operator.close();
+  return changed;
+}
+
 describe('operators change a running activity', () => {
   it('changes weights while 500 draws are in flight: each draw used the old settings or the new ones, never a mix', async () => {
     const oldWeights = [1, 3, 6, 10, 20, 60];
@@ -37,39 +73,13 @@ describe('operators change a running activity', () => {
     const activity = await create({ title: 'hot', noPrizeWeight: 0, prizes: oldWeights.map((weight, i) => ({ title: `p${i}`, weight, totalStock: 100_000 })) });
     const tokens = await Promise.all(Array.from({ length: 500 }, (_, i) => tokenOf(`hot-${i}`)));
 
-    // 500 draws sent at once over 50 connections, so the server always has a few dozen
-    // in hand; the change goes on a connection of its own once 50 are answered.
-    const players = new Agent({ connections: 50 });
-    let answered = 0;
-    const draws = Promise.all(
-      tokens.map(async (token) => {
-        const response = await fetch(lot.server.url, {
-          method: 'POST',
-          dispatcher: players,
-          headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-          body: JSON.stringify({ query: print(DrawLotteryDocument), variables: { activityId: activity.id } }),
-        });
-        answered++;
-        return (await response.json()) as GraphqlResponse<DrawLotteryMutation>['body'];
-      }),
-    );
-    await waitFor('the first draws to be answered', () => answered >= 50, { intervalMs: 2 });
-    const operator = new Agent({ connections: 1 });
-    const response = await fetch(lot.server.url, {
-      method: 'POST',
-      dispatcher: operator,
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${await tokenOf(OPERATOR, { admin: true })}` },
-      body: JSON.stringify({
-        query: print(UpdateLotteryDocument),
-        variables: { activityId: activity.id, input: { noPrizeWeight: 25, prizes: activity.prizes.map((prize, i) => ({ prizeId: prize.id, weight: newWeights[i] })) } },
-      }),
-    });
-    const changed = ((await response.json()) as { data: UpdateLotteryMutation }).data.updateLotteryActivity;
-    await operator.close();
-    expect(answered, 'draws still in flight when the change was answered').toBeLessThan(500);
+    // The change goes once 50 draws are answered.
+    const storm = drawStorm(activity.id, tokens);
+    await waitFor('the first draws to be answered', () => storm.progress.answered >= 50, { intervalMs: 2 });
+    const changed = await updateBesideTheStorm(activity.id, { noPrizeWeight: 25, prizes: activity.prizes.map((prize, i) => ({ prizeId: prize.id, weight: newWeights[i] })) });
+    expect(storm.progress.answered, 'draws still in flight when the change was answered').toBeLessThan(500);
     expect(changed).toMatchObject({ __typename: 'LotteryActivity', settingsVersion: 2, noPrizeWeight: 25 });
-    const answers = await draws;
-    await players.close();
+    const answers = await storm.answers;
 
     // Every answer carries its version, and a win the weight of that version.
     const weightsOf = { 1: oldWeights, 2: newWeights } as Record<number, number[]>;
@@ -100,6 +110,34 @@ describe('operators change a running activity', () => {
     for (const row of [rows[0]!, rows.at(-1)!]) {
       const lotteryDrawAudit = await lottery.audit(OPERATOR, row.id);
       expect(lotteryDrawAudit).toMatchObject({ drawId: row.id, settingsVersion: row.settings_version, recordedPrizeId: row.prize_id, replayedPrizeId: row.prize_id, matches: true });
+    }
+  });
+
+  it('ends an activity now while draws are in flight: none is recorded after the end it records', async () => {
+    // The window is a few Redis round trips wide: three rounds make a miss unlikely.
+    for (let round = 0; round < 3; round++) {
+      const activity = await create({ title: `ending ${round}`, noPrizeWeight: 1, prizes: [{ title: 'p', weight: 1, totalStock: 100_000 }] });
+      const tokens = await Promise.all(Array.from({ length: 400 }, (_, i) => tokenOf(`ending-${round}-${i}`)));
+      const storm = drawStorm(activity.id, tokens);
+      await waitFor('the first draws to be answered', () => storm.progress.answered >= 50, { intervalMs: 2 });
+      const ended = await updateBesideTheStorm(activity.id, { endsAt: new Date(Date.parse(activity.startsAt) + 1).toISOString() });
+      if (ended.__typename !== 'LotteryActivity') throw new Error(JSON.stringify(ended));
+      expect(ended.status).toBe('ENDED');
+      const kinds = new Map<string, number>();
+      for (const body of await storm.answers) {
+        expect(body.errors, JSON.stringify(body.errors)).toBeUndefined();
+        const result = body.data!.drawLottery;
+        const kind = result.__typename === 'ActivityNotActive' ? result.reason : result.__typename;
+        kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
+      }
+      expect(kinds.get('ENDED'), JSON.stringify([...kinds])).toBeGreaterThan(0);
+
+      const rows = await expectLotteryInvariants(lot.stores, activity.id);
+      expect(rows.length).toBe((kinds.get('LotteryWin') ?? 0) + (kinds.get('LotteryLose') ?? 0));
+      const { rows: recorded } = await lot.stores.sql.query<{ ends_at: Date }>('SELECT ends_at FROM lottery_activity WHERE id = $1', [activity.id]);
+      expect(recorded[0]!.ends_at.toISOString()).toBe(ended.endsAt);
+      const lastDrawnAt = Math.max(...rows.map((row) => row.drawn_at.getTime()));
+      expect(lastDrawnAt, `round ${round}: last draw ${new Date(lastDrawnAt).toISOString()}, end ${ended.endsAt}`).toBeLessThanOrEqual(Date.parse(ended.endsAt));
     }
   });
 
