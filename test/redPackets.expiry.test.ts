@@ -1,11 +1,16 @@
+import { print } from 'graphql';
+import { Agent, fetch } from 'undici';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { aliasScope } from '../src/domain/privacy.ts';
+import { GrabRedPacketDocument, type GrabRedPacketMutation } from './gql/generated.ts';
+import type { GraphqlResponse } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
 import { waitFor } from './support/poll.ts';
 import { aliasOf } from './support/privacy.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
 import { type RedPacketsClient, redPacketsAt } from './support/redPackets.ts';
+import { tokenOf } from './support/tokens.ts';
 
 // The settlement worker looks for expired packets five times a second.
 const env = testEnv('rp_expiry', { SWEEP_INTERVAL_MS: '200' });
@@ -145,5 +150,45 @@ describe('expiry and refunds', () => {
     expect(missing.__typename).toBe('NotFound');
     expect((await settlement(packet.id)).refunded_amount).toBe(TOTAL - granted);
     expect(await expectRedPacketInvariants(started.stores, packet.id)).toHaveLength(1);
+  });
+
+  it('closes a packet while 400 grabs are in flight: no grab is dated after the end it records, and the books balance', async () => {
+    const TOTAL = 100_000;
+    const packet = await redPackets.create('expiry-sender', { totalAmount: TOTAL, count: 1_000, mode: 'NORMAL' });
+    const tokens = await Promise.all(Array.from({ length: 400 }, (_, i) => tokenOf(`closing-${i}`)));
+    const grabbers = new Agent({ connections: 50 });
+    let answered = 0;
+    const answers = Promise.all(
+      tokens.map(async (token) => {
+        const response = await fetch(started.server.url, {
+          method: 'POST',
+          dispatcher: grabbers,
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+          body: JSON.stringify({ query: print(GrabRedPacketDocument), variables: { packetId: packet.id } }),
+        });
+        answered++;
+        return (await response.json()) as GraphqlResponse<GrabRedPacketMutation>['body'];
+      }),
+    ).finally(() => grabbers.close());
+    await waitFor('the first grabs to be answered', () => answered >= 50, { intervalMs: 2 });
+    const closed = await redPackets.close('op', packet.id);
+    if (closed.__typename !== 'RedPacket') throw new Error(JSON.stringify(closed));
+    const kinds = new Map<string, number>();
+    for (const body of await answers) {
+      expect(body.errors, JSON.stringify(body.errors)).toBeUndefined();
+      kinds.set(body.data!.grabRedPacket.__typename, (kinds.get(body.data!.grabRedPacket.__typename) ?? 0) + 1);
+    }
+    expect(kinds.get('RedPacketExpired'), JSON.stringify([...kinds])).toBeGreaterThan(0);
+
+    const row = await settled(packet.id);
+    expect(row.refunded_amount + row.granted).toBe(TOTAL);
+    const grabs = await expectRedPacketInvariants(started.stores, packet.id);
+    expect(grabs).toHaveLength(kinds.get('GrabbedShare') ?? 0);
+    const { rows } = await started.stores.sql.query<{ expires_at: Date; last_grab: Date }>(
+      'SELECT p.expires_at, (SELECT MAX(g.grabbed_at) FROM red_packet_grab g WHERE g.packet_id = p.id) AS last_grab FROM red_packet p WHERE p.id = $1',
+      [packet.id],
+    );
+    expect(rows[0]!.expires_at.toISOString()).toBe(closed.expiresAt);
+    expect(rows[0]!.last_grab.getTime(), `last grab ${rows[0]!.last_grab.toISOString()}, end ${closed.expiresAt}`).toBeLessThan(rows[0]!.expires_at.getTime());
   });
 });

@@ -104,6 +104,11 @@ const grabRedPacket = defineScript('grabRedPacket', ['meta', 'shares', 'grabs', 
   expired: () => ({}),
 });
 
+const expireRedPacket = defineScript('expireRedPacket', ['meta'], {
+  missing: () => ({}),
+  expired: (values) => ({ expiresAtMs: values.num(0) }),
+});
+
 export type GrabReply = Exclude<ReplyOf<typeof grabRedPacket.replies>, Missing>;
 
 /** The red packet's Redis side: the grab script's binding, state reads, and rebuilds. */
@@ -169,8 +174,10 @@ export class RedPacketStore {
     await tx.exec();
   }
 
-  async expireNow(packetId: string, nowMs: number): Promise<void> {
-    await this.scripts.call(hsetIfExists, { hash: redPacketKeys(packetId).meta }, ['expiresAtMs', nowMs]);
+  /** Ends the packet now by Redis time; the expiry in force, or null when its keys are gone. */
+  async expireNow(packetId: string): Promise<number | null> {
+    const reply = await this.scripts.call(expireRedPacket, { meta: redPacketKeys(packetId).meta }, []);
+    return reply.kind === 'expired' ? reply.expiresAtMs : null;
   }
 
   async recordRefund(packetId: string, refundedAmount: number): Promise<void> {
