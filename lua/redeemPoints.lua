@@ -31,9 +31,10 @@
 
   Returns
     {'missing'}                          the balance or the goods item is missing: rebuild from PostgreSQL, then retry
-    {'offSale', opensAtMs}               an operator took the item off sale, or the time is outside its sale window:
+    {'offSale', opensAtMs, endedAtMs}    an operator took the item off sale, or the time is outside its sale window:
                                          nothing changed, nothing remembered; opensAtMs is the start when only
-                                         that is missing, 0 otherwise
+                                         that is missing, endedAtMs the end when it has passed (and the item is
+                                         otherwise on sale), each 0 otherwise
     {'dry'}                              (ARGV[7] = '1') the bucket has no stock: nothing changed, nothing remembered
     {'redeemed', entryId, entryFields}
     {'answered', remembered}             a retry: '<goods id>|' and the first answer, 'redeemed:<journal entry id>' or a refusal
@@ -63,14 +64,14 @@ end
 
 local goods = redis.call('HMGET', KEYS[2], 'pointsCost', 'perUserLimit', 'pooled', 'stock', 'remaining', 'onSale', 'saleStartsAtMs', 'saleEndsAtMs')
 if goods[6] == '0' then
-  return {'offSale', 0}
+  return {'offSale', 0, 0}
 end
 local starts, ends = tonumber(goods[7]), tonumber(goods[8])
 if ends and now >= ends then
-  return {'offSale', 0}
+  return {'offSale', 0, ends}
 end
 if starts and now < starts then
-  return {'offSale', starts}
+  return {'offSale', starts, 0}
 end
 local cost, limit, stock, remaining = tonumber(goods[1]), tonumber(goods[2]), tonumber(goods[4]), tonumber(goods[5])
 if remaining <= 0 then

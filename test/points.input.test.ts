@@ -467,7 +467,7 @@ describe('updateGoods', () => {
     await points.award('operator', { userId: 'pen-buyer', amount: 10 });
     expect(await points.updateGoods('operator', pen.id, { onSale: false })).toMatchObject({ onSale: false, remainingStock: 2 });
     const refused = await unchanged(() => points.tryRedeem('pen-buyer', pen.id, 'p1'));
-    expect(refused.result).toMatchObject({ __typename: 'GoodsOffSale' });
+    expect(refused.result).toMatchObject({ __typename: 'GoodsOffSale', opensAt: null, endedAt: null, message: 'this goods item is off sale for now' });
     // Also after Redis lost the item: the rebuild reads the sale from PostgreSQL.
     await stores.redis.del(goodsKeys(pen.id).meta);
     expect((await points.tryRedeem('pen-buyer', pen.id, 'p1')).result?.__typename).toBe('GoodsOffSale');
@@ -493,14 +493,14 @@ describe('updateGoods', () => {
     await expectPointsInvariants(stores);
   });
 
-  it('opens and closes the sale at its window, by the server clock: GoodsOffSale with opensAt before, none after the end', async () => {
+  it('opens and closes the sale at its window, by the server clock: GoodsOffSale with opensAt before, endedAt after the end', async () => {
     const startsAtMs = Date.now() + 3_000;
     const window = { saleStartsAt: new Date(startsAtMs).toISOString(), saleEndsAt: new Date(startsAtMs + 1_500).toISOString() };
     const kite = await points.createGoods('operator', { title: 'kite', pointsCost: 2, stock: 3, ...window });
     expect(kite).toMatchObject({ onSale: true, ...window });
     await points.award('operator', { userId: 'kite-buyer', amount: 10 });
     const early = await unchanged(() => points.tryRedeem('kite-buyer', kite.id, 'k1'));
-    expect(early.result).toMatchObject({ __typename: 'GoodsOffSale', opensAt: window.saleStartsAt });
+    expect(early.result).toMatchObject({ __typename: 'GoodsOffSale', opensAt: window.saleStartsAt, endedAt: null });
     // Also after Redis lost the item: the rebuild reads the window from PostgreSQL.
     await stores.redis.del(goodsKeys(kite.id).meta);
     expect((await points.tryRedeem('kite-buyer', kite.id, 'k1')).result).toMatchObject({ __typename: 'GoodsOffSale', opensAt: window.saleStartsAt });
@@ -512,7 +512,12 @@ describe('updateGoods', () => {
     const { rows } = await stores.sql.query<{ created_at: Date }>('SELECT created_at FROM redemption WHERE goods_id = $1', [kite.id]);
     expect(rows.map((row) => row.created_at.getTime() >= startsAtMs)).toEqual([true]);
     await new Promise((resolve) => setTimeout(resolve, startsAtMs + 1_500 - Date.now()));
-    expect((await unchanged(() => points.tryRedeem('kite-buyer', kite.id, 'k2'))).result).toMatchObject({ __typename: 'GoodsOffSale', opensAt: null });
+    expect((await unchanged(() => points.tryRedeem('kite-buyer', kite.id, 'k2'))).result).toMatchObject({
+      __typename: 'GoodsOffSale',
+      opensAt: null,
+      endedAt: window.saleEndsAt,
+      message: 'the sale of this goods item has ended',
+    });
     expect((await points.me('kite-buyer')).pointsBalance).toBe(8);
     await expectPointsInvariants(stores);
   });
@@ -537,7 +542,7 @@ describe('updateGoods', () => {
     const { rows: made } = await stores.sql.query<{ created_at: Date }>('SELECT created_at FROM redemption WHERE goods_id = $1', [ended.id]);
     expect(Date.parse(endedAt!)).toBeGreaterThan(made[0]!.created_at.getTime());
     expect(Date.parse(endedAt!)).toBeLessThanOrEqual(Date.now() + 1_000);
-    expect((await unchanged(() => points.tryRedeem('yoyo-buyer', ended.id, 'y3'))).result).toMatchObject({ __typename: 'GoodsOffSale', opensAt: null });
+    expect((await unchanged(() => points.tryRedeem('yoyo-buyer', ended.id, 'y3'))).result).toMatchObject({ __typename: 'GoodsOffSale', opensAt: null, endedAt });
     const { rows } = await stores.sql.query('SELECT sale_starts_at, sale_ends_at FROM goods_change WHERE goods_id = $1 ORDER BY changed_at', [yoyo.id]);
     expect(rows).toEqual([
       { sale_starts_at: null, sale_ends_at: null },

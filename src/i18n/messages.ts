@@ -98,8 +98,8 @@ export const problemMessages: Record<string, Wording<Problem>> = {
   }),
   OUT_OF_STOCK: wording({ en: () => 'this goods item is out of stock', 'zh-CN': () => '该商品已售罄' }),
   GOODS_OFF_SALE: wording<GoodsOffSale>({
-    en: (p) => (p.opensAt ? 'the sale of this goods item has not started yet' : 'this goods item is off sale for now'),
-    'zh-CN': (p) => (p.opensAt ? '该商品尚未开始兑换' : '该商品已暂停兑换'),
+    en: (p) => (p.opensAt ? 'the sale of this goods item has not started yet' : p.endedAt ? 'the sale of this goods item has ended' : 'this goods item is off sale for now'),
+    'zh-CN': (p) => (p.opensAt ? '该商品尚未开始兑换' : p.endedAt ? '该商品兑换已结束' : '该商品已暂停兑换'),
   }),
   PER_USER_LIMIT_REACHED: wording<PerUserLimitReached>({
     en: (p) => `you have already redeemed this goods item the most times allowed (${p.perUserLimit})`,

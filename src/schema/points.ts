@@ -96,6 +96,11 @@ builder.objectType(GoodsOffSale, {
       nullable: true,
       description: "The sale's start (saleStartsAt) when it has not come yet and the item is otherwise on sale: count down to it against serverTime. Null otherwise.",
     }),
+    endedAt: t.expose('endedAt', {
+      type: 'DateTime',
+      nullable: true,
+      description: "The sale's end (saleEndsAt) when it has passed and the item is otherwise on sale: the sale is over unless an operator moves or clears the end. Null otherwise.",
+    }),
   }),
 });
 builder.objectType(PerUserLimitReached, {

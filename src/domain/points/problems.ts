@@ -19,8 +19,11 @@ export class PerUserLimitReached extends Problem {
 
 /** An operator took the goods item off sale (updateGoods), or it is outside its sale window; nothing was spent. */
 export class GoodsOffSale extends Problem {
-  /** The sale's start, when that is all that keeps the item off sale now. */
-  constructor(readonly opensAt: Date | null = null) {
+  /** `opensAt`: the sale's start, when that is all that keeps the item off sale now; `endedAt`: its end, once passed. */
+  constructor(
+    readonly opensAt: Date | null = null,
+    readonly endedAt: Date | null = null,
+  ) {
     super();
   }
 }

@@ -225,7 +225,7 @@ export class PointsService {
         // Redis forgot this requestId's answer (its TTL, a data loss): a retry gets the first one, not a refusal.
         const first = await this.durableAnswer(userId, goodsId, requestId);
         if (first) return { kind: 'answer', redemption: first };
-        throw new GoodsOffSale();
+        throw new GoodsOffSale(null, reply.endedAtMs > 0 ? new Date(reply.endedAtMs) : null);
       }
       case 'durable':
         return { kind: 'answer', redemption: reply.redemption };

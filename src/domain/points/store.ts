@@ -91,7 +91,7 @@ const remembered = (goodsId: string, answer: string) => `${goodsId}|${answer}`;
 const redeemPoints = defineScript('redeemPoints', ['balance', 'goods', 'codes', 'users', 'answer', 'journal'], {
   missing: () => ({}),
   dry: () => ({}),
-  offSale: (values) => ({ opensAtMs: values.num(0) }),
+  offSale: (values) => ({ opensAtMs: values.num(0), endedAtMs: values.num(1) }),
   redeemed: (values, keys) => ({ entry: values.entry(0, keys.journal)! }),
   answered: (values) => parseRemembered(values.str(0)),
   refused: (values, keys) => ({ answer: parseAnswer(values.str(0)), entry: values.entry(1, keys.journal)! }),
