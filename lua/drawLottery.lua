@@ -189,9 +189,13 @@ if settings.strategy == 'WEIGHTED' then
     if atWinLimit then
       return {'winLimit', settings.dailyWinLimit, next_day_start_ms()}
     end
-    for _, candidate in ipairs(settings.prizes) do
-      if candidate.weight > 0 and stock_left(candidate) > 0 then
-        return {'inactive', 'SOLD_OUT_TODAY', settings.startsAtMs, settings.endsAtMs, now, next_day_start_ms()}
+    -- On the last day, prizes left for tomorrow are none left to win.
+    local tomorrow = next_day_start_ms()
+    if tomorrow < settings.endsAtMs then
+      for _, candidate in ipairs(settings.prizes) do
+        if candidate.weight > 0 and stock_left(candidate) > 0 then
+          return {'inactive', 'SOLD_OUT_TODAY', settings.startsAtMs, settings.endsAtMs, now, tomorrow}
+        end
       end
     end
     return {'inactive', 'SOLD_OUT', settings.startsAtMs, settings.endsAtMs, now, 0}

@@ -4,6 +4,7 @@ import { testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
 import { type LotteryClient, lotteryAt } from './support/lottery.ts';
 import { expectLotteryInvariants, loadDraws } from './support/lotteryInvariants.ts';
+import { pointsAt } from './support/points.ts';
 import { moveClockTo } from './support/testClock.ts';
 
 // The scripts take "now" from Redis TIME plus the test clock's offset (TEST_CLOCK=1), so
@@ -122,6 +123,26 @@ describe('daily limits and daily stock reset at midnight in the activity’s tim
       if (resetsAt && result.__typename === 'DrawLimitReached') expect(result.resetsAt, at).toBe(resetsAt);
     }
     expect((await loadDraws(lot.stores, activity.id)).map((row) => row.local_day)).toEqual(['2027-09-04', '2027-09-05']);
+  });
+
+  it("a paid draw once the day's stock is gone: SOLD_OUT_TODAY until tomorrow, SOLD_OUT on the last day", async () => {
+    const activity = await lottery.create(OPERATOR, {
+      title: 'last day',
+      startsAt: '2027-12-09T00:00:00+08:00',
+      endsAt: '2027-12-11T20:00:00+08:00',
+      drawCostPoints: 1,
+      noPrizeWeight: 0,
+      prizes: [{ title: 'A', weight: 1, totalStock: 100, dailyStock: 1 }],
+    });
+    await pointsAt(lot.server.url).award(OPERATOR, { userId: 'last-day', amount: 10 });
+    await moveClockTo(lot.stores.redis, Date.parse('2027-12-10T12:00:00+08:00'));
+    expect((await lottery.draw('last-day', activity.id)).__typename).toBe('LotteryWin');
+    expect(await lottery.draw('last-day', activity.id)).toMatchObject({ __typename: 'ActivityNotActive', reason: 'SOLD_OUT_TODAY', availableAt: '2027-12-10T16:00:00.000Z' });
+    // The next midnight comes after the end: nothing is left to win in this activity.
+    await moveClockTo(lot.stores.redis, Date.parse('2027-12-11T12:00:00+08:00'));
+    expect((await lottery.draw('last-day', activity.id)).__typename).toBe('LotteryWin');
+    expect(await lottery.draw('last-day', activity.id)).toMatchObject({ __typename: 'ActivityNotActive', reason: 'SOLD_OUT', availableAt: null });
+    await expectLotteryInvariants(lot.stores, activity.id);
   });
 });
 

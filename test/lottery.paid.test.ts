@@ -144,7 +144,8 @@ describe('a paid draw that could only lose', () => {
     const wins = (input: Partial<CreateLotteryInput> & Pick<CreateLotteryInput, 'prizes'>) =>
       lottery.create(OPERATOR, { title: 'sure', ...runningWindow(), noPrizeWeight: 0, drawCostPoints: COST, ...input });
     const limited = await wins({ dailyWinLimit: 1, prizes: [{ title: 'mug', weight: 1, totalStock: 100 }] });
-    const daily = await wins({ prizes: [{ title: 'mug', weight: 1, totalStock: 100, dailyStock: 1 }] });
+    // Days after today, so the day's stock comes back before the end (lottery.day: on the last day).
+    const daily = await wins({ endsAt: new Date(Date.now() + 3 * 86_400_000).toISOString(), prizes: [{ title: 'mug', weight: 1, totalStock: 100, dailyStock: 1 }] });
     const single = await wins({ prizes: [{ title: 'mug', weight: 1, totalStock: 1 }] });
     // With a losing weight too: still a certain loss once nothing is left to win.
     const withLosses = await wins({ noPrizeWeight: 5, prizes: [{ title: 'mug', weight: 1, totalStock: 1 }] });

@@ -38,7 +38,7 @@ const SoldOutOdds = builder.enumType('SoldOutOdds', {
 });
 const InactiveReason = builder.enumType('LotteryInactiveReason', {
   description:
-    'SOLD_OUT: a paid WEIGHTED draw with no prize left to win (it could only lose, so it is refused and spends nothing), or a TIMED activity with nothing left to release and no consolation prize left. SOLD_OUT_TODAY: a paid WEIGHTED draw with prizes left but none today (daily stocks); draws again from availableAt. NOTHING_RELEASED: TIMED, no consolation prize left and no prize released right now; more come later (availableAt: the next release, when scheduled).',
+    'SOLD_OUT: a paid WEIGHTED draw with no prize left to win before the end (it could only lose, so it is refused and spends nothing), or a TIMED activity with nothing left to release and no consolation prize left. SOLD_OUT_TODAY: a paid WEIGHTED draw with prizes left but none today (daily stocks), and a day left before the end; draws again from availableAt. NOTHING_RELEASED: TIMED, no consolation prize left and no prize released right now; more come later (availableAt: the next release, when scheduled).',
   values: ['NOT_STARTED', 'ENDED', 'PAUSED', 'SOLD_OUT', 'SOLD_OUT_TODAY', 'NOTHING_RELEASED'] as const,
 });
 
