@@ -13,7 +13,7 @@
   ARGV[1] activity id
   ARGV[2] the version the new settings replace
   ARGV[3] the new settings (JSON, with version = ARGV[2] + 1); a new endsAtMs already past
-          in Redis time is replaced by now
+          in Redis time is replaced by the next millisecond
   ARGV[4] who made the change
   ARGV[5] the app clock's offset from Redis time, in ms (0 but under a test clock)
   ARGV[6..] pairs: prizeId, units to add to its stock
@@ -41,11 +41,16 @@ local now = now_ms() + tonumber(ARGV[5])
 if settings.endsAtMs ~= current.endsAtMs and current.endsAtMs <= now then
   return {'ended'}
 end
--- An end moved into the past ends the activity now. The caller clamped it to its own,
--- earlier read of the clock, which would date the draws made since after the end. The
--- JSON is edited, not re-encoded: cjson would turn its empty arrays into objects.
-if settings.endsAtMs ~= current.endsAtMs and settings.endsAtMs < now then
-  settings_json = string.gsub(settings_json, '"endsAtMs":%d+', '"endsAtMs":' .. string.format('%d', now), 1)
+-- An end moved into the past ends the activity at the next millisecond of this clock, so
+-- every draw already made (dated now at the latest) is dated before it. The JSON is edited,
+-- not re-encoded: cjson would turn its empty arrays into objects. retainUntilMs and the
+-- offset table, from the caller's earlier clamp, stay a few ms short: harmless.
+if settings.endsAtMs ~= current.endsAtMs and settings.endsAtMs <= now then
+  local edited, replaced = string.gsub(settings_json, '"endsAtMs":%d+', '"endsAtMs":' .. string.format('%d', now + 1), 1)
+  if replaced ~= 1 then
+    return redis.error_reply('updateLotterySettings: no endsAtMs in the settings JSON')
+  end
+  settings_json = edited
 end
 
 redis.call('HSET', KEYS[1], 'settings', settings_json, 'version', settings.version)

@@ -1,15 +1,13 @@
-import { print } from 'graphql';
-import { Agent, fetch } from 'undici';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { aliasScope } from '../src/domain/privacy.ts';
-import { GrabRedPacketDocument, type GrabRedPacketMutation } from './gql/generated.ts';
-import type { GraphqlResponse } from './support/client.ts';
+import { GrabRedPacketDocument } from './gql/generated.ts';
 import { testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
 import { waitFor } from './support/poll.ts';
 import { aliasOf } from './support/privacy.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
 import { type RedPacketsClient, redPacketsAt } from './support/redPackets.ts';
+import { stormOf } from './support/storm.ts';
 import { tokenOf } from './support/tokens.ts';
 
 // The settlement worker looks for expired packets five times a second.
@@ -152,29 +150,29 @@ describe('expiry and refunds', () => {
     expect(await expectRedPacketInvariants(started.stores, packet.id)).toHaveLength(1);
   });
 
+  it('mends a close that failed between PostgreSQL and Redis when it is sent again', async () => {
+    const packet = await redPackets.create('expiry-sender', { totalAmount: 300, count: 3, mode: 'EQUAL' });
+    // The first step of a close, PostgreSQL, without its second, Redis.
+    await started.stores.sql.query('UPDATE red_packet SET expires_at = now() WHERE id = $1', [packet.id]);
+    const closed = await redPackets.close('op', packet.id);
+    if (closed.__typename !== 'RedPacket') throw new Error(JSON.stringify(closed));
+    expect(closed.status).toBe('EXPIRED');
+    expect((await grab('after-mended-close', packet.id)).__typename).toBe('RedPacketExpired');
+    const { rows } = await started.stores.sql.query<{ expires_at: Date }>('SELECT expires_at FROM red_packet WHERE id = $1', [packet.id]);
+    expect(rows[0]!.expires_at.toISOString()).toBe(closed.expiresAt);
+    expect((await settled(packet.id)).refunded_amount).toBe(300);
+  });
+
   it('closes a packet while 400 grabs are in flight: no grab is dated after the end it records, and the books balance', async () => {
     const TOTAL = 100_000;
     const packet = await redPackets.create('expiry-sender', { totalAmount: TOTAL, count: 1_000, mode: 'NORMAL' });
     const tokens = await Promise.all(Array.from({ length: 400 }, (_, i) => tokenOf(`closing-${i}`)));
-    const grabbers = new Agent({ connections: 50 });
-    let answered = 0;
-    const answers = Promise.all(
-      tokens.map(async (token) => {
-        const response = await fetch(started.server.url, {
-          method: 'POST',
-          dispatcher: grabbers,
-          headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-          body: JSON.stringify({ query: print(GrabRedPacketDocument), variables: { packetId: packet.id } }),
-        });
-        answered++;
-        return (await response.json()) as GraphqlResponse<GrabRedPacketMutation>['body'];
-      }),
-    ).finally(() => grabbers.close());
-    await waitFor('the first grabs to be answered', () => answered >= 50, { intervalMs: 2 });
+    const storm = stormOf(started.server.url, GrabRedPacketDocument, { packetId: packet.id }, tokens);
+    await waitFor('the first grabs to be answered', () => storm.progress.answered >= 50, { intervalMs: 2 });
     const closed = await redPackets.close('op', packet.id);
     if (closed.__typename !== 'RedPacket') throw new Error(JSON.stringify(closed));
     const kinds = new Map<string, number>();
-    for (const body of await answers) {
+    for (const body of await storm.answers) {
       expect(body.errors, JSON.stringify(body.errors)).toBeUndefined();
       kinds.set(body.data!.grabRedPacket.__typename, (kinds.get(body.data!.grabRedPacket.__typename) ?? 0) + 1);
     }

@@ -102,13 +102,13 @@ export class RedPacketService {
     const now = new Date(await redisTimeMs(this.deps.redis));
     // PostgreSQL first: it is what a rebuild reads, so a crash in between cannot reopen the packet.
     await this.packets.changeDurably(packetId, async () => {
-      const { count } = await this.deps.prisma.redPacket.updateMany({ where: { id: packetId, expiresAt: { gt: now } }, data: { expiresAt: now } });
-      if (count === 0) return;
-      // Grabs went on in Redis until the script ended the packet, a few round trips after
-      // `now`: its time is the end to record, so no grab is dated after it.
-      const endedAtMs = await this.store.expireNow(packetId);
-      if (endedAtMs !== null && endedAtMs > now.getTime()) {
-        await this.deps.prisma.redPacket.updateMany({ where: { id: packetId, expiresAt: now }, data: { expiresAt: new Date(endedAtMs) } });
+      await this.deps.prisma.redPacket.updateMany({ where: { id: packetId, expiresAt: { gt: now } }, data: { expiresAt: now } });
+      // Then Redis, even when PostgreSQL was closed already: a close that failed after its
+      // first step is mended by sending it again. Grabs go on until the script ends the
+      // packet, so its end is the one recorded: no grab is dated after it.
+      const endedAtMs = await this.store.endNow(packetId);
+      if (endedAtMs !== null) {
+        await this.deps.prisma.redPacket.updateMany({ where: { id: packetId, expiresAt: { lt: new Date(endedAtMs) } }, data: { expiresAt: new Date(endedAtMs) } });
       }
     });
     // Watchers wait for the old expiry; EXPIRED goes out now, the refund when it is made.

@@ -174,8 +174,8 @@ export class RedPacketStore {
     await tx.exec();
   }
 
-  /** Ends the packet now by Redis time; the expiry in force, or null when its keys are gone. */
-  async expireNow(packetId: string): Promise<number | null> {
+  /** Ends the packet now by Redis time, unless it expired already: the expiry in force, or null when its keys are gone. */
+  async endNow(packetId: string): Promise<number | null> {
     const reply = await this.scripts.call(expireRedPacket, { meta: redPacketKeys(packetId).meta }, []);
     return reply.kind === 'expired' ? reply.expiresAtMs : null;
   }
