@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allBuckets, bucketOf } from '../src/domain/points/buckets.ts';
 import { goodsKeys, shopJournal } from '../src/domain/points/store.ts';
+import { RedeemPointsDocument } from './gql/generated.ts';
 import { unlessCutOff } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { stopAll } from './support/lifecycle.ts';
@@ -9,6 +10,8 @@ import { expectPointsInvariants } from './support/pointsInvariants.ts';
 import { waitFor } from './support/poll.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, loseKeysAtOnce, openStores } from './support/stores.ts';
+import { stormOf } from './support/storm.ts';
+import { tokenOf } from './support/tokens.ts';
 
 const BUCKETS = 4;
 // The sweepers of the surviving server mend what a killed one left: soon, for the test.
@@ -297,5 +300,33 @@ describe('price and sale changes across four buckets', () => {
         expect(terms, `${item.id} in bucket ${bucket}`).toEqual([String(rows[0]!.points_cost), rows[0]!.on_sale ? '1' : '0']);
       }
     }
+  });
+
+  it('ends a sale while 400 redemptions are in flight: none is dated after the end it records, in any bucket', async () => {
+    const users = skewedUsers('ending', 400, [2.5, 2.5, 2.5, 2.5]);
+    await Promise.all(users.map((userId) => points.award('operator', { userId, amount: 10 })));
+    const item = await points.createGoods('operator', { title: 'ending sale', pointsCost: 1, stock: 1_000 });
+    const storm = stormOf(server.url, RedeemPointsDocument, { goodsId: item.id, requestId: 'ending' }, await Promise.all(users.map((user) => tokenOf(user))));
+    await waitFor('the first redemptions to be answered', () => storm.progress.answered >= 50, { intervalMs: 2 });
+    const ended = await points.updateGoods('operator', item.id, { saleEndsAt: '2020-01-01T00:00:00Z' });
+    const kinds = new Map<string, number>();
+    for (const body of await storm.answers) {
+      expect(body.errors, JSON.stringify(body.errors)).toBeUndefined();
+      kinds.set(body.data!.redeemPoints.__typename, (kinds.get(body.data!.redeemPoints.__typename) ?? 0) + 1);
+    }
+    expect(kinds.get('GoodsOffSale'), JSON.stringify([...kinds])).toBeGreaterThan(0);
+
+    await expectPointsInvariants(stores);
+    const { rows } = await stores.sql.query<{ sale_ends_at: Date; last: Date; redeemed: number; history_end: Date }>(
+      `SELECT g.sale_ends_at, max(r.created_at) AS last, count(r.*)::int AS redeemed,
+              (SELECT c.sale_ends_at FROM goods_change c WHERE c.goods_id = g.id ORDER BY c.changed_at DESC LIMIT 1) AS history_end
+       FROM goods g LEFT JOIN redemption r ON r.goods_id = g.id WHERE g.id = $1 GROUP BY g.id`,
+      [item.id],
+    );
+    const recorded = rows[0]!;
+    expect(recorded.redeemed).toBe(kinds.get('Redemption') ?? 0);
+    expect(recorded.sale_ends_at.toISOString()).toBe(ended.saleEndsAt);
+    expect(recorded.history_end).toEqual(recorded.sale_ends_at);
+    expect(recorded.last.getTime(), `last redemption ${recorded.last.toISOString()}, end ${ended.saleEndsAt}`).toBeLessThan(recorded.sale_ends_at.getTime());
   });
 });

@@ -552,6 +552,22 @@ describe('updateGoods', () => {
     await expectPointsInvariants(stores);
   });
 
+  it('ends a sale now with any end passed, once: a sale that has ended keeps its end', async () => {
+    const cup = await points.createGoods('operator', { title: 'cup', pointsCost: 1, stock: 5, saleStartsAt: '2020-01-01T00:00:00Z' });
+    const before = Date.now();
+    const ended = await points.updateGoods('operator', cup.id, { saleEndsAt: '1970-01-01T00:00:00Z' });
+    expect(Date.parse(ended.saleEndsAt!)).toBeGreaterThanOrEqual(before - 1_000);
+    // The same change again, or another end passed, changes nothing and records nothing.
+    const history = async () => (await stores.sql.query('SELECT sale_ends_at FROM goods_change WHERE goods_id = $1 ORDER BY changed_at', [cup.id])).rows;
+    const recorded = await history();
+    expect(recorded).toEqual([{ sale_ends_at: null }, { sale_ends_at: new Date(ended.saleEndsAt!) }]);
+    for (const saleEndsAt of ['1970-01-01T00:00:00Z', '2021-01-01T00:00:00Z']) {
+      expect(await points.updateGoods('operator', cup.id, { saleEndsAt })).toMatchObject({ saleEndsAt: ended.saleEndsAt });
+    }
+    expect(await history()).toEqual(recorded);
+    expect((await points.tryRedeem('yoyo-buyer', cup.id, 'c1')).result).toMatchObject({ __typename: 'GoodsOffSale', endedAt: ended.saleEndsAt });
+  });
+
   it('removes an end of the sale window by its clear flag, and refuses one set and cleared at once', async () => {
     const window = { saleStartsAt: '2099-01-01T00:00:00.000Z', saleEndsAt: '2099-01-02T00:00:00.000Z' };
     const top = await points.createGoods('operator', { title: 'top', pointsCost: 1, stock: 5, ...window });

@@ -152,7 +152,10 @@ const UpdateGoodsInput = builder
       pointsCost: t.int({ description: 'Redemptions from now on pay this; those made before keep what they paid.' }),
       onSale: t.boolean({ description: 'False takes the item off sale (redemptions answer GoodsOffSale); true puts it back.' }),
       saleStartsAt: t.field({ type: 'DateTime', description: 'A new start of the sale; an instant passed opens it now (within the window and on sale).' }),
-      saleEndsAt: t.field({ type: 'DateTime', description: 'A new end of the sale, after its start; an instant passed ends it now (and now is recorded).' }),
+      saleEndsAt: t.field({
+        type: 'DateTime',
+        description: 'A new end of the sale, after its start; an instant passed ends a sale still open now (and now is recorded), and leaves one that has ended as it is.',
+      }),
       clearSaleStartsAt: t.boolean({ description: 'true: the sale has no start any more, so it is open now (within its end, and on sale).' }),
       clearSaleEndsAt: t.boolean({ description: 'true: the sale has no end any more.' }),
     }),

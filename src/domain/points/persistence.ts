@@ -245,8 +245,9 @@ export async function recordRestock(prisma: PrismaClient, restockId: string, cre
 /**
  * Applies an operator's change to the item's title, price or sale, and records the result
  * in its history; a change to what is already so records nothing. Null when the item
- * does not exist. A sale end already past ends the sale at `nowMs`: recorded as given, it
- * would date redemptions made since then after the end.
+ * does not exist. A sale end already past ends a sale still open at `nowMs` (the buckets
+ * then end it at their own time, and raiseSaleEnd records the latest); a sale that has
+ * ended keeps its end.
  */
 export async function recordGoodsChange(prisma: PrismaClient, changeId: string, changedBy: string, goodsId: string, input: UpdateGoodsInput, nowMs: number): Promise<Goods | null> {
   return prisma.$transaction(async (tx) => {
@@ -261,12 +262,28 @@ export async function recordGoodsChange(prisma: PrismaClient, changeId: string, 
       saleStartsAt: input.clearSaleStartsAt ? null : (input.saleStartsAt ?? current.saleStartsAt),
       saleEndsAt: input.clearSaleEndsAt ? null : (input.saleEndsAt ?? current.saleEndsAt),
     };
+    if (input.saleEndsAt && input.saleEndsAt.getTime() < nowMs) {
+      const ended = current.saleEndsAt !== null && current.saleEndsAt.getTime() <= nowMs;
+      next.saleEndsAt = ended ? current.saleEndsAt : new Date(nowMs);
+    }
     // Checked on the window as it would be: one end may be changed alone.
     if (saleEndsTooEarly(next)) throw BadInputError.of([ruleInputIssue(['input', 'saleEndsAt'], 'SALE_ENDS_BEFORE_STARTS')]);
-    if (input.saleEndsAt && input.saleEndsAt.getTime() < nowMs) next.saleEndsAt = new Date(nowMs);
     if (JSON.stringify(next) === JSON.stringify(current)) return goods;
     await tx.goodsChange.create({ data: { id: changeId, goodsId, changedBy, ...next } });
     return tx.goods.update({ where: { id: goodsId }, data: next });
+  });
+}
+
+/**
+ * Moves the sale's end recorded at `endedAt` (by recordGoodsChange, in the item and in the
+ * change that set it, or a retry of it) to `endsAt`, the latest end its buckets wrote:
+ * they sold until then. Not if another change has moved the end since. The item as it is now.
+ */
+export async function raiseSaleEnd(prisma: PrismaClient, goodsId: string, endedAt: Date, endsAt: Date): Promise<Goods> {
+  return prisma.$transaction(async (tx) => {
+    await tx.goodsChange.updateMany({ where: { goodsId, saleEndsAt: endedAt }, data: { saleEndsAt: endsAt } });
+    await tx.goods.updateMany({ where: { id: goodsId, saleEndsAt: endedAt }, data: { saleEndsAt: endsAt } });
+    return tx.goods.findUniqueOrThrow({ where: { id: goodsId } });
   });
 }
 

@@ -11,7 +11,7 @@ import { type DeliveryOptions, VoucherDeliveryWorker } from './deliveryWorker.ts
 import { type DrawPaymentOptions, DrawPayments } from './drawPayments.ts';
 import type { CreateGoodsInput, RestockGoodsInput, UpdateGoodsInput } from './input.ts';
 import type { VoucherNotifier } from './notifiers.ts';
-import { type Award, insertGoods, loadBalance, loadGoods, recordAward, recordGoodsChange, recordRestock } from './persistence.ts';
+import { type Award, insertGoods, loadBalance, loadGoods, raiseSaleEnd, recordAward, recordGoodsChange, recordRestock } from './persistence.ts';
 import { GoodsOffSale, InsufficientPoints, OutOfStock, PerUserLimitReached } from './problems.ts';
 import { pendingRedemption, redemptionJournalKind, refusalJournalKind, requestOf } from './redemptions.ts';
 import { StockTransfers } from './stockTransfers.ts';
@@ -171,14 +171,18 @@ export class PointsService {
   async updateGoods(changedBy: string, goodsId: string, input: UpdateGoodsInput): Promise<Goods> {
     const goods = await recordGoodsChange(this.deps.prisma, randomUUID(), changedBy, goodsId, input, await redisTimeMs(this.deps.redis));
     if (!goods) throw new NotFound('goods', goodsId);
-    await Promise.all(
+    const endsWritten = await Promise.all(
       allBuckets(this.store.buckets).map((bucket) =>
         this.goods.changeDurably({ goodsId, bucket }, async () => {
           const terms = await this.deps.prisma.goods.findUniqueOrThrow({ where: { id: goodsId }, select: { pointsCost: true, onSale: true, saleStartsAt: true, saleEndsAt: true } });
-          await this.store.setGoodsTerms({ goodsId, bucket }, { ...terms, saleStartsAtMs: terms.saleStartsAt?.getTime() ?? null, saleEndsAtMs: terms.saleEndsAt?.getTime() ?? null });
+          return this.store.setGoodsTerms({ goodsId, bucket }, { ...terms, saleStartsAtMs: terms.saleStartsAt?.getTime() ?? null, saleEndsAtMs: terms.saleEndsAt?.getTime() ?? null });
         }),
       ),
     );
+    // A bucket still selling ended the sale at its own time, after the end recorded: so no
+    // redemption is dated after the end, the latest is recorded.
+    const latestEndMs = Math.max(...endsWritten.map((endMs) => endMs ?? Number.NEGATIVE_INFINITY));
+    if (goods.saleEndsAt && latestEndMs > goods.saleEndsAt.getTime()) return raiseSaleEnd(this.deps.prisma, goodsId, goods.saleEndsAt, new Date(latestEndMs));
     return goods;
   }
 

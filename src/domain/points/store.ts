@@ -11,7 +11,6 @@ import type { Missing } from '../../infra/campaign/campaign.ts';
 import { type JournalEntry, journalEntry } from '../../infra/journal/journal.ts';
 import type { RedisClient } from '../../infra/redis/connection.ts';
 import { type ReplyOf, type Scripts, defineScript } from '../../infra/redis/scripts.ts';
-import { hsetIfExists } from '../../infra/redis/sharedScripts.ts';
 import { bucketOf, bucketTag } from './buckets.ts';
 
 // User and goods ids come from outside; encoded they cannot hold the ':' between key parts.
@@ -114,6 +113,11 @@ const settleDrawPoints = defineScript('settleDrawPoints', ['balance', 'settled',
   applied: (values) => ({ balance: values.num(0) }),
   already: () => ({}),
   missing: () => ({}),
+});
+
+const setGoodsTerms = defineScript('setGoodsTerms', ['goods'], {
+  missing: () => ({}),
+  set: (values) => ({ saleEndsAtMs: values.str(0) === '' ? null : values.num(0) }),
 });
 
 const takeStock = defineScript('takeStock', ['goods', 'codes', 'journal'], {
@@ -273,9 +277,15 @@ export class PointsStore {
     ]);
   }
 
-  /** Sets the price and sale of the item's share in a bucket, if the share is in Redis (a rebuild reads them from PostgreSQL). */
-  async setGoodsTerms({ goodsId, bucket }: GoodsShard, terms: GoodsSaleTerms): Promise<void> {
-    await this.scripts.call(hsetIfExists, { hash: goodsKeys(goodsId, bucket).meta }, Object.entries(saleTermFields(terms)).flat());
+  /**
+   * Sets the price and sale of the item's share in a bucket, if the share is in Redis (a
+   * rebuild reads them from PostgreSQL): the sale's end written (an end passed becomes the
+   * script's time, lua/setGoodsTerms.lua), or undefined when the share is not in Redis.
+   */
+  async setGoodsTerms({ goodsId, bucket }: GoodsShard, terms: GoodsSaleTerms): Promise<number | null | undefined> {
+    const fields = saleTermFields(terms);
+    const reply = await this.scripts.call(setGoodsTerms, { goods: goodsKeys(goodsId, bucket).meta }, [fields.pointsCost, fields.onSale, fields.saleStartsAtMs, fields.saleEndsAtMs]);
+    return reply.kind === 'set' ? reply.saleEndsAtMs : undefined;
   }
 
   async balance(userId: string): Promise<number | null> {
