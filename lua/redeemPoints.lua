@@ -33,8 +33,7 @@
     {'missing'}                          the balance or the goods item is missing: rebuild from PostgreSQL, then retry
     {'offSale', opensAtMs, endedAtMs}    an operator took the item off sale, or the time is outside its sale window:
                                          nothing changed, nothing remembered; opensAtMs is the start when only
-                                         that is missing, endedAtMs the end when it has passed (and the item is
-                                         otherwise on sale), each 0 otherwise
+                                         that is missing, endedAtMs the end when it has passed, each 0 otherwise
     {'dry'}                              (ARGV[7] = '1') the bucket has no stock: nothing changed, nothing remembered
     {'redeemed', entryId, entryFields}
     {'answered', remembered}             a retry: '<goods id>|' and the first answer, 'redeemed:<journal entry id>' or a refusal
@@ -63,12 +62,13 @@ local function refuse(answer)
 end
 
 local goods = redis.call('HMGET', KEYS[2], 'pointsCost', 'perUserLimit', 'pooled', 'stock', 'remaining', 'onSale', 'saleStartsAtMs', 'saleEndsAtMs')
-if goods[6] == '0' then
-  return {'offSale', 0, 0}
-end
+-- A sale over is said so, paused or not: it does not come back by itself.
 local starts, ends = tonumber(goods[7]), tonumber(goods[8])
 if ends and now >= ends then
   return {'offSale', 0, ends}
+end
+if goods[6] == '0' then
+  return {'offSale', 0, 0}
 end
 if starts and now < starts then
   return {'offSale', starts, 0}

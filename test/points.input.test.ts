@@ -566,6 +566,13 @@ describe('updateGoods', () => {
     }
     expect(await history()).toEqual(recorded);
     expect((await points.tryRedeem('yoyo-buyer', cup.id, 'c1')).result).toMatchObject({ __typename: 'GoodsOffSale', endedAt: ended.saleEndsAt });
+    // Paused too, it is still a sale that has ended.
+    await points.updateGoods('operator', cup.id, { onSale: false });
+    expect((await points.tryRedeem('yoyo-buyer', cup.id, 'c1')).result).toMatchObject({
+      __typename: 'GoodsOffSale',
+      endedAt: ended.saleEndsAt,
+      message: 'the sale of this goods item has ended',
+    });
   });
 
   it('removes an end of the sale window by its clear flag, and refuses one set and cleared at once', async () => {

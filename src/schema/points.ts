@@ -99,7 +99,7 @@ builder.objectType(GoodsOffSale, {
     endedAt: t.expose('endedAt', {
       type: 'DateTime',
       nullable: true,
-      description: "The sale's end (saleEndsAt) when it has passed and the item is otherwise on sale: the sale is over unless an operator moves or clears the end. Null otherwise.",
+      description: "The sale's end (saleEndsAt) when it has passed, whether or not the item is also off sale: the sale is over unless an operator moves or clears the end. Null otherwise.",
     }),
   }),
 });

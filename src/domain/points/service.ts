@@ -129,7 +129,9 @@ export class PointsService {
   /** Creates the item with its stock dealt over the buckets, and writes its share in each. */
   async createGoods(createdBy: string, input: CreateGoodsInput): Promise<Goods> {
     // Checked here, not in the schema: it depends on the clock. updateGoods may end a sale now.
-    if (input.saleEndsAt && input.saleEndsAt.getTime() <= (await redisTimeMs(this.deps.redis))) throw BadInputError.of([ruleInputIssue(['input', 'saleEndsAt'], 'SALE_ENDS_IN_THE_PAST')]);
+    if (input.saleEndsAt && input.saleEndsAt.getTime() <= (await redisTimeMs(this.deps.redis))) {
+      throw BadInputError.of([ruleInputIssue(['input', 'saleEndsAt'], 'SALE_ENDS_IN_THE_PAST')]);
+    }
     const id = randomUUID();
     const { buckets } = this.store;
     const load = async (bucket: number) => (await loadGoods(this.deps.prisma, { goodsId: id, bucket }, buckets))!;
