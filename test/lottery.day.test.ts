@@ -24,6 +24,22 @@ const kinds = async (activityId: string, users: string[]) => {
   return results;
 };
 
+/** An instant of the test clock, the answer a draw gets there, and the resetsAt of a DrawLimitReached. */
+type ClockStep = [at: string, expected: string, resetsAt?: string];
+
+/** One draw a day in `timezone`, and it wins. */
+const oneWinADay = (title: string, timezone: string, startsAt: string, endsAt: string) =>
+  lottery.create(OPERATOR, { title, startsAt, endsAt, timezone, dailyDrawLimit: 1, prizes: [{ title: 'A', weight: 1, totalStock: 100, dailyStock: 1 }] });
+
+async function drawAtEach(user: string, activityId: string, steps: ClockStep[]) {
+  for (const [at, expected, resetsAt] of steps) {
+    await moveClockTo(lot.stores.redis, Date.parse(at));
+    const result = await lottery.draw(user, activityId);
+    expect(result.__typename, at).toBe(expected);
+    if (resetsAt && result.__typename === 'DrawLimitReached') expect(result.resetsAt, at).toBe(resetsAt);
+  }
+}
+
 describe('daily limits and daily stock reset at midnight in the activity’s timezone', () => {
   it('Asia/Shanghai: limits and stock hold all day, up to the last seconds before midnight, and reset at 00:00 local (16:00 UTC)', async () => {
     // One prize with a daily stock of 2 and no no-prize weight: a draw wins whenever the stock and the win limit allow.
@@ -75,15 +91,8 @@ describe('daily limits and daily stock reset at midnight in the activity’s tim
   });
 
   it('America/New_York across the start of DST: midnight is 05:00 UTC, then 04:00 UTC after a 23-hour day', async () => {
-    const activity = await lottery.create(OPERATOR, {
-      title: 'new york dst',
-      startsAt: '2027-03-13T00:00:00-05:00',
-      endsAt: '2027-03-16T00:00:00-04:00',
-      timezone: 'America/New_York',
-      dailyDrawLimit: 1,
-      prizes: [{ title: 'A', weight: 1, totalStock: 100, dailyStock: 1 }],
-    });
-    const steps: [at: string, expected: string, resetsAt?: string][] = [
+    const activity = await oneWinADay('new york dst', 'America/New_York', '2027-03-13T00:00:00-05:00', '2027-03-16T00:00:00-04:00');
+    const steps: ClockStep[] = [
       ['2027-03-14T04:59:50.000Z', 'LotteryWin'], // 23:59:50 EST, Saturday the 13th
       ['2027-03-14T04:59:55.000Z', 'DrawLimitReached', '2027-03-14T05:00:00.000Z'],
       ['2027-03-14T05:00:00.500Z', 'LotteryWin'], // 00:00:00.5 EST, Sunday the 14th; clocks go forward at 07:00 UTC
@@ -91,37 +100,20 @@ describe('daily limits and daily stock reset at midnight in the activity’s tim
       ['2027-03-15T03:59:55.000Z', 'DrawLimitReached', '2027-03-15T04:00:00.000Z'], // 23:59:55 EDT
       ['2027-03-15T04:00:00.500Z', 'LotteryWin'], // 00:00:00.5 EDT, Monday the 15th
     ];
-    for (const [at, expected, resetsAt] of steps) {
-      await moveClockTo(lot.stores.redis, Date.parse(at));
-      const result = await lottery.draw('ny', activity.id);
-      expect(result.__typename, at).toBe(expected);
-      if (resetsAt && result.__typename === 'DrawLimitReached') expect(result.resetsAt, at).toBe(resetsAt);
-    }
+    await drawAtEach('ny', activity.id, steps);
     await expectLotteryInvariants(lot.stores, activity.id);
     expect((await loadDraws(lot.stores, activity.id)).map((row) => row.local_day)).toEqual(['2027-03-13', '2027-03-14', '2027-03-15']);
   });
 
   it('America/Santiago, where DST begins at midnight: the day that skips 00:00 begins at 01:00, 04:00 UTC', async () => {
-    const activity = await lottery.create(OPERATOR, {
-      title: 'santiago dst',
-      startsAt: '2027-09-04T00:00:00-04:00',
-      endsAt: '2027-09-07T00:00:00-03:00',
-      timezone: 'America/Santiago',
-      dailyDrawLimit: 1,
-      prizes: [{ title: 'A', weight: 1, totalStock: 100 }],
-    });
-    const steps: [at: string, expected: string, resetsAt?: string][] = [
+    const activity = await oneWinADay('santiago dst', 'America/Santiago', '2027-09-04T00:00:00-04:00', '2027-09-07T00:00:00-03:00');
+    const steps: ClockStep[] = [
       ['2027-09-05T03:00:00.500Z', 'LotteryWin'], // 23:00:00.5 -04, Saturday the 4th
       ['2027-09-05T03:30:00.000Z', 'DrawLimitReached', '2027-09-05T04:00:00.000Z'],
       ['2027-09-05T04:00:00.500Z', 'LotteryWin'], // 01:00:00.5 -03, Sunday the 5th: 00:00 was skipped
       ['2027-09-05T12:00:00.000Z', 'DrawLimitReached', '2027-09-06T03:00:00.000Z'],
     ];
-    for (const [at, expected, resetsAt] of steps) {
-      await moveClockTo(lot.stores.redis, Date.parse(at));
-      const result = await lottery.draw('santiago', activity.id);
-      expect(result.__typename, at).toBe(expected);
-      if (resetsAt && result.__typename === 'DrawLimitReached') expect(result.resetsAt, at).toBe(resetsAt);
-    }
+    await drawAtEach('santiago', activity.id, steps);
     expect((await loadDraws(lot.stores, activity.id)).map((row) => row.local_day)).toEqual(['2027-09-04', '2027-09-05']);
   });
 
