@@ -170,6 +170,10 @@ describe('a team that fails', () => {
     const buyer = await app.signedIn('lena');
     await buyer.goto(`${appUrl}#/team/${team.id}`);
     await buyer.getByRole('button', { name: '参团：锁定座位' }).click();
+    // The seat's countdown runs to the deadline, not to the lock's expiry a minute away.
+    const remainingMs = async () => Number(await buyer.getByTestId('seat-countdown').getAttribute('data-remaining-ms'));
+    await expect.poll(remainingMs).toBeGreaterThan(0);
+    expect(await remainingMs()).toBeLessThanOrEqual(12_000);
     await buyer.getByRole('button', { name: '沙箱支付 ¥9.90' }).click();
     await expect.poll(() => buyer.getByTestId('team-message').textContent()).toBe('支付成功，你已入团');
     await expect.poll(() => buyer.getByTestId('team-status').getAttribute('data-status'), { timeout: 12_000 + STEP_MS }).toBe('FAILED');

@@ -274,7 +274,8 @@ export function TeamPage({ teamId }: { teamId: string }) {
           </li>
         ))}
         {team.locks.map((seat) => {
-          const expiresAt = Date.parse(seat.expiresAt);
+          // A lock that would outlive the team's deadline ends with it: the team fails then.
+          const expiresAt = Math.min(Date.parse(seat.expiresAt), Date.parse(team.deadline));
           return (
             <li key={`lock-${seat.userId}`} data-testid="paying-seat">
               <span>
