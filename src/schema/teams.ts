@@ -32,7 +32,11 @@ const SeatLock = builder.objectRef<SeatLockView>('SeatLock').implement({
   fields: (t) => ({
     userId: t.exposeID('userId', { description: `Who holds the lock. ${USER_IDS}` }),
     lockedAt: t.expose('lockedAt', { type: 'DateTime' }),
-    expiresAt: t.expose('expiresAt', { type: 'DateTime' }),
+    expiresAt: t.expose('expiresAt', {
+      type: 'DateTime',
+      description:
+        "When the lock lets the seat go, lockSeconds after lockedAt. The team's deadline frees it first if it comes sooner (the team fails): count down to the earlier of the two.",
+    }),
   }),
 });
 
