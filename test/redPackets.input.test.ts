@@ -106,6 +106,8 @@ describe('malformed input is BAD_USER_INPUT and changes nothing', () => {
     ['an unknown fundedBy', { totalAmount: 100, count: 1, fundedBy: 'BANK' }],
     ['a lowercase fundedBy', { totalAmount: 100, count: 1, fundedBy: 'shop' }],
     ['a null fundedBy', { totalAmount: 100, count: 1, fundedBy: null }],
+    ['an empty requestId', { totalAmount: 100, count: 1, requestId: '' }],
+    ['a requestId of 129 characters', { totalAmount: 100, count: 1, requestId: 'r'.repeat(129) }],
   ];
 
   it.each(badInputs)('createRedPacket with %s, as variables', async (_name, input) => {

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CreateRedPacketDocument } from './gql/generated.ts';
 import { testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
 import { expectMoneyInvariants } from './support/moneyInvariants.ts';
@@ -104,5 +105,33 @@ describe('red packets funded from wallets, in a storm', () => {
     expect(byFunding.get('SHOP')?.n).toBe(0);
     for (const packet of packets) await expectRedPacketInvariants(started.stores, packet);
     console.info(`money storm: ${walletPackets.length} wallet packets, ${won.size} grabbers paid, books ${JSON.stringify(after)}`);
+  });
+});
+
+describe('a sender retrying createRedPacket with a requestId', () => {
+  it('creates and debits once: 30 sends at once and a later retry all get the first packet', async () => {
+    await wallets.fund([
+      ['retrier', 5_000],
+      ['other-retrier', 3_000],
+    ]);
+    await signAhead(['retrier', 'other-retrier']);
+    const input = { totalAmount: 3_000, count: 3, mode: 'EQUAL' as const, greeting: '恭喜发财', requestId: 'send-1' };
+    const answers = await Promise.all(Array.from({ length: 30 }, () => redPackets.send('retrier', input)));
+    const first = answers[0]!;
+    if (first.__typename !== 'RedPacket') throw new Error(JSON.stringify(first));
+    for (const answer of [...answers, await redPackets.send('retrier', input)]) expect(answer).toMatchObject({ __typename: 'RedPacket', id: first.id });
+    expect(await balanceOf('retrier')).toBe(2_000);
+    const { rows } = await started.stores.sql.query<{ n: number }>("SELECT count(*)::int AS n FROM red_packet WHERE sender_id = 'retrier'");
+    expect(rows[0]!.n).toBe(1);
+
+    // Another packet under the same requestId is refused and changes nothing; another sender's is their own.
+    const other = await redPackets.raw(CreateRedPacketDocument, { input: { ...input, totalAmount: 1_000 } }, 'retrier');
+    expect(other.body.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', issues: [{ path: ['input', 'requestId'], code: 'REQUEST_ID_OF_ANOTHER_PACKET' }] });
+    expect(await balanceOf('retrier')).toBe(2_000);
+    const theirs = await redPackets.send('other-retrier', input);
+    expect(theirs.__typename === 'RedPacket' && theirs.id !== first.id).toBe(true);
+    expect(await balanceOf('other-retrier')).toBe(0);
+    await expectRedPacketInvariants(started.stores, first.id);
+    await expectMoneyInvariants(started.stores.sql, wallets.putIn);
   });
 });

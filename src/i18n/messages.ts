@@ -228,6 +228,10 @@ export const ruleMessages = {
     en: (v: RuleValues) => `requestId ${v.requestId} was already used for another award`,
     'zh-CN': (v: RuleValues) => `requestId ${v.requestId} 已用于另一笔积分发放`,
   },
+  REQUEST_ID_OF_ANOTHER_PACKET: {
+    en: (v: RuleValues) => `requestId ${v.requestId} was already used for another red packet`,
+    'zh-CN': (v: RuleValues) => `requestId ${v.requestId} 已用于另一个红包`,
+  },
   REQUEST_ID_OF_ANOTHER_CREDIT: {
     en: (v: RuleValues) => `requestId ${v.requestId} was already used for another credit`,
     'zh-CN': (v: RuleValues) => `requestId ${v.requestId} 已用于另一笔钱包入账`,

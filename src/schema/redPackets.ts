@@ -158,6 +158,10 @@ const CreateRedPacketInput = builder
       expiresInSeconds: t.int({ defaultValue: 86_400 }),
       greeting: t.string(),
       fundedBy: t.field({ type: RedPacketFunding, defaultValue: 'WALLET', description: 'Who pays; SHOP is for operators only.' }),
+      requestId: t.string({
+        description:
+          "The sender's idempotency key (1 to 128 characters): a retry with the same requestId, after a timeout or at once, gets the first packet, created and paid for once. The same requestId for another packet: BAD_USER_INPUT (REQUEST_ID_OF_ANOTHER_PACKET).",
+      }),
     }),
   })
   .validate(createRedPacketInput);

@@ -16,6 +16,7 @@ export const createRedPacketInput = z
     expiresInSeconds: z.number().int().min(1).max(MAX_EXPIRY_SECONDS),
     greeting: z.string().trim().max(64).nullish(),
     fundedBy: z.enum(['WALLET', 'SHOP']).default('WALLET'),
+    requestId: z.string().min(1, 'requestId must not be empty').max(128).nullish(),
   })
   .superRefine((input, ctx) => {
     if (input.maxAmount != null && input.maxAmount < input.minAmount) {

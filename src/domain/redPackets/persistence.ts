@@ -74,7 +74,7 @@ export const grabJournalKind = entryKind({
 });
 
 /** A new packet's row: its terms, as split, and who funds it. */
-export type NewRedPacket = Omit<RedPacketSnapshot, 'refundedAmount' | 'grabs'> & { minAmount: number; maxAmount: number };
+export type NewRedPacket = Omit<RedPacketSnapshot, 'refundedAmount' | 'grabs'> & { minAmount: number; maxAmount: number; requestId?: string | null };
 
 /**
  * Inserts the packet and, for a WALLET packet, debits its total from the sender's wallet
@@ -93,9 +93,9 @@ export async function insertPacket(prisma: PrismaClient, packet: NewRedPacket): 
       RETURNING user_id
     ),
     packet AS (
-      INSERT INTO red_packet (id, sender_id, funded_by, total_amount, count, mode, min_amount, max_amount, greeting, share_amounts, expires_at)
+      INSERT INTO red_packet (id, sender_id, funded_by, total_amount, count, mode, min_amount, max_amount, greeting, share_amounts, expires_at, request_id)
       SELECT ${packet.id}, ${packet.senderId}, ${packet.fundedBy}::"RedPacketFunding", ${packet.totalAmount}, ${packet.count}, ${packet.mode}::"SplitMode",
-             ${packet.minAmount}, ${packet.maxAmount}, ${packet.greeting}, ${packet.shareAmounts}::int[], ${packet.expiresAt}
+             ${packet.minAmount}, ${packet.maxAmount}, ${packet.greeting}, ${packet.shareAmounts}::int[], ${packet.expiresAt}, ${packet.requestId ?? null}
       WHERE ${packet.fundedBy} = 'SHOP' OR EXISTS (SELECT 1 FROM debited)
       RETURNING id, sender_id, total_amount, funded_by
     ),
@@ -105,6 +105,17 @@ export async function insertPacket(prisma: PrismaClient, packet: NewRedPacket): 
     )
     SELECT EXISTS (SELECT 1 FROM packet) AS created`);
   return rows[0]?.created === true;
+}
+
+/** A packet created under a requestId, with the terms a retry must repeat. */
+export type PacketOfRequest = NonNullable<Awaited<ReturnType<typeof packetOfRequest>>>;
+
+/** The packet a sender created under `requestId`; null when there is none. */
+export function packetOfRequest(prisma: PrismaClient, senderId: string, requestId: string) {
+  return prisma.redPacket.findUnique({
+    where: { senderId_requestId: { senderId, requestId } },
+    select: { id: true, totalAmount: true, count: true, mode: true, minAmount: true, maxAmount: true, greeting: true, fundedBy: true },
+  });
 }
 
 /** A refund counts once settlement set refunded_at; before that the amount column means nothing. */

@@ -1,16 +1,17 @@
 import { randomUUID } from 'node:crypto';
+import { ruleInputIssue } from '../../i18n/issues.ts';
 import { Campaign } from '../../infra/campaign/campaign.ts';
 import { type KeysetPage, keysetArgs } from '../../infra/db/pages.ts';
 import { retainUntil } from '../../infra/redis/keys.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
 import type { CampaignDeps } from '../deps.ts';
-import { ServiceUnavailableError } from '../errors.ts';
+import { BadInputError, ServiceUnavailableError } from '../errors.ts';
 import { InsufficientFunds } from '../money/problems.ts';
 import { walletBalance } from '../money/wallets.ts';
 import { NotFound } from '../problems.ts';
 import { cryptoRandom } from '../random.ts';
 import type { CreateRedPacketInput } from './input.ts';
-import { grabJournalKind, insertPacket, loadCommitted, loadSnapshot, packetsDueForRefund, recordedRefund, refundRemainder } from './persistence.ts';
+import { type PacketOfRequest, grabJournalKind, insertPacket, loadCommitted, loadSnapshot, packetOfRequest, packetsDueForRefund, recordedRefund, refundRemainder } from './persistence.ts';
 import { AlreadyGrabbed, RedPacketEmpty, RedPacketExpired } from './problems.ts';
 import { splitAmount, widestMaxAmount } from './split.ts';
 import { type RedPacketShareView, type RedPacketSnapshot, type RedPacketState, RedPacketStore, isCommittedShare, redPacketKeys } from './store.ts';
@@ -59,9 +60,42 @@ export class RedPacketService {
   /**
    * Splits and creates the packet. A WALLET packet debits the sender's wallet in the
    * statement that inserts it (insertPacket); without the funds it throws
-   * InsufficientFunds and nothing is created.
+   * InsufficientFunds and nothing is created. With a requestId, a retry (after a timeout,
+   * or racing the first call) gets the first packet, created and debited once.
    */
   async create(senderId: string, input: CreateRedPacketInput): Promise<RedPacketState> {
+    const { requestId } = input;
+    if (!requestId) return this.createOnce(senderId, input);
+    const first = await packetOfRequest(this.deps.prisma, senderId, requestId);
+    if (first) return this.firstOfRequest(first, input, requestId);
+    try {
+      return await this.createOnce(senderId, input);
+    } catch (error) {
+      // The unique (sender, requestId) refused this call, or the wallet held too little
+      // after a racing call with the same requestId debited it: that one answers for both.
+      const winner = await packetOfRequest(this.deps.prisma, senderId, requestId);
+      if (!winner) throw error;
+      return this.firstOfRequest(winner, input, requestId);
+    }
+  }
+
+  /** The packet first created under a requestId, if the retry asks for the same packet. */
+  private async firstOfRequest(first: PacketOfRequest, input: CreateRedPacketInput, requestId: string): Promise<RedPacketState> {
+    const same =
+      first.totalAmount === input.totalAmount &&
+      first.count === input.count &&
+      first.mode === input.mode &&
+      first.fundedBy === input.fundedBy &&
+      first.minAmount === input.minAmount &&
+      (input.maxAmount == null || first.maxAmount === input.maxAmount) &&
+      first.greeting === (input.greeting ?? null);
+    if (!same) throw BadInputError.of([ruleInputIssue(['input', 'requestId'], 'REQUEST_ID_OF_ANOTHER_PACKET', { requestId })]);
+    const state = await this.get(first.id);
+    if (!state) throw new NotFound('red packet', first.id);
+    return state;
+  }
+
+  private async createOnce(senderId: string, input: CreateRedPacketInput): Promise<RedPacketState> {
     const maxAmount = input.maxAmount ?? widestMaxAmount(input.totalAmount, input.count, input.minAmount);
     const shareAmounts = splitAmount({ ...input, maxAmount }, this.deps.random ?? cryptoRandom);
     const expiresAt = new Date((await redisTimeMs(this.deps.redis)) + input.expiresInSeconds * 1000);
