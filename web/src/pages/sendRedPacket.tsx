@@ -1,4 +1,4 @@
-import { useState } from 'preact/hooks';
+import { useRef, useState } from 'preact/hooks';
 import { ApiError, request } from '../api.ts';
 import { graphql } from '../gql/index.ts';
 import { useOneAtATime } from '../oneAtATime.ts';
@@ -55,6 +55,9 @@ export function SendRedPacket() {
   const [problem, setProblem] = useState<string | null>(null);
   // A second tap while the first is on its way would send a second packet and pay twice.
   const [busy, oneAtATime] = useOneAtATime();
+  // A tap again after an answer was lost on the way sends the same packet under the same
+  // requestId, which the server makes and charges once; a changed packet is a new one.
+  const lastSend = useRef<{ packet: string; requestId: string } | null>(null);
 
   function send(event: Event) {
     event.preventDefault();
@@ -63,8 +66,9 @@ export function SendRedPacket() {
       setProblem(invalid);
       if (invalid) return;
       try {
-        const input = { totalAmount: Math.round(Number(yuan.trim()) * 100), count: Number(count.trim()), greeting: greeting.trim() };
-        const { createRedPacket } = await request(CreateRedPacket, { input });
+        const packet = { totalAmount: Math.round(Number(yuan.trim()) * 100), count: Number(count.trim()), greeting: greeting.trim() };
+        if (lastSend.current?.packet !== JSON.stringify(packet)) lastSend.current = { packet: JSON.stringify(packet), requestId: crypto.randomUUID() };
+        const { createRedPacket } = await request(CreateRedPacket, { input: { ...packet, requestId: lastSend.current.requestId } });
         if ('id' in createRedPacket) location.hash = `#/packets/${createRedPacket.id}`;
         else setProblem(createRedPacket.message);
       } catch (error) {
