@@ -9,7 +9,7 @@ import { startedServer } from './support/lifecycle.ts';
 import { type LotteryClient, lotteryAt, runningWindow } from './support/lottery.ts';
 import { expectLotteryInvariants, loadDraws } from './support/lotteryInvariants.ts';
 import { waitFor } from './support/poll.ts';
-import { stormOf } from './support/storm.ts';
+import { stormOf, tallyOf } from './support/storm.ts';
 import { tokenOf } from './support/tokens.ts';
 
 const env = testEnv('lot_hot');
@@ -103,13 +103,7 @@ describe('operators change a running activity', () => {
       const ended = await updateBesideTheStorm(activity.id, { endsAt: new Date(Date.parse(activity.startsAt) + 1).toISOString() });
       if (ended.__typename !== 'LotteryActivity') throw new Error(JSON.stringify(ended));
       expect(ended.status).toBe('ENDED');
-      const kinds = new Map<string, number>();
-      for (const body of await storm.answers) {
-        expect(body.errors, JSON.stringify(body.errors)).toBeUndefined();
-        const result = body.data!.drawLottery;
-        const kind = result.__typename === 'ActivityNotActive' ? result.reason : result.__typename;
-        kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
-      }
+      const kinds = await tallyOf(storm.answers, ({ drawLottery: result }) => (result.__typename === 'ActivityNotActive' ? result.reason : result.__typename));
       expect(kinds.get('ENDED'), JSON.stringify([...kinds])).toBeGreaterThan(0);
 
       const rows = await expectLotteryInvariants(lot.stores, activity.id);

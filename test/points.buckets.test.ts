@@ -10,7 +10,7 @@ import { expectPointsInvariants } from './support/pointsInvariants.ts';
 import { waitFor } from './support/poll.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, loseKeysAtOnce, openStores } from './support/stores.ts';
-import { stormOf } from './support/storm.ts';
+import { stormOf, tallyOf } from './support/storm.ts';
 import { tokenOf } from './support/tokens.ts';
 
 const BUCKETS = 4;
@@ -309,11 +309,7 @@ describe('price and sale changes across four buckets', () => {
     const storm = stormOf(server.url, RedeemPointsDocument, { goodsId: item.id, requestId: 'ending' }, await Promise.all(users.map((user) => tokenOf(user))));
     await waitFor('the first redemptions to be answered', () => storm.progress.answered >= 50, { intervalMs: 2 });
     const ended = await points.updateGoods('operator', item.id, { saleEndsAt: '2020-01-01T00:00:00Z' });
-    const kinds = new Map<string, number>();
-    for (const body of await storm.answers) {
-      expect(body.errors, JSON.stringify(body.errors)).toBeUndefined();
-      kinds.set(body.data!.redeemPoints.__typename, (kinds.get(body.data!.redeemPoints.__typename) ?? 0) + 1);
-    }
+    const kinds = await tallyOf(storm.answers, (data) => data.redeemPoints.__typename);
     expect(kinds.get('GoodsOffSale'), JSON.stringify([...kinds])).toBeGreaterThan(0);
 
     await expectPointsInvariants(stores);

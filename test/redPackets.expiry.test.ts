@@ -7,7 +7,7 @@ import { waitFor } from './support/poll.ts';
 import { aliasOf } from './support/privacy.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
 import { type RedPacketsClient, redPacketsAt } from './support/redPackets.ts';
-import { stormOf } from './support/storm.ts';
+import { stormOf, tallyOf } from './support/storm.ts';
 import { tokenOf } from './support/tokens.ts';
 
 // The settlement worker looks for expired packets five times a second.
@@ -171,11 +171,7 @@ describe('expiry and refunds', () => {
     await waitFor('the first grabs to be answered', () => storm.progress.answered >= 50, { intervalMs: 2 });
     const closed = await redPackets.close('op', packet.id);
     if (closed.__typename !== 'RedPacket') throw new Error(JSON.stringify(closed));
-    const kinds = new Map<string, number>();
-    for (const body of await storm.answers) {
-      expect(body.errors, JSON.stringify(body.errors)).toBeUndefined();
-      kinds.set(body.data!.grabRedPacket.__typename, (kinds.get(body.data!.grabRedPacket.__typename) ?? 0) + 1);
-    }
+    const kinds = await tallyOf(storm.answers, (data) => data.grabRedPacket.__typename);
     expect(kinds.get('RedPacketExpired'), JSON.stringify([...kinds])).toBeGreaterThan(0);
 
     const row = await settled(packet.id);

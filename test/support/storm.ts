@@ -1,6 +1,7 @@
 import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
 import { print } from 'graphql';
 import { Agent, fetch } from 'undici';
+import { expect } from 'vitest';
 import type { GraphqlResponse } from './client.ts';
 
 /**
@@ -25,4 +26,15 @@ export function stormOf<T, V>(url: string, document: TypedDocumentNode<T, V>, va
     }),
   ).finally(() => connections.close());
   return { progress, answers };
+}
+
+/** How many of a storm's answers were of each kind (`kindOf` names it); every answer is a result, none an error. */
+export async function tallyOf<T>(answers: Promise<GraphqlResponse<T>['body'][]>, kindOf: (data: T) => string): Promise<Map<string, number>> {
+  const kinds = new Map<string, number>();
+  for (const body of await answers) {
+    expect(body.errors, JSON.stringify(body.errors)).toBeUndefined();
+    const kind = kindOf(body.data!);
+    kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
+  }
+  return kinds;
 }

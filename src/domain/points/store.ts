@@ -280,12 +280,12 @@ export class PointsStore {
   /**
    * Sets the price and sale of the item's share in a bucket, if the share is in Redis (a
    * rebuild reads them from PostgreSQL): the sale's end written (an end passed becomes the
-   * script's time, lua/setGoodsTerms.lua), or undefined when the share is not in Redis.
+   * script's time, lua/setGoodsTerms.lua), or null for no end or no share in Redis.
    */
-  async setGoodsTerms({ goodsId, bucket }: GoodsShard, terms: GoodsSaleTerms): Promise<number | null | undefined> {
+  async setGoodsTerms({ goodsId, bucket }: GoodsShard, terms: GoodsSaleTerms): Promise<number | null> {
     const fields = saleTermFields(terms);
     const reply = await this.scripts.call(setGoodsTerms, { goods: goodsKeys(goodsId, bucket).meta }, [fields.pointsCost, fields.onSale, fields.saleStartsAtMs, fields.saleEndsAtMs]);
-    return reply.kind === 'set' ? reply.saleEndsAtMs : undefined;
+    return reply.kind === 'set' ? reply.saleEndsAtMs : null;
   }
 
   async balance(userId: string): Promise<number | null> {
