@@ -237,6 +237,8 @@ describe('the points shop', () => {
     await points.createGoods('web-operator', { title: '限时秒杀', pointsCost: 10, stock: 1, saleStartsAt: startsAt });
     const ended = await points.createGoods('web-operator', { title: '往期活动', pointsCost: 10, stock: 1 });
     await points.updateGoods('web-operator', ended.id, { saleEndsAt: new Date(Date.now() - 1_000).toISOString() });
+    // Paused as well: the end is final and outranks a pause, as the server's refusal does.
+    await points.updateGoods('web-operator', ended.id, { onSale: false });
     const page = await app.signedIn('frank');
     await page.getByRole('link', { name: '积分商城' }).click();
     const flash = page.locator('li', { hasText: '限时秒杀' }).getByRole('button');

@@ -60,8 +60,9 @@ type ShopGoods = WebShopQuery['goodsCatalog']['edges'][number]['node'];
 
 /** Why an item cannot be redeemed at `nowMs` (the server's clock), or null when it can. */
 function whyNot(goods: ShopGoods, nowMs: number): string | null {
-  if (!goods.onSale) return '暂停兑换';
+  // An end is final and outranks a pause, as the server's refusal does.
   if (goods.saleEndsAt && nowMs >= Date.parse(goods.saleEndsAt)) return '已结束';
+  if (!goods.onSale) return '暂停兑换';
   // A flash sale counts down to its start, and the button comes alive then.
   if (goods.saleStartsAt && nowMs < Date.parse(goods.saleStartsAt)) return `${countdown(Date.parse(goods.saleStartsAt), nowMs)} 后开兑`;
   return goods.remainingStock === 0 ? '已兑完' : null;
