@@ -19,7 +19,7 @@ import { drawIsDurable, insertActivity, loadSnapshot, lotteryActivityIds, prizeR
 import { ActivityNotActive, DrawLimitReached, WinLimitReached } from './problems.ts';
 import { LotteryScheduler } from './scheduler.ts';
 import { DRAW_RANDOM_RANGE, type LotterySettings, type LotteryStatus } from './settings.ts';
-import { type LotterySnapshot, LotteryStore, emptySnapshot, lotteryKeys } from './store.ts';
+import { type LotterySnapshot, LotteryStore, type PrizeSnapshot, emptySnapshot, lotteryKeys } from './store.ts';
 import { localDay } from './timezone.ts';
 import { type DrawOutcome, type LotteryActivityView, type LotteryWinView, type WinRecordView, drawOutcome, prizeView } from './views.ts';
 import { LotteryWinners } from './winners.ts';
@@ -49,6 +49,15 @@ const activityOf = (entry: JournalEntry) => {
   return parsed.success ? [parsed.data.activity] : [];
 };
 
+/** A committed draw, as its script answered it or as it journaled it. */
+type CommittedDraw = Parameters<typeof drawOutcome>[2] & { activityId: string; userId: string };
+
+function drawOfEntry(entry: JournalEntry): CommittedDraw {
+  const draw = drawJournalKind.decode(entry);
+  const prize = draw.snapshot ? (JSON.parse(draw.snapshot) as PrizeSnapshot) : null;
+  return { drawId: draw.draw, activityId: draw.activity, userId: draw.user, prize, drawnAtMs: draw.at, settingsVersion: draw.version };
+}
+
 /** Lotteries (campaign id = activity id): draws, operators' changes, and what they read. */
 export class LotteryService {
   private readonly store: LotteryStore;
@@ -68,7 +77,8 @@ export class LotteryService {
       retainUntilMs: (snapshot) => snapshot.settings.retainUntilMs,
     });
     // A draw, schedule or settings change PostgreSQL turned down changed counters, stock or settings in Redis.
-    for (const kind of [drawJournalKind, scheduleJournalKind, settingsJournalKind]) this.activities.persistsWith(kind, activityOf);
+    this.activities.persistsWith(drawJournalKind, activityOf, { announce: (entry) => this.afterCommit(drawOfEntry(entry)) });
+    for (const kind of [scheduleJournalKind, settingsJournalKind]) this.activities.persistsWith(kind, activityOf);
     this.winnersTicker = new LotteryWinners(deps, (activityId) => this.settings(activityId));
     this.scheduler = new LotteryScheduler(deps, this.activities, this.store, this.random);
   }
@@ -145,15 +155,23 @@ export class LotteryService {
         if (!(await drawIsDurable(this.deps.prisma, reply.drawId))) {
           throw new DrawNotConfirmedError('the first draw with this requestId is not confirmed yet; try again');
         }
-        return drawOutcome(activityId, userId, reply);
-      case 'drawn': {
-        const outcome = drawOutcome(activityId, userId, reply);
-        // The prize is committed with the draw; the cached balance shows it before the answer does.
-        if (reply.prize?.kind === 'POINTS') await this.deps.payments.settleCommitted(drawId);
-        if (outcome.outcome === 'win') this.winnersTicker.announce(outcome);
-        return outcome;
-      }
+        // The first call may have died after its commit, before it did this.
+        return this.afterCommit({ ...reply, activityId, userId });
+      case 'drawn':
+        return this.afterCommit({ ...reply, activityId, userId });
     }
+  }
+
+  /**
+   * What follows a draw's commit, by its caller or for a caller that may be dead: the
+   * prize is committed with the draw, and the cached balance shows a POINTS prize before
+   * the answer does; a win goes to the ticker.
+   */
+  private async afterCommit(draw: CommittedDraw): Promise<DrawOutcome> {
+    const outcome = drawOutcome(draw.activityId, draw.userId, draw);
+    if (draw.prize?.kind === 'POINTS') await this.deps.payments.settleCommitted(draw.drawId);
+    if (outcome.outcome === 'win') this.winnersTicker.announce(outcome);
+    return outcome;
   }
 
   /** Paid draws: releases reservations whose draw never came, once the lottery's journal holds none for them. */

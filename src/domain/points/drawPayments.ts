@@ -44,11 +44,9 @@ export class DrawPayments {
     private readonly options: DrawPaymentOptions,
   ) {
     // A reservation PostgreSQL turned down took points in Redis and remembered its draw id.
-    balances.persistsWith(
-      reserveDrawJournalKind,
-      (entry) => [String(entry.fields.user)],
-      (entry) => [store.drawHoldKey(String(entry.fields.user), String(entry.fields.activity), String(entry.fields.request ?? ''))],
-    );
+    balances.persistsWith(reserveDrawJournalKind, (entry) => [String(entry.fields.user)], {
+      alsoDrops: (entry) => [store.drawHoldKey(String(entry.fields.user), String(entry.fields.activity), String(entry.fields.request ?? ''))],
+    });
   }
 
   /**

@@ -99,15 +99,13 @@ export class PointsService {
     // Redis and remembered its answer: the balance, the goods item and the answer go.
     this.redemptions = redemptionJournalKind(this.delivery);
     for (const kind of [this.redemptions, refusalJournalKind]) {
-      this.balances.persistsWith(
-        kind,
-        (entry) => [requestOf(entry).user],
-        (entry) => {
+      this.balances.persistsWith(kind, (entry) => [requestOf(entry).user], {
+        alsoDrops: (entry) => {
           const { user, goods, request } = requestOf(entry);
           const bucket = this.store.bucketOf(user);
           return [goodsKeys(goods, bucket).meta, answerKey(user, request, bucket)];
         },
-      );
+      });
     }
     this.draws = new DrawPayments(deps, this.balances, this.store, deps.drawPayments);
   }

@@ -1,5 +1,5 @@
 import type { CampaignDeps } from '../../domain/deps.ts';
-import type { JournalEntry, JournalHandler, PersistOutcome } from '../journal/journal.ts';
+import type { AnnounceEntry, JournalEntry, JournalHandler, PersistOutcome } from '../journal/journal.ts';
 import type { StateStream } from '../redis/pubsub.ts';
 import { type RebuildKeys, RebuildTimeoutError, rebuildOnce, underRebuildLock } from './rebuild.ts';
 
@@ -83,10 +83,19 @@ export class Campaign<Id, Snapshot, State = never> {
    * conflict, a dead letter) was decided by keys that disagree with PostgreSQL: the
    * keys of the campaigns it names are dropped, and the next call rebuilds them. A
    * script whose change reaches past this campaign's keys (another campaign's, or a key
-   * of no campaign, such as a remembered answer) names those in `alsoDrops`.
+   * of no campaign, such as a remembered answer) names those in `alsoDrops`. An entry
+   * the journal commits for a caller that may be gone (AnnounceEntry) publishes the
+   * campaigns it names, and runs `announce`, the rest of what its caller would have done.
    */
-  persistsWith(handler: JournalHandler, campaignsOf: (entry: JournalEntry) => Id[], alsoDrops: (entry: JournalEntry) => string[] = () => []): void {
-    this.deps.journal.register(handler, async (entry) => this.forget(campaignsOf(entry), alsoDrops(entry)));
+  persistsWith(handler: JournalHandler, campaignsOf: (entry: JournalEntry) => Id[], more: { alsoDrops?: (entry: JournalEntry) => string[]; announce?: AnnounceEntry } = {}): void {
+    this.deps.journal.register(
+      handler,
+      async (entry) => this.forget(campaignsOf(entry), more.alsoDrops?.(entry)),
+      async (entry) => {
+        if (this.rules.live) for (const id of campaignsOf(entry)) this.publish(id);
+        await more.announce?.(entry);
+      },
+    );
   }
 
   /** Drops the campaigns' keys, and any others named, in one DEL; the next call rebuilds them from PostgreSQL. */

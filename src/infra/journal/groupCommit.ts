@@ -3,7 +3,7 @@ import type { Logger } from '../logger.ts';
 import { journalDeadLetters } from '../metrics.ts';
 import type { RedisClient } from '../redis/connection.ts';
 import { classifyFailure, failureMessage, recordDeadLetter, sqlState } from './deadLetters.ts';
-import type { ForgetEntry, JournalDb, JournalEntry, JournalHandler, PersistResult } from './journal.ts';
+import type { AnnounceEntry, ForgetEntry, JournalDb, JournalEntry, JournalHandler, PersistResult } from './journal.ts';
 
 export class JournalCommitError extends ServiceUnavailableError {}
 
@@ -20,6 +20,7 @@ export class JournalEntryRefusedError extends BadInputError {
 export interface Registered {
   handler: JournalHandler;
   forget: ForgetEntry;
+  announce?: AnnounceEntry;
 }
 
 /** How the entries of one batch ended, by entry key; an entry in none of these was persisted. */

@@ -48,6 +48,13 @@ export interface PersistResult {
  */
 export type ForgetEntry = (entry: JournalEntry) => Promise<unknown>;
 
+/**
+ * Tells subscribers of an entry's change, as its caller would have once it was committed:
+ * the journal calls it for the entries it commits on a caller's behalf (a sweep, or a
+ * stream committed before a rebuild or a retry's answer), whose caller may be dead.
+ */
+export type AnnounceEntry = (entry: JournalEntry) => unknown;
+
 export type PersistOutcome = 'persisted' | 'conflict';
 
 export interface JournalOptions {
@@ -122,8 +129,8 @@ export class Journal {
     private readonly options: JournalOptions,
   ) {}
 
-  register(handler: JournalHandler, forget: ForgetEntry): void {
-    this.handlers.set(handler.kind, { handler, forget });
+  register(handler: JournalHandler, forget: ForgetEntry, announce?: AnnounceEntry): void {
+    this.handlers.set(handler.kind, { handler, forget, announce });
   }
 
   /** The dead letters, newest first, for operators. */
@@ -182,7 +189,7 @@ export class Journal {
   private async sweepStream(stream: string, trackedUntil: number, stale: [string, string[]][], nowMs: number): Promise<number> {
     if (stale.length > 0) {
       this.log.warn({ stream, entries: stale.length }, 'sweeping journal entries left behind');
-      await Promise.allSettled(this.commitAll(stream, stale));
+      await Promise.allSettled(this.commitForOthers(stale.map(([id, flat]) => journalEntry(stream, id, flat))));
       return stale.length;
     }
     if (trackedUntil < nowMs && (await this.redis.xlen(stream)) === 0) {
@@ -225,13 +232,31 @@ export class Journal {
       const page = await this.redis.xrange(stream, start, newest[0], 'COUNT', SWEEP_BATCH);
       if (page.length === 0) return;
       const entries = page.map(([id, flat]) => journalEntry(stream, id, flat)).filter(belongs);
-      await Promise.all(entries.map((entry) => this.commit(entry).catch(unlessRefused)));
+      await Promise.all(this.commitForOthers(entries).map((commit) => commit.catch(unlessRefused)));
       start = `(${page.at(-1)![0]}`;
     }
   }
 
-  private commitAll(stream: string, entries: [id: string, fields: string[]][]): Promise<PersistOutcome>[] {
-    return entries.map(([id, flat]) => this.commit(journalEntry(stream, id, flat)));
+  /**
+   * Commits entries whose callers may be gone, and announces each one persisted: a caller
+   * killed between its script and its commit published nothing, and its subscribers
+   * would otherwise wait on the state before it for good. Announced twice, when the
+   * caller lives, is harmless: subscribers drop what they have had.
+   */
+  private commitForOthers(entries: JournalEntry[]): Promise<PersistOutcome>[] {
+    return entries.map(async (entry) => {
+      const outcome = await this.commit(entry);
+      if (outcome === 'persisted') void this.announce(entry);
+      return outcome;
+    });
+  }
+
+  private async announce(entry: JournalEntry): Promise<void> {
+    try {
+      await this.handlers.get(entry.fields.kind ?? '')?.announce?.(entry);
+    } catch (error) {
+      this.log.warn({ err: error, stream: entry.stream, entryId: entry.id }, 'could not announce a journal entry committed for another caller');
+    }
   }
 
   /**
