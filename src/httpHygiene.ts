@@ -104,6 +104,40 @@ function useRefuseFormBodies(): Plugin {
 }
 
 /**
+ * Yoga's GET parser throws on a `variables` or `extensions` parameter that is not JSON,
+ * and the throw is answered 500 with an error logged: refuse it first, as a POST body
+ * that is not JSON is refused.
+ */
+function useRefuseMalformedGetParameters(): Plugin {
+  return {
+    onRequest({ request, url, fetchAPI, endResponse }) {
+      if (request.method !== 'GET') return;
+      for (const name of ['variables', 'extensions']) {
+        const value = url.searchParams.get(name);
+        if (value === null || isJsonObjectOrNull(value)) continue;
+        const message = `the ${name} parameter must be a JSON object`;
+        endResponse(
+          new fetchAPI.Response(JSON.stringify({ errors: [{ message, extensions: { code: ErrorCode.badRequest } }] }), {
+            status: 400,
+            headers: { 'content-type': 'application/json; charset=utf-8' },
+          }),
+        );
+        return;
+      }
+    },
+  };
+}
+
+function isJsonObjectOrNull(text: string): boolean {
+  try {
+    const value: unknown = JSON.parse(text);
+    return typeof value === 'object' && !Array.isArray(value);
+  } catch {
+    return false;
+  }
+}
+
+/**
  * Headers no page can make a browser send cross-site without a preflight (which CORS then
  * refuses): the service's own, Authorization (its only credential, so a request without it
  * is anonymous anyway), and Apollo's two, which its clients send for this very check.
@@ -296,6 +330,7 @@ export function hygienePlugins(config: Config, corsHeaders: CorsPolicy): Plugin[
   return [
     useCorsAllowList(corsHeaders),
     useRefuseFormBodies(),
+    useRefuseMalformedGetParameters(),
     useCsrfPrevention(),
     useNoSuggestions(),
     useNoRequestParserDetails(config.GRAPHQL_EXPOSE_ERRORS === '1'),

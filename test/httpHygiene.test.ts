@@ -61,6 +61,30 @@ describe('a body that is not JSON', () => {
   });
 });
 
+describe('a GET whose variables or extensions are not a JSON object', () => {
+  it('is BAD_REQUEST naming the parameter, not an unexpected error', async () => {
+    const token = await tokenOf('hygiene-getter');
+    for (const [name, value] of [
+      ['variables', '{x'],
+      ['variables', '[1]'],
+      ['variables', '"text"'],
+      ['extensions', '{"persistedQuery":'],
+    ]) {
+      const url = `${servers.test.url}?query=${encodeURIComponent('{ __typename }')}&${name}=${encodeURIComponent(value!)}`;
+      const response = await fetch(url, { headers: { accept: 'application/json', authorization: `Bearer ${token}` } });
+      expect(response.status, `${name}=${value}`).toBe(400);
+      expect(await response.json()).toEqual({ errors: [{ message: `the ${name} parameter must be a JSON object`, extensions: { code: 'BAD_REQUEST' } }] });
+    }
+    // Well-formed, or null, they are served.
+    for (const query of ['variables=%7B%7D', 'variables=null', 'extensions=%7B%7D']) {
+      const response = await fetch(`${servers.test.url}?query=${encodeURIComponent('{ __typename }')}&${query}`, {
+        headers: { accept: 'application/json', authorization: `Bearer ${token}` },
+      });
+      expect(response.status, query).toBe(200);
+    }
+  });
+});
+
 describe('unexpected errors', () => {
   const query = { query: '{ goods(id: "hygiene-no-such-goods") { id } }' };
 
