@@ -193,6 +193,37 @@ describe('Redis hung: stopped, its connections left open', () => {
   }, 60_000);
 });
 
+describe('Redis hung, with the default command timeout', () => {
+  it('still serves /metrics within a scrape timeout, the journal gauges as they were and the outage counted', async () => {
+    const redisPort = await freePort();
+    const redis = await startThrowawayRedis(redisPort, []);
+    cleanups.push(async () => {
+      redis.kill('SIGCONT');
+      await stopChild(redis);
+    });
+    const env = testEnv('outage_scrape', { REDIS_URL: `redis://127.0.0.1:${redisPort}` });
+    const { server, packetId } = await setUp(env, 1);
+    const scrape = async () => {
+      const started = performance.now();
+      const text = await (await fetch(new URL('/metrics', server.url))).text();
+      return { ms: performance.now() - started, text };
+    };
+    expect((await scrape()).text).toMatch(/^journal_depth 0$/m);
+
+    redis.kill('SIGSTOP');
+    const hung = gql(server.url, RedPacketDocument, { id: packetId }, await tokenOf('outage-scraper'));
+    // A Redis command waits up to 5 s here; Prometheus gives a scrape 10 s by default.
+    for (let i = 0; i < 3; i++) {
+      const { ms, text } = await scrape();
+      expect(ms, `scrape ${i}`).toBeLessThan(2_500);
+      expect(text).toMatch(/^journal_depth 0$/m);
+    }
+    expect(errorCodes(await hung)).toEqual(['SERVICE_UNAVAILABLE']);
+    expect((await scrape()).text).toMatch(/^store_errors_total\{source="request"\} [1-9]/m);
+    redis.kill('SIGCONT');
+  }, 60_000);
+});
+
 describe('A table locked in PostgreSQL', () => {
   it('answers SERVICE_UNAVAILABLE once a statement waits past DATABASE_LOCK_TIMEOUT_MS; the grab stands, and its retry finds it', async () => {
     const env = testEnv('outage_locked', { DATABASE_LOCK_TIMEOUT_MS: '1000', JOURNAL_SWEEP_AFTER_MS: '500', SWEEP_INTERVAL_MS: '200' });

@@ -97,17 +97,31 @@ export interface JournalProbe {
   backlog(): Promise<{ depth: number; lagMs: number }>;
 }
 
+/** How long a scrape waits for the journal's backlog before serving the gauges as they were. */
+const BACKLOG_WAIT_MS = 1000;
+
 /** Registers the journal gauges, read from Redis on each scrape only. */
 export function watchJournal(probe: JournalProbe): void {
   type Backlog = { depth: number; lagMs: number } | undefined;
-  let last: Promise<Backlog> | undefined;
-  // One Redis read per scrape for both gauges. Without Redis they keep their last value:
-  // the other metrics (the outage counted among them) must still be served.
+  let reading: Promise<Backlog> | undefined;
+  let scraping: Promise<Backlog> | undefined;
+  // One Redis read at a time for both gauges. Without Redis they keep their last value:
+  // the other metrics (the outage counted among them) must still be served, and a hung
+  // Redis holds a read for the whole command timeout, longer than a scrape may take.
   const read = () =>
-    (last ??= probe
-      .backlog()
-      .catch((): Backlog => undefined)
-      .finally(() => setImmediate(() => (last = undefined))));
+    (scraping ??= (async (): Promise<Backlog> => {
+      reading ??= probe
+        .backlog()
+        .catch((): Backlog => undefined)
+        .finally(() => (reading = undefined));
+      let timer: NodeJS.Timeout | undefined;
+      const givenUp = new Promise<Backlog>((resolve) => (timer = setTimeout(resolve, BACKLOG_WAIT_MS, undefined)));
+      try {
+        return await Promise.race([reading, givenUp]);
+      } finally {
+        clearTimeout(timer);
+      }
+    })().finally(() => setImmediate(() => (scraping = undefined))));
   registry.removeSingleMetric('journal_depth');
   registry.removeSingleMetric('journal_lag_seconds');
   new Gauge({
