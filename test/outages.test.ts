@@ -56,10 +56,23 @@ describe('Redis killed in the middle of a storm and restarted empty', () => {
   }, 180_000);
 });
 
-/** A TCP proxy to the shared PostgreSQL that the test can cut (refusing and dropping connections) and restore. */
+/**
+ * A TCP proxy to the shared PostgreSQL that the test can cut (refusing and dropping
+ * connections), freeze (holding every byte, as a partition does, no reset) and restore.
+ */
 async function startCuttableProxy(target: URL) {
   const sockets = new Set<Socket>();
+  let frozen = false;
+  const hold = (socket: Socket) => {
+    socket.unpipe();
+    socket.pause();
+  };
   const server: Server = createServer((client) => {
+    if (frozen) {
+      sockets.add(client);
+      client.on('close', () => sockets.delete(client));
+      return hold(client);
+    }
     const upstream = createConnection(Number(target.port || 5432), target.hostname);
     for (const [from, to] of [
       [client, upstream],
@@ -84,7 +97,14 @@ async function startCuttableProxy(target: URL) {
       for (const socket of sockets) socket.destroy();
       await closed;
     },
-    restore: () => listen(port),
+    freeze() {
+      frozen = true;
+      sockets.forEach(hold);
+    },
+    restore: () => {
+      frozen = false;
+      return listen(port);
+    },
     close: () => new Promise((resolve) => server.close(resolve)),
   };
 }
@@ -116,6 +136,35 @@ describe('PostgreSQL unreachable in the middle of a storm', () => {
     await waitFor('the journal to drain', async () => (await stores.redis.xlen(`{rp:${packetId}}:journal`)) === 0, { timeoutMs: 20_000 });
     await expectGrantsKept(stores, packetId, outcomes, answers);
   }, 180_000);
+});
+
+describe('PostgreSQL cut off without a reset (a partition)', () => {
+  it('answers SERVICE_UNAVAILABLE once the client gives up, soon after the statement timeout; the grab stands', async () => {
+    const proxy = await startCuttableProxy(new URL(TEST_DATABASE_URL));
+    cleanups.push(() => proxy.close());
+    const env = testEnv('outage_pg_frozen', { DATABASE_STATEMENT_TIMEOUT_MS: '1000', JOURNAL_SWEEP_AFTER_MS: '500', SWEEP_INTERVAL_MS: '200' });
+    const viaProxy = new URL(env.vars.DATABASE_URL!);
+    viaProxy.host = `127.0.0.1:${proxy.port}`;
+    env.vars.DATABASE_URL = viaProxy.toString();
+    const { stores, server, packetId, names } = await setUp(env, 2);
+    const packets = redPacketsAt(server.url);
+    // A commit just before: the pool holds idle connections, which the partition freezes.
+    expect(await packets.tryGrab(names[1]!, packetId)).toMatchObject({ result: { __typename: 'GrabbedShare' } });
+
+    proxy.freeze();
+    const started = performance.now();
+    const stillWaiting = sleep(30_000).then(() => 'still waiting after 30 s');
+    const grab = await Promise.race([packets.tryGrab(names[0]!, packetId), stillWaiting]);
+    expect(grab).toMatchObject({ errors: [{ extensions: { code: 'SERVICE_UNAVAILABLE' } }] });
+    // A second past the statement timeout per try of the commit, and a few tries.
+    expect(performance.now() - started).toBeLessThan(15_000);
+
+    // The frozen connections are dropped; the sweeper commits the grab, and its retry finds it.
+    await proxy.cut();
+    await proxy.restore();
+    await waitFor('the journal to drain', async () => (await stores.redis.xlen(`{rp:${packetId}}:journal`)) === 0, { timeoutMs: 20_000 });
+    expect(await packets.tryGrab(names[0]!, packetId)).toMatchObject({ result: { __typename: 'AlreadyGrabbed' } });
+  }, 90_000);
 });
 
 describe('Redis down, for a caller who reads Chinese', () => {
