@@ -157,6 +157,10 @@ describe('over HTTP', () => {
     expect(await refusal({ last: -1 })).toMatchObject({ message: 'last：不能小于 0', extensions: { issues: [{ code: 'TOO_SMALL', minimum: 0 }] } });
     expect(await refusal({ after: 'garbage' })).toMatchObject({ message: 'after 不是该列表的游标', extensions: { issues: [{ path: ['after'], code: 'INVALID_CURSOR' }] } });
     expect(await refusal({ after: 'garbage' }, {})).toMatchObject({ message: 'after is not a cursor of this list' });
+    expect(await refusal({ first: 2, last: 1 })).toMatchObject({
+      message: 'first 与 last 不能同时使用：正向翻页用 first 和 after，反向翻页用 last 和 before',
+      extensions: { code: 'BAD_USER_INPUT', issues: [{ path: ['last'], code: 'MIXED_PAGING_DIRECTIONS', values: { forward: 'first', backward: 'last' } }] },
+    });
   });
 
   it('words a NOT_FOUND error of a field without a NotFound member by Accept-Language, as the problem is', async () => {

@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { GoodsCatalogDocument, MyPointsLedgerDocument, MyRedPacketsDocument } from './gql/generated.ts';
+import { GoodsCatalogDocument, MyPointsLedgerDocument, type MyPointsLedgerQueryVariables, MyRedPacketsDocument } from './gql/generated.ts';
 import { errorCodes, requestsAt } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
+import { expectRefusedAsMixed, mixedPages } from './support/paging.ts';
 import { pointsAt } from './support/points.ts';
 import { redPacketsAt } from './support/redPackets.ts';
 
@@ -47,6 +48,34 @@ describe('Me.pointsLedger', () => {
     expect(errorCodes(await raw(MyPointsLedgerDocument, { first: 5 }))).toEqual(['UNAUTHENTICATED']);
     // A page is at most 100 rows.
     expect(errorCodes(await raw(MyPointsLedgerDocument, { first: 101 }, user))).toEqual(['BAD_USER_INPUT']);
+  });
+});
+
+describe('paging directions', () => {
+  it('refuses a page that mixes first/after with last/before, and still pages each way', async () => {
+    const user = 'direction-user';
+    const points = pointsAt(started.server.url);
+    for (let i = 1; i <= 6; i++) await points.award(OPERATOR, { userId: user, amount: i, reason: `award ${i}` });
+    const { data, raw } = requestsAt(started.server.url);
+    const ledger = async (variables: MyPointsLedgerQueryVariables) => (await data(MyPointsLedgerDocument, variables, user)).me.pointsLedger;
+    // Newest first: deltas 6 … 1.
+    const cursors = (await ledger({ first: 6 })).edges.map((edge) => edge.cursor);
+    const deltas = (page: Awaited<ReturnType<typeof ledger>>) => page.edges.map((edge) => edge.node.delta);
+
+    for (const mixed of mixedPages(cursors[1]!, cursors[4]!)) expectRefusedAsMixed(await raw(MyPointsLedgerDocument, mixed.variables, user), mixed);
+
+    const forwards = await ledger({ first: 2, after: cursors[1] });
+    expect(deltas(forwards)).toEqual([4, 3]);
+    expect(forwards.pageInfo).toMatchObject({ hasNextPage: true });
+    const backwards = await ledger({ last: 2, before: cursors[4] });
+    expect(deltas(backwards)).toEqual([4, 3]);
+    expect(backwards.pageInfo).toMatchObject({ hasPreviousPage: true });
+    expect(deltas(await ledger({ first: 2 }))).toEqual([6, 5]);
+    expect(deltas(await ledger({ last: 2 }))).toEqual([2, 1]);
+    expect(deltas(await ledger({}))).toEqual([6, 5, 4, 3, 2, 1]);
+    // A null argument is one not given.
+    expect(deltas(await ledger({ first: 2, after: cursors[1], last: null, before: null }))).toEqual([4, 3]);
+    expect(deltas(await ledger({ first: null, after: null, last: 2, before: cursors[4] }))).toEqual([4, 3]);
   });
 });
 

@@ -3,6 +3,7 @@ import { TeamsConnectionDocument, type TeamsConnectionQuery, type TeamsConnectio
 import { errorCodes, requestsAt } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
+import { expectRefusedAsMixed, mixedPages } from './support/paging.ts';
 import { OPERATOR, teamsAt } from './support/teams.ts';
 
 const env = testEnv('teams_conn');
@@ -90,6 +91,19 @@ describe('teamsConnection pages every team of an activity for operators', () => 
     await teamsAt(started.server.url).confirm('late-buyer', atCursor, 'pay-late');
     const rest = await everyTeam({ activityId: ACTIVITY, status: 'OPEN', first: 2 }, first.pageInfo.endCursor ?? null);
     expect(rest.map((team) => team.id)).toEqual(open.slice(2));
+  });
+
+  it('refuses a page that mixes first/after with last/before, and still pages each way', async () => {
+    const expected = await teamsInPostgres(ACTIVITY);
+    const cursors = (await page({ activityId: ACTIVITY, first: 9 })).edges.map((edge) => edge.cursor);
+    const { raw } = requestsAt(started.server.url);
+    for (const mixed of mixedPages(cursors[1]!, cursors[4]!)) {
+      expectRefusedAsMixed(await raw(TeamsConnectionDocument, { activityId: ACTIVITY, ...mixed.variables }, OPERATOR, { admin: true }), mixed);
+    }
+    const ids = (read: Page) => read.edges.map((edge) => edge.node.id);
+    expect(ids(await page({ activityId: ACTIVITY, first: 2, after: cursors[1] }))).toEqual(expected.slice(2, 4));
+    expect(ids(await page({ activityId: ACTIVITY, last: 2, before: cursors[4] }))).toEqual(expected.slice(2, 4));
+    expect(ids(await page({ activityId: ACTIVITY }))).toEqual(expected);
   });
 
   it('refuses garbage cursors and arguments, anonymous callers and plain users', async () => {

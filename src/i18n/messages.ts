@@ -139,6 +139,10 @@ export const ruleMessages = {
     'zh-CN': () => '未知时区（请使用 IANA 时区名，如 Asia/Shanghai）',
   },
   INVALID_CURSOR: { en: (v: RuleValues) => `${v.argument} is not a cursor of this list`, 'zh-CN': (v: RuleValues) => `${v.argument} 不是该列表的游标` },
+  MIXED_PAGING_DIRECTIONS: {
+    en: (v: RuleValues) => `${v.forward} and ${v.backward} cannot be given together: page forwards with first and after, or backwards with last and before`,
+    'zh-CN': (v: RuleValues) => `${v.forward} 与 ${v.backward} 不能同时使用：正向翻页用 first 和 after，反向翻页用 last 和 before`,
+  },
   NOTHING_TO_CHANGE: { en: () => 'nothing to change', 'zh-CN': () => '没有要修改的内容' },
   DUPLICATE_PRIZE: { en: () => 'each prize at most once', 'zh-CN': () => '每个奖品最多出现一次' },
   GROUP_PRICE_ABOVE_PRICE: { en: () => 'groupPriceCents must not exceed priceCents', 'zh-CN': () => '拼团价不能高于原价' },

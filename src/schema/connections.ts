@@ -11,10 +11,10 @@ export const PAGE_SIZE = { defaultSize: 20, maxSize: 100 };
 
 /** What the Relay paging arguments mean; the relay plugin adds them to every connection field undescribed. */
 const PAGING_ARGUMENTS: Record<string, string> = {
-  first: `Relay paging forwards: at most this many rows, from the start or after \`after\` (0 to ${PAGE_SIZE.maxSize}; ${PAGE_SIZE.defaultSize} when neither first nor last is given; 0 answers pageInfo alone).`,
-  after: 'Relay paging forwards: the rows after this cursor, an endCursor (or edge cursor) this list answered.',
-  last: `Relay paging backwards: at most this many rows, from the end or before \`before\` (0 to ${PAGE_SIZE.maxSize}).`,
-  before: 'Relay paging backwards: the rows before this cursor, a startCursor (or edge cursor) this list answered.',
+  first: `Relay paging forwards: at most this many rows, from the start or after \`after\` (0 to ${PAGE_SIZE.maxSize}; ${PAGE_SIZE.defaultSize} when neither first nor last is given; 0 answers pageInfo alone). Not with last or before.`,
+  after: 'Relay paging forwards: the rows after this cursor, an endCursor (or edge cursor) this list answered. Not with last or before.',
+  last: `Relay paging backwards: at most this many rows, from the end or before \`before\` (0 to ${PAGE_SIZE.maxSize}). Not with first or after.`,
+  before: 'Relay paging backwards: the rows before this cursor, a startCursor (or edge cursor) this list answered. Not with first or after.',
 };
 
 /** Describes the first/after/last/before arguments of the connection field `t.connection` returned. */
@@ -51,6 +51,21 @@ function decodeCursor(cursor: string, argument: string, locale: Locale): string 
   return id;
 }
 
+/** The arguments of each paging direction: one page reads one way from one cursor. */
+const FORWARDS = ['first', 'after'] as const;
+const BACKWARDS = ['last', 'before'] as const;
+
+/**
+ * A page reads forwards (`first`/`after`) or backwards (`last`/`before`), never both: a
+ * keyset read has one direction and one cursor, so a mix would answer rows from the wrong
+ * side of a cursor, or ignore a bound. Relay lets a server refuse what it does not support.
+ */
+function refuseMixedDirections(args: DefaultConnectionArguments, locale: Locale): void {
+  const forward = FORWARDS.find((name) => args[name] != null);
+  const backward = BACKWARDS.find((name) => args[name] != null);
+  if (forward && backward) throw BadInputError.of([inLocale(ruleInputIssue([backward], 'MIXED_PAGING_DIRECTIONS', { forward, backward }), locale)]);
+}
+
 /**
  * A Relay connection over a list read by keyset (`first`/`after` forwards, `last`/`before`
  * backwards): `read` gets the page to fetch, `idOf` names each row's unique id, its cursor.
@@ -65,6 +80,7 @@ export async function keysetConnection<Row>(args: DefaultConnectionArguments, re
     if (size != null && size > PAGE_SIZE.maxSize)
       throw badInput([{ path, message: `${bound} must be at most ${PAGE_SIZE.maxSize}`, code: 'too_big', maximum: PAGE_SIZE.maxSize, origin: 'number' }], locale);
   }
+  refuseMixedDirections(args, locale);
   const connection = await resolveCursorConnection<Promise<Row[]>>({ args, ...PAGE_SIZE, toCursor: (row) => encodeCursor(idOf(row)) }, ({ after, before, limit, inverted }) => {
     const given = after !== undefined ? { argument: 'after' as const, cursor: after } : before !== undefined ? { argument: 'before' as const, cursor: before } : null;
     return read({ ...(given === null ? {} : { cursor: decodeCursor(given.cursor, given.argument, locale), cursorArgument: given.argument }), take: limit, inverted });

@@ -1,0 +1,35 @@
+import { expect } from 'vitest';
+import { type GraphqlResponse, errorCodes } from './client.ts';
+
+/** A page that mixes paging directions, and the forward and backward arguments its refusal names. */
+export interface MixedPage {
+  variables: { first?: number; after?: string; last?: number; before?: string };
+  forward: 'first' | 'after';
+  backward: 'last' | 'before';
+}
+
+/** Every way to mix the directions around two cursors of a list, `early` before `late` in its order. */
+export function mixedPages(early: string, late: string): MixedPage[] {
+  return [
+    { variables: { last: 3, after: early }, forward: 'after', backward: 'last' },
+    { variables: { first: 2, before: late }, forward: 'first', backward: 'before' },
+    { variables: { after: early, before: late }, forward: 'after', backward: 'before' },
+    { variables: { first: 2, last: 1 }, forward: 'first', backward: 'last' },
+    { variables: { first: 2, after: early, last: 1, before: late }, forward: 'first', backward: 'last' },
+  ];
+}
+
+/** The response refuses the mixed page with BAD_USER_INPUT, naming both arguments, rather than answering rows. */
+export function expectRefusedAsMixed(response: GraphqlResponse<unknown>, { forward, backward, variables }: MixedPage): void {
+  const what = JSON.stringify(variables);
+  expect(errorCodes(response), what).toEqual(['BAD_USER_INPUT']);
+  expect(response.body.data ?? null, what).toBeNull();
+  expect(response.body.errors?.[0]?.extensions?.issues, what).toEqual([
+    {
+      path: [backward],
+      code: 'MIXED_PAGING_DIRECTIONS',
+      message: `${forward} and ${backward} cannot be given together: page forwards with first and after, or backwards with last and before`,
+      values: { forward, backward },
+    },
+  ]);
+}
