@@ -1,8 +1,11 @@
+import { randomUUID } from 'node:crypto';
 import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  AwardPointsDocument,
   CloseRedPacketDocument,
   ConfirmTeamSeatDocument,
+  CreditWalletDocument,
   DrawLotteryDocument,
   GoodsDocument,
   GoodsRedemptionsDocument,
@@ -25,6 +28,7 @@ import { type GraphqlResponse, errorCodes, gql, subscribeSse, subscribeWs } from
 import { testEnv } from './support/env.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores, stateKeys } from './support/stores.ts';
+import { teamsAt } from './support/teams.ts';
 import { tokenOf } from './support/tokens.ts';
 
 const env = testEnv('ids');
@@ -41,11 +45,16 @@ afterAll(async () => {
   await stores?.cleanup();
 });
 
-/** Every Redis key under the prefix and the row count of every table of the file's schema. */
+/** Every Redis key under the prefix, and the row count and contents (a digest) of every table of the file's schema. */
 async function state() {
   const { rows } = await stores.sql.query<{ table_name: string }>('SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY table_name');
-  const counts = await Promise.all(rows.map(async ({ table_name }) => [table_name, (await stores.sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${table_name}"`)).rows[0]!.n]));
-  return { counts, keys: await stateKeys(stores.redis, env.keyPrefix) };
+  const tables = await Promise.all(
+    rows.map(async ({ table_name }) => {
+      const sql = `SELECT count(*)::int AS n, md5(coalesce(string_agg(t::text, ',' ORDER BY t::text), '')) AS digest FROM "${table_name}" t`;
+      return [table_name, (await stores.sql.query<{ n: number; digest: string }>(sql)).rows[0]];
+    }),
+  );
+  return { tables, keys: await stateKeys(stores.redis, env.keyPrefix) };
 }
 
 /** Ids no record can have: empty, and long enough to cost a key, a lookup and a message. */
@@ -117,4 +126,41 @@ describe('an id no record can have is BAD_USER_INPUT, in the caller language, an
       }
     });
   }
+});
+
+describe('a user id no token can carry is BAD_USER_INPUT where an operator names a user, and changes nothing', () => {
+  /** What a token's `sub` is refused for: each would credit or seat an id nobody can sign in as, and the first reads as "alice". */
+  const badUserIds = ['\u202Eecila', 'bob\ncarol', 'tab\there', 'zero\u200Bwidth', ' alice', 'alice ', '', 'u'.repeat(129)];
+  let teamId: string;
+  beforeAll(async () => {
+    // A team with free seats: confirmTeamSeat would seat any of these ids in it.
+    teamId = (await teamsAt(server.url).open('ids-leader', { activityId: 'ids-group', capacity: 5 })).id;
+  });
+
+  const mutations: [string, Caller][] = [
+    ['creditWallet', operator(CreditWalletDocument, (userId) => ({ userId, amountCents: 100, reason: 'goodwill', requestId: randomUUID() }))],
+    ['awardPoints', operator(AwardPointsDocument, (userId) => ({ userId, amount: 5, reason: 'bonus', requestId: randomUUID() }))],
+    ['confirmTeamSeat', operator(ConfirmTeamSeatDocument, (userId) => ({ teamId, userId, paymentRef: randomUUID() }))],
+  ];
+
+  it.each(mutations)('%s', async (name, call) => {
+    const before = await state();
+    for (const userId of badUserIds) {
+      const response = await call(userId);
+      const what = `${name} with ${JSON.stringify(userId)}: ${JSON.stringify(response.body)}`;
+      expect(errorCodes(response), what).toEqual(['BAD_USER_INPUT']);
+      expect(response.body.errors?.[0]?.extensions?.issues, what).toMatchObject([{ path: ['userId'], code: 'INVALID_USER_ID' }]);
+    }
+    expect(await state()).toEqual(before);
+    // The same call for an id a token can carry goes through.
+    expect(errorCodes(await call(`ids-payee-${name}`))).toEqual([]);
+  });
+
+  it('words the refusal in Chinese for a zh-CN caller', async () => {
+    const response = await gql(server.url, AwardPointsDocument, { userId: ' alice', amount: 5, reason: 'bonus', requestId: 'zh' }, await as('ids-ops', true), { 'accept-language': 'zh-CN' });
+    expect(response.body.errors?.[0]).toMatchObject({
+      message: 'userId 不是有效的用户 ID：须为 1 到 128 个字符，首尾不能有空格，不能含换行、控制字符、不可见字符或双向控制字符',
+      extensions: { code: 'BAD_USER_INPUT', issues: [{ path: ['userId'], code: 'INVALID_USER_ID' }] },
+    });
+  });
 });

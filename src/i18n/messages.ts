@@ -143,6 +143,10 @@ export const ruleMessages = {
     en: (v: RuleValues) => `${v.forward} and ${v.backward} cannot be given together: page forwards with first and after, or backwards with last and before`,
     'zh-CN': (v: RuleValues) => `${v.forward} 与 ${v.backward} 不能同时使用：正向翻页用 first 和 after，反向翻页用 last 和 before`,
   },
+  INVALID_USER_ID: {
+    en: () => 'userId is no id a user can have: 1 to 128 characters, without spaces at either end, line breaks, or control, invisible or bidi characters',
+    'zh-CN': () => 'userId 不是有效的用户 ID：须为 1 到 128 个字符，首尾不能有空格，不能含换行、控制字符、不可见字符或双向控制字符',
+  },
   NOTHING_TO_CHANGE: { en: () => 'nothing to change', 'zh-CN': () => '没有要修改的内容' },
   DUPLICATE_PRIZE: { en: () => 'each prize at most once', 'zh-CN': () => '每个奖品最多出现一次' },
   GROUP_PRICE_ABOVE_PRICE: { en: () => 'groupPriceCents must not exceed priceCents', 'zh-CN': () => '拼团价不能高于原价' },

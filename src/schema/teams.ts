@@ -1,9 +1,9 @@
 import { builder } from '../builder.ts';
 import type { Context } from '../context.ts';
-import { activityId as activityIdSchema, recordId } from '../domain/ids.ts';
+import { activityId as activityIdSchema, recordId, userId as userIdSchema } from '../domain/ids.ts';
 import { aliasScope, userIdRule } from '../domain/privacy.ts';
 import { NotFound } from '../domain/problems.ts';
-import { openTeamInput, paymentRef as paymentRefSchema, teamListLimit, userId as userIdSchema } from '../domain/teams/input.ts';
+import { openTeamInput, paymentRef as paymentRefSchema, teamListLimit } from '../domain/teams/input.ts';
 import { AlreadyMember, GroupBuyNotActive, NoSeatLock, OpenTeamLimitReached, SeatLockLimitReached, TeamClosed, TeamFull, TeamLimitReached } from '../domain/teams/problems.ts';
 import type { SeatLocked } from '../domain/teams/service.ts';
 import type { SeatLockView, TeamMemberView, TeamState } from '../domain/teams/store.ts';

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { recordId } from '../ids.ts';
+import { userId } from '../ids.ts';
 
 /** One credit at most: a million yuan. */
 export const MAX_CREDIT_CENTS = 100_000_000;
@@ -7,7 +7,7 @@ export const MAX_CREDIT_CENTS = 100_000_000;
 export const MAX_BALANCE_CENTS = 2_147_483_647;
 
 export const creditWalletArgs = z.object({
-  userId: recordId,
+  userId,
   amountCents: z.number().int().min(1, 'amountCents must be at least 1').max(MAX_CREDIT_CENTS, `amountCents must be at most ${MAX_CREDIT_CENTS}`),
   reason: z.string().trim().min(1, 'reason must not be empty').max(200),
   requestId: z.string().min(1, 'requestId must not be empty').max(128),

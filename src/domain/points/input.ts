@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { requireAChange, ruleIssue } from '../../i18n/issues.ts';
-import { recordId } from '../ids.ts';
+import { recordId, userId } from '../ids.ts';
 
 /** GraphQL Int is 32-bit: a balance and a cost must stay within it. */
 export const MAX_POINTS = 2_147_483_647;
@@ -14,7 +14,7 @@ export const MAX_GOODS_STOCK = 2_147_483_647;
 const requestId = z.string().min(1, 'requestId must not be empty').max(128);
 
 export const awardPointsArgs = z.object({
-  userId: recordId,
+  userId,
   amount: z
     .number()
     .int()

@@ -9,6 +9,3 @@ export type OpenTeamInput = z.infer<typeof openTeamInput>;
 export const paymentRef = z.string().max(128, 'paymentRef must be at most 128 characters').regex(/\S/, 'paymentRef must not be blank');
 
 export const teamListLimit = z.number().int().min(1).max(200);
-
-/** A user an operator names: a token's subject, 1 to 128 characters. */
-export const userId = z.string().min(1, 'userId must not be empty').max(128, 'userId must be at most 128 characters');

@@ -1,6 +1,6 @@
 import { webcrypto } from 'node:crypto';
 import { type JWTPayload, type JWTVerifyGetKey, type JWTVerifyOptions, SignJWT, createRemoteJWKSet, errors, jwtVerify } from 'jose';
-import { unacceptableCharacter } from '../../domain/text.ts';
+import { isUserId } from '../../domain/ids.ts';
 import { DEFAULT_LOCALE, type ErrorWording, type RuleValues, errorMessage } from '../../i18n/messages.ts';
 
 export const ADMIN_ROLE = 'admin';
@@ -134,8 +134,7 @@ export class TokenVerifier {
       throw refusal(error);
     }
     const exp = payload.exp!;
-    // Spaces at either end would make two ids look alike too.
-    if (typeof payload.sub !== 'string' || payload.sub.length === 0 || payload.sub.length > 128 || payload.sub.trim() !== payload.sub || unacceptableCharacter(payload.sub, true)) {
+    if (typeof payload.sub !== 'string' || !isUserId(payload.sub)) {
       throw new TokenRefusedError(AuthFailure.malformed, 'TOKEN_WITHOUT_SUB');
     }
     // Counted from now at the latest: a token dated in the future must not stretch its lifetime.
