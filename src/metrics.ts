@@ -6,26 +6,30 @@ import type { Config } from './config.ts';
 import type { Context } from './context.ts';
 import { answersUnavailable } from './errorMasking.ts';
 import { operationOf } from './guards/operation.ts';
+import { type Viewer, isOperator } from './infra/auth/tokens.ts';
 import { graphqlDuration, graphqlRequests, registry, storeErrors } from './infra/metrics.ts';
 
 export const METRICS_PATH = '/metrics';
 
 /**
- * Operation names are the client's to choose: past this many, new ones are counted as
- * `other`. Only a signed-in caller adds one, of at most MAX_NAME_LENGTH characters: an
- * anonymous crowd of made-up names once filled every slot, so the app's own operations
- * were counted as `other`, and made a scrape 15 MB.
+ * Operation names are the client's to choose, so a name is a label of its own only when
+ * it is one of the app's (its persisted documents) or an operator sent it; any other is
+ * `other`. Slots given to the first signed-in callers once let one customer's 250 made-up
+ * names take all of them, and the app's own operations were counted as `other`. Operators'
+ * names are capped still: MAX_OPERATION_NAMES in all, of MAX_NAME_LENGTH characters at most.
  */
 const MAX_OPERATION_NAMES = 200;
 const MAX_NAME_LENGTH = 64;
-const knownNames = new Set<string>();
 
-function operationLabel(name: string | undefined, signedIn: boolean): string {
-  if (name === undefined) return 'anonymous';
-  if (knownNames.has(name)) return name;
-  if (!signedIn || name.length > MAX_NAME_LENGTH || knownNames.size >= MAX_OPERATION_NAMES) return 'other';
-  knownNames.add(name);
-  return name;
+function operationLabels(appOperations: ReadonlySet<string>): (name: string | undefined, viewer: Viewer | null) => string {
+  const knownNames = new Set(appOperations);
+  return (name, viewer) => {
+    if (name === undefined) return 'anonymous';
+    if (knownNames.has(name)) return name;
+    if (!isOperator(viewer) || name.length > MAX_NAME_LENGTH || knownNames.size >= MAX_OPERATION_NAMES) return 'other';
+    knownNames.add(name);
+    return name;
+  };
 }
 
 type Hook = { args: { contextValue: unknown; document: Parameters<typeof operationOf>[0]['document']; operationName?: string | null } };
@@ -36,12 +40,13 @@ type Hook = { args: { contextValue: unknown; document: Parameters<typeof operati
  * envelop awaits a hook that returns a promise. With LOG_LEVEL=debug, each operation
  * also gets a log line with its request id.
  */
-export function useMetrics(): Plugin<Context> {
+export function useMetrics(appOperations: ReadonlySet<string>): Plugin<Context> {
+  const operationLabel = operationLabels(appOperations);
   const observe = ({ args }: Hook) => {
     const started = performance.now();
     const operation = operationOf(args);
     const context = args.contextValue as Context;
-    const labels = { operation: operationLabel(operation?.name?.value, context.viewer !== null), type: operation?.operation ?? 'unknown' };
+    const labels = { operation: operationLabel(operation?.name?.value, context.viewer), type: operation?.operation ?? 'unknown' };
     return (result: ExecutionResult | AsyncIterable<unknown>) => {
       const seconds = (performance.now() - started) / 1000;
       graphqlRequests.inc(labels);

@@ -90,7 +90,7 @@ function createGraphqlServer(app: App, maskError: MaskErrorFunction, corsHeaders
       // Before anything reads a body, graphql-sse's stream included.
       useBodyLimits(app, { callerBytes: config.GRAPHQL_MAX_BODY_BYTES, operatorBytes: config.GRAPHQL_MAX_OPERATOR_BODY_BYTES }),
       // Before the limits: a refused operation is counted and timed too.
-      useMetrics(),
+      useMetrics(trusted.operationNames),
       // Before anything reads the document: it picks the text a documentId names, or refuses.
       trusted.plugin,
       ...armorPlugins(config),
@@ -124,7 +124,8 @@ const isAsyncIterable = (value: unknown): value is AsyncIterable<unknown> => typ
 
 /** HTTP (POST, GET, SSE) and graphql-ws on one port and one path. */
 export async function startServer(config: Config, log: Logger): Promise<RunningServer> {
-  const manifest = config.GRAPHQL_TRUSTED_DOCUMENTS === 'off' ? null : loadManifest();
+  // Read with `off` too: the metrics count the app's operations by their names.
+  const manifest = loadManifest();
   if (!manifest && config.GRAPHQL_TRUSTED_DOCUMENTS === 'only') {
     throw new StartupError('GRAPHQL_TRUSTED_DOCUMENTS=only needs the persisted documents of the web app: run npm run build:web (npm start does)');
   }

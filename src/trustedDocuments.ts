@@ -8,7 +8,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { usePersistedOperations } from '@graphql-yoga/plugin-persisted-operations';
-import { GraphQLError } from 'graphql';
+import { GraphQLError, Kind, parse } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { App } from './app.ts';
 import type { Config } from './config.ts';
@@ -41,6 +41,8 @@ export interface TrustedDocuments {
   queryOf(params: DocumentParams, transport: TransportContext): Promise<string>;
   /** The same rules for Yoga's HTTP transports (POST, GET, SSE). */
   plugin: Plugin;
+  /** The names of the manifest's operations, whatever the mode: the app's own operations. */
+  operationNames: ReadonlySet<string>;
 }
 
 /** The manifest as codegen writes it, `{ "<sha256>": "<document text>" }`; null when the web app is not built. */
@@ -63,6 +65,24 @@ export function loadManifest(file = MANIFEST_FILE): Map<string, string> | null {
     throw new StartupError(`the persisted documents in ${file} are not an object of documents by hash; run npm run build:web -- --force`);
   }
   return new Map(entries as [string, string][]);
+}
+
+/**
+ * The operation names of the app's own documents: the names the metrics count as their
+ * own whoever sends them (src/metrics.ts).
+ */
+function operationNamesOf(manifest: Map<string, string> | null): Set<string> {
+  const names = new Set<string>();
+  for (const [id, document] of manifest ?? []) {
+    let definitions: ReturnType<typeof parse>['definitions'];
+    try {
+      definitions = parse(document).definitions;
+    } catch (error) {
+      throw new StartupError(`the persisted document ${id} in ${MANIFEST_FILE} does not parse (${describeCause(error)}); run npm run build:web -- --force`);
+    }
+    for (const definition of definitions) if (definition.kind === Kind.OPERATION_DEFINITION && definition.name) names.add(definition.name.value);
+  }
+  return names;
 }
 
 /** An error refusing the request before anything runs; `status` for the HTTP answer (Yoga reads and drops `http`). */
@@ -95,6 +115,7 @@ export function createTrustedDocuments(app: App, mode: TrustedDocumentsMode, man
 
   return {
     mode,
+    operationNames: operationNamesOf(manifest),
     documentOf: (id) => documents.get(id),
     async queryOf(params, transport) {
       if (typeof params.query === 'string' && params.query !== '') {

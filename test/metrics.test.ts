@@ -8,11 +8,12 @@ import { errorCodes, gql, openWs } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { lotteryAt } from './support/lottery.ts';
 import { sendNotify } from './support/payments.ts';
+import { webDocumentId } from './support/persistedDocuments.ts';
 import { waitFor } from './support/poll.ts';
 import { redPacketsAt } from './support/redPackets.ts';
 import { type ServerProcess, startServerProcesses } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
-import { tokenOf } from './support/tokens.ts';
+import { type As, tokenOf } from './support/tokens.ts';
 
 // Anonymous reads are limited to 2 per window, so the third within it is RATE_LIMITED.
 const env = testEnv('metrics', { LOG_LEVEL: 'debug', RATE_LIMIT_ANONYMOUS: '2', RATE_LIMIT_WINDOW_MS: '60000' });
@@ -41,6 +42,17 @@ async function scrape(target: ServerProcess = server): Promise<string> {
   return response.text();
 }
 
+/** A POST of any body, query text or a documentId, as `user` or anonymous. */
+async function post(body: Record<string, unknown>, user?: string, as: As = {}): Promise<{ data?: Record<string, unknown> | null; errors?: unknown[] }> {
+  const token = user === undefined ? undefined : await tokenOf(user, as);
+  const response = await fetch(server.url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    body: JSON.stringify(body),
+  });
+  return (await response.json()) as { data?: Record<string, unknown> | null; errors?: unknown[] };
+}
+
 /** The value of one sample (name with its labels as Prometheus prints them), 0 when absent. */
 function sample(text: string, series: string): number {
   const line = text.split('\n').find((entry) => entry.startsWith(`${series} `));
@@ -51,14 +63,16 @@ describe('GET /metrics', () => {
   it('counts operations, timing them, and the refusals their mutations answered', async () => {
     const redPackets = redPacketsAt(server.url);
     const packet = await redPackets.create('metrics-sender', { totalAmount: 2, count: 1 });
-    expect((await redPackets.grab('metrics-first', packet.id)).__typename).toBe('GrabbedShare');
+    // As the web app grabs: its persisted document, whose name is a label of its own.
+    const grab = async (user: string) => (await post({ documentId: webDocumentId('WebGrabRedPacket'), variables: { packetId: packet.id } }, user)).data?.grabRedPacket;
+    expect(await grab('metrics-first')).toMatchObject({ __typename: 'GrabbedShare' });
     const before = await scrape();
-    expect((await redPackets.grab('metrics-late', packet.id)).__typename).toBe('RedPacketEmpty');
+    expect(await grab('metrics-late')).toMatchObject({ __typename: 'RedPacketEmpty' });
     const after = await scrape();
 
-    const grabs = 'graphql_requests_total{operation="GrabRedPacket",type="mutation"}';
+    const grabs = 'graphql_requests_total{operation="WebGrabRedPacket",type="mutation"}';
     expect(sample(after, grabs)).toBe(sample(before, grabs) + 1);
-    expect(sample(after, 'graphql_request_duration_seconds_count{operation="GrabRedPacket",type="mutation"}')).toBeGreaterThanOrEqual(2);
+    expect(sample(after, 'graphql_request_duration_seconds_count{operation="WebGrabRedPacket",type="mutation"}')).toBeGreaterThanOrEqual(2);
     expect(sample(after, 'business_refusals_total{code="RED_PACKET_EMPTY"}')).toBe(sample(before, 'business_refusals_total{code="RED_PACKET_EMPTY"}') + 1);
     // The journal committed both grabs and the creation, in batches it timed.
     expect(sample(after, 'journal_batch_size_count')).toBeGreaterThanOrEqual(1);
@@ -83,26 +97,30 @@ describe('GET /metrics', () => {
     expect(sample(await scrape(), series)).toBe(before + 1);
   });
 
-  it("labels an operation by name only once a signed-in caller named it, 64 characters at most; anyone else's new names are other", async () => {
+  it("labels an operation by its own name only for the app's operations and operators' names: a user's made-up names are other, however many", async () => {
     const named = (name: string) => `graphql_requests_total{operation="${name}",type="query"}`;
-    const user = await tokenOf('metrics-namer');
-    const ask = (name: string, token?: string) =>
-      fetch(server.url, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
-        body: JSON.stringify({ query: `query ${name} { serverTime }` }),
-      });
+    const ask = async (name: string, user?: string, as: As = {}) => post({ query: `query ${name} { serverTime }` }, user, as);
+    const before = await scrape();
+    // One customer makes up more names than there are slots.
+    const junk = Array.from({ length: 250 }, (_, i) => `MetricsJunk${i}`);
+    for (let first = 0; first < junk.length; first += 50) await Promise.all(junk.slice(first, first + 50).map((name) => ask(name, 'metrics-junk-namer')));
     await ask('MadeUpByAnAnonymousCaller');
-    await ask('NamedBySomeoneSignedIn', user);
-    await ask(`Long${'x'.repeat(61)}`, user);
-    const text = await scrape();
-    expect(sample(text, named('MadeUpByAnAnonymousCaller'))).toBe(0);
-    expect(sample(text, named('NamedBySomeoneSignedIn'))).toBe(1);
-    expect(sample(text, named(`Long${'x'.repeat(61)}`))).toBe(0);
-    expect(sample(text, named('other'))).toBeGreaterThanOrEqual(2);
-    // Once known, the name counts for anyone.
-    await ask('NamedBySomeoneSignedIn');
-    expect(sample(await scrape(), named('NamedBySomeoneSignedIn'))).toBe(2);
+    await ask('NamedByAnOperator', 'metrics-operator', { admin: true });
+    await ask(`Long${'x'.repeat(61)}`, 'metrics-operator', { admin: true });
+    // The app's own operation, after the flood, from someone else.
+    expect((await post({ documentId: webDocumentId('WebGroupBuyActivities') }, 'metrics-shopper')).errors).toBeUndefined();
+    const after = await scrape();
+
+    expect(sample(after, named('WebGroupBuyActivities'))).toBe(sample(before, named('WebGroupBuyActivities')) + 1);
+    expect(sample(after, named('other'))).toBe(sample(before, named('other')) + junk.length + 2);
+    const series = (text: string) => text.split('\n').filter((line) => line.startsWith('graphql_requests_total{'));
+    expect(series(after).filter((line) => /MetricsJunk|MadeUp|Long/.test(line))).toEqual([]);
+    // The flood added no series: at most other's and those of the app's and the operator's names.
+    expect(series(after).length - series(before).length).toBeLessThanOrEqual(3);
+    expect(sample(after, named('NamedByAnOperator'))).toBe(1);
+    // Once an operator named it, the name counts for anyone.
+    await ask('NamedByAnOperator', 'metrics-junk-namer');
+    expect(sample(await scrape(), named('NamedByAnOperator'))).toBe(2);
   });
 
   it('follows graphql-ws connections and live subscribers up and down', async () => {
@@ -171,7 +189,8 @@ describe('request ids', () => {
   it('are echoed, taken from a sane X-Request-Id, and carried by the log lines of their request', async () => {
     const response = await fetch(server.url, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-request-id': 'req-metrics-0001', authorization: `Bearer ${await tokenOf('metrics-reader')}` },
+      // An operator's: the operation's name is a label of its own, which the debug line carries.
+      headers: { 'content-type': 'application/json', 'x-request-id': 'req-metrics-0001', authorization: `Bearer ${await tokenOf('metrics-reader', { admin: true })}` },
       body: JSON.stringify({ query: 'query MetricsIdProbe { __typename }' }),
     });
     expect(response.headers.get('x-request-id')).toBe('req-metrics-0001');
