@@ -1,9 +1,9 @@
 import type { ChildProcess } from 'node:child_process';
-import { type Server, type Socket, createConnection, createServer } from 'node:net';
 import { print } from 'graphql';
 import { afterAll, describe, expect, it } from 'vitest';
 import { RedPacketDocument, RedPacketUpdatedDocument } from './gql/generated.ts';
 import { errorCodes, gql, openWs } from './support/client.ts';
+import { startCuttableProxy, throughProxy } from './support/cuttableProxy.ts';
 import { TEST_DATABASE_URL, type TestEnv, testEnv } from './support/env.ts';
 import { expectGrantsKept, expectSuccessOrUnavailable, grabUntilAnswered, stormWithOutage } from './support/outageStorms.ts';
 import { sleep, waitFor } from './support/poll.ts';
@@ -56,68 +56,13 @@ describe('Redis killed in the middle of a storm and restarted empty', () => {
   }, 180_000);
 });
 
-/**
- * A TCP proxy to the shared PostgreSQL that the test can cut (refusing and dropping
- * connections), freeze (holding every byte, as a partition does, no reset) and restore.
- */
-async function startCuttableProxy(target: URL) {
-  const sockets = new Set<Socket>();
-  let frozen = false;
-  const hold = (socket: Socket) => {
-    socket.unpipe();
-    socket.pause();
-  };
-  const server: Server = createServer((client) => {
-    if (frozen) {
-      sockets.add(client);
-      client.on('close', () => sockets.delete(client));
-      return hold(client);
-    }
-    const upstream = createConnection(Number(target.port || 5432), target.hostname);
-    for (const [from, to] of [
-      [client, upstream],
-      [upstream, client],
-    ] as const) {
-      sockets.add(from);
-      from.pipe(to);
-      from.on('error', () => to.destroy());
-      from.on('close', () => {
-        sockets.delete(from);
-        to.destroy();
-      });
-    }
-  });
-  const listen = (port: number) => new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
-  await listen(0);
-  const { port } = server.address() as { port: number };
-  return {
-    port,
-    async cut() {
-      const closed = new Promise((resolve) => server.close(resolve));
-      for (const socket of sockets) socket.destroy();
-      await closed;
-    },
-    freeze() {
-      frozen = true;
-      sockets.forEach(hold);
-    },
-    restore: () => {
-      frozen = false;
-      return listen(port);
-    },
-    close: () => new Promise((resolve) => server.close(resolve)),
-  };
-}
-
 describe('PostgreSQL unreachable in the middle of a storm', () => {
   it('answers fast with SERVICE_UNAVAILABLE, and every acknowledged grant is durable', async () => {
     const target = new URL(TEST_DATABASE_URL);
     const proxy = await startCuttableProxy(target);
     cleanups.push(() => proxy.close());
     const env = testEnv('outage_pg', { JOURNAL_SWEEP_AFTER_MS: '500', SWEEP_INTERVAL_MS: '200' });
-    const viaProxy = new URL(env.vars.DATABASE_URL!);
-    viaProxy.host = `127.0.0.1:${proxy.port}`;
-    env.vars.DATABASE_URL = viaProxy.toString();
+    env.vars.DATABASE_URL = throughProxy(env.vars.DATABASE_URL!, proxy.port);
     const { stores, server, packetId, names } = await setUp(env, 2000);
 
     const CUT_MS = 8000;
@@ -143,9 +88,7 @@ describe('PostgreSQL cut off without a reset (a partition)', () => {
     const proxy = await startCuttableProxy(new URL(TEST_DATABASE_URL));
     cleanups.push(() => proxy.close());
     const env = testEnv('outage_pg_frozen', { DATABASE_STATEMENT_TIMEOUT_MS: '1000', JOURNAL_SWEEP_AFTER_MS: '500', SWEEP_INTERVAL_MS: '200' });
-    const viaProxy = new URL(env.vars.DATABASE_URL!);
-    viaProxy.host = `127.0.0.1:${proxy.port}`;
-    env.vars.DATABASE_URL = viaProxy.toString();
+    env.vars.DATABASE_URL = throughProxy(env.vars.DATABASE_URL!, proxy.port);
     const { stores, server, packetId, names } = await setUp(env, 2);
     const packets = redPacketsAt(server.url);
     // A commit just before: the pool holds idle connections, which the partition freezes.
