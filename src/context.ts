@@ -3,6 +3,7 @@ import type { App } from './app.ts';
 import { ErrorCode, graphqlError, unavailableError } from './errors.ts';
 import { DEFAULT_LOCALE, type ErrorWording, type Locale, type RuleValues, errorMessage, localeOf } from './i18n/messages.ts';
 import { AuthFailure, TokenRefusedError, type Viewer, bearerToken } from './infra/auth/tokens.ts';
+import { logRepeating } from './infra/logger.ts';
 import { requestIdOrNew } from './requestId.ts';
 
 export interface Context {
@@ -99,7 +100,7 @@ export async function buildContext(app: App, authorization: string | undefined, 
     return context;
   } catch (error) {
     if (error instanceof TokenRefusedError) return refused(unauthenticated(error.reason, error.wording, locale, error.values));
-    app.log.warn({ err: error }, 'cannot verify a token');
+    logRepeating(app.log, 'warn', { err: error }, 'cannot verify a token');
     return refused(unavailableError(errorMessage('TOKENS_UNVERIFIABLE', locale)));
   }
 }

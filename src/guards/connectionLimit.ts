@@ -3,6 +3,7 @@ import type { Context as WsContext } from 'graphql-ws';
 import type { WebSocket, WebSocketServer } from 'ws';
 import type { App } from '../app.ts';
 import { errorMessage, localeOf } from '../i18n/messages.ts';
+import { logRepeating } from '../infra/logger.ts';
 import { rateLimited as rateLimitedRequests } from '../infra/metrics.ts';
 import { budgetOf, clientAddress } from './clientAddress.ts';
 import { rateLimited } from './rateLimits.ts';
@@ -110,7 +111,7 @@ export class WebSocketLimits {
       limiter.consume('ws-connection', address).then(
         ({ allowed, retryAfterMs }) => (allowed ? verdict(true) : refuse(verdict, 'ws-connection', errorMessage('TOO_MANY_NEW_CONNECTIONS', locale), retryAfterMs)),
         (error: unknown) => {
-          this.app.log.warn({ err: error }, 'cannot count a new WebSocket connection; refusing it');
+          logRepeating(this.app.log, 'warn', { err: error }, 'cannot count a new WebSocket connection; refusing it');
           verdict(false, 503, undefined, { 'Retry-After': '1' });
         },
       );

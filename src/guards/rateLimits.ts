@@ -5,6 +5,7 @@ import type { Context } from '../context.ts';
 import { ErrorCode, graphqlError, unavailableError, wholeRefusal } from '../errors.ts';
 import { errorMessage } from '../i18n/messages.ts';
 import { isOperator } from '../infra/auth/tokens.ts';
+import { logRepeating } from '../infra/logger.ts';
 import { rateLimited as rateLimitedRequests } from '../infra/metrics.ts';
 import type { RateLimiter } from '../infra/rateLimit.ts';
 import { budgetOf, clientAddress, requestOf } from './clientAddress.ts';
@@ -45,7 +46,7 @@ export async function refuseOverBudget(
     }
   } catch (error) {
     // Without Redis the budget cannot be counted; the request would fail at Redis next anyway.
-    context.app.log.warn({ err: error }, 'cannot count a request against its rate limit');
+    logRepeating(context.app.log, 'warn', { err: error }, 'cannot count a request against its rate limit');
     payload.setResultAndStopExecution({ errors: [wholeRefusal(unavailableError(errorMessage('BRIEFLY_UNAVAILABLE', context.locale)))] });
   }
 }

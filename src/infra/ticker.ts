@@ -1,8 +1,9 @@
-import type { Logger } from './logger.ts';
+import { type Logger, logRepeating } from './logger.ts';
 
 /**
  * Runs `task` every `intervalMs`, never two at once, and logs failures instead of
- * crashing: background sweepers must outlive a database or Redis hiccup.
+ * crashing (held back while they repeat): background sweepers must outlive a database or
+ * Redis hiccup.
  */
 export function every(intervalMs: number, name: string, task: (stopping: AbortSignal) => Promise<unknown>, log: Logger): () => Promise<void> {
   let running: Promise<void> | undefined;
@@ -12,7 +13,8 @@ export function every(intervalMs: number, name: string, task: (stopping: AbortSi
     if (running || stopping.signal.aborted) return;
     running = task(stopping.signal)
       .then(() => undefined)
-      .catch((error: unknown) => log.error({ err: error, task: name }, 'background task failed'))
+      // A task's own window: each failing task still shows, whichever fails first.
+      .catch((error: unknown) => logRepeating(log, 'error', { err: error, task: name }, 'background task failed', `background task failed: ${name}`))
       .finally(() => {
         running = undefined;
       });

@@ -1,5 +1,5 @@
 import { BadInputError, ServiceUnavailableError } from '../../domain/errors.ts';
-import type { Logger } from '../logger.ts';
+import { type Logger, logRepeating } from '../logger.ts';
 import { journalDeadLetters } from '../metrics.ts';
 import type { RedisClient } from '../redis/connection.ts';
 import { classifyFailure, failureMessage, recordDeadLetter, sqlState } from './deadLetters.ts';
@@ -96,13 +96,13 @@ async function persistWithRetry(db: JournalDb, handler: JournalHandler, entries:
   }
 }
 
-/** The entries stay in their streams; the sweeper retries them later. */
+/** The entries stay in their streams; the sweeper retries them later. Logged held back: every batch fails while PostgreSQL is away. */
 function leaveInStreams({ log, result }: Batch, entries: JournalEntry[], error: unknown): void {
   const [only] = entries;
   if (entries.length === 1 && only) {
-    log.error({ err: error, stream: only.stream, entryId: only.id, kind: only.fields.kind }, 'journal entry could not be committed; it stays in its stream');
+    logRepeating(log, 'error', { err: error, stream: only.stream, entryId: only.id, kind: only.fields.kind }, 'journal entry could not be committed; it stays in its stream');
   } else {
-    log.error({ err: error, entries: entries.length }, 'group commit failed');
+    logRepeating(log, 'error', { err: error, entries: entries.length }, 'group commit failed');
   }
   const failure = new JournalCommitError('the grant could not be confirmed in the database; it may still be applied');
   for (const entry of entries) result.failures.set(entryKey(entry), failure);

@@ -14,7 +14,7 @@
  * every instance agrees on leases and due dates.
  */
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.ts';
-import type { Logger } from '../logger.ts';
+import { type Logger, logRepeating } from '../logger.ts';
 
 export interface OutboxOptions {
   /** A lease lasts this long; it must outlast a delivery with room to record its outcome. */
@@ -136,7 +136,8 @@ export class Outbox<Row extends LeasedRow> {
     const retries = failed.map(({ row, error }) => {
       const attempt = this.spec.attemptOf(row);
       const delayMs = retryDelayMs(this.options.retryBaseMs, attempt);
-      this.log.warn({ err: error, id: row.id, attempt, retryInMs: delayMs }, `${this.spec.name} failed; will retry`);
+      // Held back: a destination that is down fails every row of every round.
+      logRepeating(this.log, 'warn', { err: error, id: row.id, attempt, retryInMs: delayMs }, `${this.spec.name} failed; will retry`);
       return { ...row, delayMs, error: String(error?.message ?? error) };
     });
     // One statement for the batch: an outage of the destination fails every delivery at once.
