@@ -54,7 +54,11 @@ export function useMetrics(appOperations: ReadonlySet<string>): Plugin<Context> 
       const errors = Symbol.asyncIterator in result ? undefined : result.errors;
       // Before masking on the Yoga lane: a store's own error is not SERVICE_UNAVAILABLE yet.
       if (errors?.some(answersUnavailable)) storeErrors.inc({ source: 'request' });
-      if (context.app.log.isLevelEnabled('debug')) context.app.log.debug({ ...labels, ms: Math.round(seconds * 1000) }, 'graphql operation done');
+      // A log line is not a series: it names the operation as sent, whoever sent it.
+      if (context.app.log.isLevelEnabled('debug')) {
+        const operationName = operation?.name?.value.slice(0, MAX_NAME_LENGTH) ?? 'anonymous';
+        context.app.log.debug({ ...labels, operation: operationName, ms: Math.round(seconds * 1000) }, 'graphql operation done');
+      }
     };
   };
   return {
