@@ -6,6 +6,7 @@ import { RefundService } from './domain/money/refundService.ts';
 import { WalletService } from './domain/money/walletService.ts';
 import { SignedNotifyProvider } from './domain/payments/provider.ts';
 import { PaymentService } from './domain/payments/service.ts';
+import { settleBucketCount } from './domain/points/bucketCount.ts';
 import { LogVoucherNotifier, WebhookVoucherNotifier } from './domain/points/notifiers.ts';
 import { PointsService } from './domain/points/service.ts';
 import { UserAliases } from './domain/privacy.ts';
@@ -114,6 +115,7 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     const { createdNow } = await applyMigrations(db, log);
     claim = { redis, scripts, keyPrefix: config.REDIS_KEY_PREFIX, databaseId: await databaseIdentity(db.prisma, db.kind), log };
     await claimKeyPrefix({ ...claim, mayTakeOver: createdNow && db.kind === 'pglite' });
+    await settleBucketCount({ redis, prisma: db.prisma, log }, config.POINTS_SHOP_BUCKETS);
   } catch (error) {
     for (const connection of [redis, publisher, subscriber]) connection.disconnect();
     await db?.close();
