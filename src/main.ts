@@ -1,11 +1,16 @@
 import cluster from 'node:cluster';
 import { type Config, ConfigError, loadConfig } from './config.ts';
+import { isStoreOutage } from './errorMasking.ts';
 import { type Logger, createLogger } from './infra/logger.ts';
-import { StartupError } from './infra/startupError.ts';
+import { StartupError, StoreUnreachableError, describeCause } from './infra/startupError.ts';
 import { startServer } from './server.ts';
 
-/** The exit code of a process that refused to start; a cluster primary stops on it. */
+/** The exit code of a process that refused to start (EX_CONFIG); a cluster primary stops on it. */
 const CANNOT_START = 78;
+/** The exit code of a process that could not reach a store at start (EX_TEMPFAIL): worth starting again. */
+const STORE_UNREACHABLE = 75;
+/** The longest a cluster primary waits before starting again a worker that could not reach a store. */
+const MAX_REFORK_DELAY_MS = 30_000;
 
 /** One server in this process; SIGTERM and SIGINT stop it gracefully. */
 async function runServer(config: Config, log: Logger): Promise<void> {
@@ -53,10 +58,21 @@ function runPrimary(config: Config, log: Logger): void {
   for (let i = 0; i < config.WEB_CONCURRENCY; i++) cluster.fork();
   const stopWorkers = () => {
     stopping = true;
-    for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGTERM');
+    const workers = Object.values(cluster.workers ?? {});
+    for (const worker of workers) worker?.process.kill('SIGTERM');
+    // Every worker may be waiting to be started again: no exit would come to end on.
+    if (workers.length === 0) process.exit();
   };
+  // Workers that could not reach a store in a row: each waits twice as long as the last.
+  let unreachableInARow = 0;
+  cluster.on('listening', () => (unreachableInARow = 0));
   cluster.on('exit', (worker, code, signal) => {
-    if (code === CANNOT_START) {
+    if (code === STORE_UNREACHABLE && !stopping) {
+      // A store down for a moment must not take the workers that serve through it down too.
+      const delayMs = Math.min(MAX_REFORK_DELAY_MS, 1000 * 2 ** unreachableInARow++);
+      log.warn({ pid: worker.process.pid, code, delayMs }, 'a worker could not reach a store; starting another later');
+      setTimeout(() => stopping || cluster.fork(), delayMs);
+    } else if (code === CANNOT_START) {
       // Configuration is wrong for every worker alike; replacing it would loop forever.
       if (!stopping) log.error({ pid: worker.process.pid, code }, 'a worker cannot serve; stopping every worker');
       process.exitCode = CANNOT_START;
@@ -95,7 +111,12 @@ async function main(): Promise<void> {
 main().catch((error: unknown) => {
   if (error instanceof ConfigError || error instanceof StartupError) {
     process.stderr.write(`cannot start: ${error.message}\n`);
-    process.exit(CANNOT_START);
+    process.exit(error instanceof StoreUnreachableError ? STORE_UNREACHABLE : CANNOT_START);
+  }
+  // A store lost in the middle of the start (a migration's connection cut, say) may be back in a moment.
+  if (isStoreOutage(error)) {
+    process.stderr.write(`cannot start: a store went away while starting: ${describeCause(error)}\n`);
+    process.exit(STORE_UNREACHABLE);
   }
   process.stderr.write(`cannot start: ${(error as Error).stack ?? String(error)}\n`);
   process.exit(1);

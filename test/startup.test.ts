@@ -15,7 +15,7 @@ import { projectFile } from '../src/projectFiles.ts';
 import { createWebApp } from '../src/webApp.ts';
 import { CreateRedPacketDocument, GrabRedPacketDocument, RedPacketUpdatedDocument } from './gql/generated.ts';
 import { errorCodes, gql, subscribeSse, subscribeWs } from './support/client.ts';
-import { TEST_JWT_SECRET, testEnv } from './support/env.ts';
+import { TEST_DATABASE_URL, TEST_JWT_SECRET, testEnv } from './support/env.ts';
 import { stopAll, stopWithin, withTimeout } from './support/lifecycle.ts';
 import { waitFor } from './support/poll.ts';
 import { startThrowawayRedis, stopChild } from './support/redisServer.ts';
@@ -40,14 +40,26 @@ function expectOneLineRefusal(result: { code: number | null; stderr: string }, n
 describe('refusing to start', () => {
   it('names REDIS_URL when Redis is unreachable, in one line without a stack', async () => {
     const env = testEnv('startup_noredis', { REDIS_URL: `redis://127.0.0.1:${await freePort()}` });
-    const line = expectOneLineRefusal(await runUntilExit(env.vars, 20_000), 'REDIS_URL');
-    expect(line).toMatch(/unreachable/i);
+    const result = await runUntilExit(env.vars, 20_000);
+    expect(expectOneLineRefusal(result, 'REDIS_URL')).toMatch(/unreachable/i);
+    // EX_TEMPFAIL, not EX_CONFIG: a supervisor may start it again, and it may then succeed.
+    expect(result.code).toBe(75);
   });
 
   it('names DATABASE_URL when PostgreSQL is unreachable, in one line without a stack', async () => {
     const env = testEnv('startup_nopg', { DATABASE_URL: `postgresql://postgres@127.0.0.1:${await freePort()}/test` });
-    const line = expectOneLineRefusal(await runUntilExit(env.vars, 20_000), 'DATABASE_URL');
-    expect(line).toMatch(/unreachable/i);
+    const result = await runUntilExit(env.vars, 20_000);
+    expect(expectOneLineRefusal(result, 'DATABASE_URL')).toMatch(/unreachable/i);
+    expect(result.code).toBe(75);
+  });
+
+  it('names DATABASE_URL when PostgreSQL has no such database, as a setting to fix (78), not an outage', async () => {
+    const noDatabase = new URL(TEST_DATABASE_URL);
+    noDatabase.pathname = '/no_such_database_here';
+    const env = testEnv('startup_nodb', { DATABASE_URL: noDatabase.toString() });
+    const result = await runUntilExit(env.vars, 20_000);
+    expect(expectOneLineRefusal(result, 'DATABASE_URL')).toMatch(/refused .*does not exist/);
+    expect(result.code).toBe(78);
   });
 
   it('refuses NODE_ENV=production without JWT_SECRET', async () => {

@@ -2,7 +2,8 @@ import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GrabRedPacketDocument } from './gql/generated.ts';
 import { gql } from './support/client.ts';
-import { testEnv } from './support/env.ts';
+import { startCuttableProxy, throughProxy } from './support/cuttableProxy.ts';
+import { TEST_DATABASE_URL, testEnv } from './support/env.ts';
 import { stopWithin } from './support/lifecycle.ts';
 import { waitFor } from './support/poll.ts';
 import { expectRedPacketInvariants } from './support/redPacketInvariants.ts';
@@ -69,4 +70,47 @@ describe('WEB_CONCURRENCY=2', () => {
     const durable = new Map((await expectRedPacketInvariants(stores, packet.id)).map((row) => [row.user_id, row.amount]));
     expect(durable).toEqual(won);
   });
+});
+
+describe('WEB_CONCURRENCY=2, PostgreSQL down when a worker dies', () => {
+  const env = testEnv('web_concurrency_outage', { WEB_CONCURRENCY: '2' });
+  let server: ServerProcess;
+  let stores: Stores;
+  let proxy: Awaited<ReturnType<typeof startCuttableProxy>>;
+
+  beforeAll(async () => {
+    stores = openStores(env);
+    proxy = await startCuttableProxy(new URL(TEST_DATABASE_URL));
+    server = await startServerProcess({ ...env.vars, DATABASE_URL: throughProxy(env.vars.DATABASE_URL!, proxy.port) });
+  });
+
+  afterAll(async () => {
+    await server?.kill();
+    await proxy?.close();
+    await stores?.cleanup();
+  });
+
+  it('keeps the other worker serving, and starts the replacement once PostgreSQL is back', async () => {
+    const primary = server.child.pid!;
+    const listening = () =>
+      server
+        .output()
+        .split('\n')
+        .filter((line) => line.includes('"msg":"listening on')).length;
+    await waitFor('two workers listening', async () => listening() === 2, { timeoutMs: 20_000 });
+    const [killed, survivor] = await workersOf(primary);
+    await proxy.cut();
+    process.kill(killed!, 'SIGKILL');
+    // The replacement cannot reach PostgreSQL, exits 75, and is tried again later; the survivor serves on.
+    await waitFor('a replacement that could not reach PostgreSQL', async () => server.output().includes('a worker could not reach a store'), { timeoutMs: 20_000 });
+    expect((await workersOf(primary)).includes(survivor!)).toBe(true);
+    const answers = await Promise.all(Array.from({ length: 20 }, () => gql(server.url, '{ __typename }')));
+    expect(answers.map((answer) => answer.body.data)).toEqual(Array(20).fill({ __typename: 'Query' }));
+
+    await proxy.restore();
+    await waitFor('two workers again', async () => (await workersOf(primary)).length === 2, { timeoutMs: 40_000 });
+    await waitFor('ready', async () => (await fetch(new URL('/ready', server.url))).status === 200, { timeoutMs: 20_000 });
+    expect(server.output()).not.toContain('stopping every worker');
+    expect(await stopWithin(server, 20_000)).toBe(0);
+  }, 90_000);
 });

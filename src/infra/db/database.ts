@@ -4,9 +4,10 @@ import { PrismaPg } from '@prisma/adapter-pg';
 import pg from 'pg';
 import { PrismaPGlite } from 'pglite-prisma-adapter';
 import type { Config } from '../../config.ts';
+import { isStoreOutage } from '../../errorMasking.ts';
 import { type Prisma, PrismaClient } from '../../generated/prisma/client.ts';
 import { storeErrors } from '../metrics.ts';
-import { StartupError, describeCause } from '../startupError.ts';
+import { StartupError, StoreUnreachableError, describeCause } from '../startupError.ts';
 
 /** A connection that can run multi-statement SQL; what the migration runner needs. */
 export interface SqlSession {
@@ -95,9 +96,11 @@ async function openPostgres(config: Config, databaseUrl: string): Promise<Databa
     }
   } catch (error) {
     await pool.end().catch(() => undefined);
-    throw new StartupError(
-      `PostgreSQL is unreachable at DATABASE_URL (${url.host}${url.pathname}): ${describeCause(error)}. ` +
-        'Set DATABASE_URL to a reachable server, or unset it to use the embedded PGlite database.',
+    const where = `DATABASE_URL (${url.host}${url.pathname})`;
+    // A missing database or a refused login is a setting to fix; anything else may pass with the outage.
+    if (!isStoreOutage(error)) throw new StartupError(`PostgreSQL refused ${where}: ${(error as Error).message ?? describeCause(error)}. Fix DATABASE_URL.`);
+    throw new StoreUnreachableError(
+      `PostgreSQL is unreachable at ${where}: ${describeCause(error)}. Set DATABASE_URL to a reachable server, or unset it to use the embedded PGlite database.`,
     );
   }
   const prisma = new PrismaClient({ adapter: new PrismaPg(pool, schema ? { schema } : undefined), transactionOptions: TRANSACTION_OPTIONS });

@@ -1,7 +1,7 @@
 import { Cluster, type RedisOptions as IoRedisOptions, Redis } from 'ioredis';
 import type { Logger } from '../logger.ts';
 import { storeErrors } from '../metrics.ts';
-import { StartupError, describeCause } from '../startupError.ts';
+import { StartupError, StoreUnreachableError, describeCause } from '../startupError.ts';
 
 /** One Redis server, or a Redis Cluster (REDIS_CLUSTER_NODES): both run every command and script the service sends. */
 export type RedisClient = Redis | Cluster;
@@ -86,6 +86,9 @@ export function scanTargets(redis: RedisClient): Redis[] {
  * moment): the retry that succeeds later only emits 'ready' (redis/ioredis#709). So 'ready'
  * counts too, and a connection still not ready after the timeout is refused, not awaited forever.
  */
+/** Redis's replies to a missing or wrong password, or an unknown user. */
+const REDIS_AUTH_REFUSED = /^(NOAUTH|WRONGPASS)|^ERR (AUTH|invalid (password|username))/;
+
 export async function connectRedis(redis: RedisClient, options: RedisOptions): Promise<void> {
   const timeoutMs = options.connectTimeoutMs ?? DEFAULT_REDIS_CONNECT_TIMEOUT_MS;
   // The socket error is the useful cause (connect() itself only says "Connection is closed").
@@ -107,7 +110,10 @@ export async function connectRedis(redis: RedisClient, options: RedisOptions): P
   } catch (error) {
     redis.disconnect();
     const setting = options.clusterNodes.length > 0 ? 'REDIS_CLUSTER_NODES to reachable cluster nodes' : 'REDIS_URL to a reachable server';
-    throw new StartupError(`Redis is unreachable at ${redisAddress(options)}: ${describeCause(socketError ?? error)}. Set ${setting}.`);
+    const cause = describeCause(socketError ?? error);
+    // Refused credentials are a setting to fix; anything else may pass with the outage.
+    const Refusal = REDIS_AUTH_REFUSED.test(cause) ? StartupError : StoreUnreachableError;
+    throw new Refusal(`Redis is unreachable at ${redisAddress(options)}: ${cause}. Set ${setting}.`);
   } finally {
     clearTimeout(timer);
     redis.off('ready', onReady);
