@@ -50,7 +50,7 @@ beforeAll(async () => {
   drawId = drawn.drawId;
 });
 
-const TABLES = ['lottery_activity', 'lottery_prize', 'lottery_settings', 'lottery_draw', 'lottery_release', 'lottery_scheduled_hour'];
+const TABLES = ['lottery_activity', 'lottery_prize', 'lottery_settings', 'lottery_draw', 'lottery_release', 'lottery_scheduled_hour', 'operator_request'];
 
 /** Every row of every lottery table, every Redis key under the prefix, and the live activities' Redis state. */
 async function state() {
@@ -137,6 +137,23 @@ describe('createLotteryActivity refuses malformed input with BAD_USER_INPUT and 
   it('reports which field is wrong', async () => {
     const response = await lottery.raw(CreateLotteryDocument, { input: { ...valid, endsAt: valid.startsAt } }, OPERATOR, { admin: true });
     expect(response.body.errors?.[0]?.extensions?.issues).toEqual([{ path: ['input', 'endsAt'], message: 'endsAt must be after startsAt', code: 'ENDS_BEFORE_STARTS' }]);
+  });
+});
+
+describe('createLotteryActivity with a requestId', () => {
+  it('creates once, even concurrently, and refuses the requestId for other terms, changing nothing', async () => {
+    const input = { ...valid, title: 'retried wheel', requestId: 'console-7' };
+    const answers = await Promise.all(Array.from({ length: 8 }, () => lottery.create(OPERATOR, input)));
+    expect(new Set(answers.map((activity) => activity.id)).size).toBe(1);
+    expect((await lottery.create(OPERATOR, input)).id).toBe(answers[0]!.id);
+    const { rows } = await lot.stores.sql.query('SELECT id FROM lottery_activity WHERE title = $1', [input.title]);
+    expect(rows).toHaveLength(1);
+
+    const other = await unchanged(() => lottery.raw(CreateLotteryDocument, { input: { ...input, noPrizeWeight: 11 } }, OPERATOR, { admin: true }));
+    expectBadInput(other, 'another activity under the requestId');
+    expect(other.body.errors?.[0]?.extensions?.issues).toMatchObject([{ path: ['input', 'requestId'], code: 'REQUEST_ID_OF_ANOTHER_CREATE' }]);
+    for (const requestId of ['', 'r'.repeat(129)])
+      expectBadInput(await unchanged(() => lottery.raw(CreateLotteryDocument, { input: { ...input, requestId } }, OPERATOR, { admin: true })), requestId);
   });
 });
 

@@ -65,6 +65,7 @@ async function state() {
       'goods_stock_transfer ORDER BY id',
       'goods_bucket_stock ORDER BY goods_id',
       'redemption_refusal ORDER BY user_id, request_id',
+      'operator_request ORDER BY request_id',
     ].map(async (table) => (await stores.sql.query(`SELECT * FROM ${table}`)).rows),
   );
   const keys = await stateKeys(stores.redis, env.keyPrefix);
@@ -200,6 +201,26 @@ describe('createGoods', () => {
     const response = await unchanged(() => gql(server.url, CreateGoodsDocument, { input: { ...good, ...change } as CreateGoodsInput }, admin));
     expect(response.body.data?.createGoods ?? null).toBeNull();
     expect(errorCodes(response), JSON.stringify(response.body.errors)).toEqual(['BAD_USER_INPUT']);
+  });
+
+  it('creates once per requestId, even concurrently, its codes pooled once; the requestId for other terms is refused', async () => {
+    const input = { title: 'retried card', pointsCost: 5, stock: 3, voucherCodes: ['RETRY-1', 'RETRY-2', 'RETRY-3'], requestId: 'console-42' };
+    // A console that timed out and sent again, several times, some at once.
+    const answers = await Promise.all(Array.from({ length: 8 }, () => gql(server.url, CreateGoodsDocument, { input }, admin)));
+    const ids = new Set(answers.map((answer) => answer.body.data?.createGoods.id));
+    expect(answers.flatMap((answer) => answer.body.errors ?? [])).toEqual([]);
+    expect(ids.size).toBe(1);
+    const later = await points.createGoods('operator', input);
+    expect(later.id).toBe([...ids][0]);
+    const { rows } = await stores.sql.query('SELECT id FROM goods WHERE title = $1', [input.title]);
+    expect(rows).toHaveLength(1);
+
+    const other = await unchanged(() => gql(server.url, CreateGoodsDocument, { input: { ...input, pointsCost: 6 } }, admin));
+    expect(errorCodes(other)).toEqual(['BAD_USER_INPUT']);
+    expect(other.body.errors?.[0]?.extensions?.issues).toMatchObject([{ path: ['input', 'requestId'], code: 'REQUEST_ID_OF_ANOTHER_CREATE' }]);
+    // Another operator's requestId is their own.
+    const theirs = await points.createGoods('operator-2', { ...input, voucherCodes: undefined, stock: 1 });
+    expect(theirs.id).not.toBe(later.id);
   });
 
   it('takes the largest pool, 10,000 codes, in hand-out order', async () => {

@@ -236,6 +236,10 @@ export const ruleMessages = {
     en: (v: RuleValues) => `requestId ${v.requestId} was already used for another award`,
     'zh-CN': (v: RuleValues) => `requestId ${v.requestId} 已用于另一笔积分发放`,
   },
+  REQUEST_ID_OF_ANOTHER_CREATE: {
+    en: (v: RuleValues) => `requestId ${v.requestId} was already used to create something else`,
+    'zh-CN': (v: RuleValues) => `requestId ${v.requestId} 已用于另一次创建`,
+  },
   REQUEST_ID_OF_ANOTHER_PACKET: {
     en: (v: RuleValues) => `requestId ${v.requestId} was already used for another red packet`,
     'zh-CN': (v: RuleValues) => `requestId ${v.requestId} 已用于另一个红包`,

@@ -234,6 +234,10 @@ const CreateLotteryInput = builder
       }),
       timezone: t.string({ defaultValue: 'Asia/Shanghai' }),
       prizes: t.field({ type: [PrizeInput], required: true }),
+      requestId: t.string({
+        description:
+          "The operator's idempotency key (1 to 128 characters): a retry with the same requestId and terms, after a timeout or at once, gets the first activity, created once. The same requestId for other terms: BAD_USER_INPUT (REQUEST_ID_OF_ANOTHER_CREATE).",
+      }),
     }),
   })
   .validate(createLotteryInput);

@@ -128,6 +128,10 @@ const CreateGoodsInput = builder
         description: 'Redemptions before it answer GoodsOffSale with opensAt, by the server clock (serverTime): a 10:00 flash sale prepared the night before. Null: on sale from now.',
       }),
       saleEndsAt: t.field({ type: 'DateTime', description: 'Redemptions from it on answer GoodsOffSale; after saleStartsAt and still ahead. Null: no end.' }),
+      requestId: t.string({
+        description:
+          "The operator's idempotency key (1 to 128 characters): a retry with the same requestId and terms, after a timeout or at once, gets the first item, created once. The same requestId for other terms: BAD_USER_INPUT (REQUEST_ID_OF_ANOTHER_CREATE).",
+      }),
     }),
   })
   .validate(createGoodsInput);

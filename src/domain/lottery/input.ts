@@ -40,6 +40,7 @@ export const createLotteryInput = z
         return canonical ?? z.NEVER;
       }),
     prizes: z.array(prizeInput).min(1, 'an activity needs at least one prize').max(L.maxPrizes),
+    requestId: z.string().min(1).max(L.maxRequestIdLength).nullish(),
   })
   .superRefine((input, ctx) => {
     const issues = settingsIssues({

@@ -1,5 +1,6 @@
 import type { Prisma, PrismaClient } from '../../generated/prisma/client.ts';
 import { type KeysetPage, keysetArgsFromAnyRow, notACursorOfTheList } from '../../infra/db/pages.ts';
+import { type OperatorRequest, recordRequest } from '../operatorRequests.ts';
 import type { LotterySettings, LotteryStatus } from './settings.ts';
 import type { LotterySnapshot, PrizeSnapshot } from './store.ts';
 import { localDate, localDay } from './timezone.ts';
@@ -9,11 +10,15 @@ export interface ActivityRow {
   id: string;
   createdBy: string;
   settings: LotterySettings;
+  /** With a requestId: made once per request (src/domain/operatorRequests.ts). */
+  request: OperatorRequest | null;
 }
 
 /** Creates the activity, its prizes and settings version 1 in one transaction. */
-export async function insertActivity(prisma: PrismaClient, { id, createdBy, settings }: ActivityRow): Promise<void> {
+export async function insertActivity(prisma: PrismaClient, { id, createdBy, settings, request }: ActivityRow): Promise<void> {
   await prisma.$transaction([
+    // First: a call racing with the same requestId waits here for this one, then fails on its key.
+    ...(request ? [recordRequest(prisma, request, id)] : []),
     prisma.lotteryActivity.create({
       data: {
         id,

@@ -8,6 +8,7 @@ import type { ScriptClock } from '../../infra/redis/testClock.ts';
 import { campaignStatus } from '../campaignStatus.ts';
 import type { CampaignDeps } from '../deps.ts';
 import { BadInputError, ServiceUnavailableError } from '../errors.ts';
+import { type OperatorRequest, createOncePerRequest, operatorRequestOf } from '../operatorRequests.ts';
 import type { DrawPayments } from '../points/drawPayments.ts';
 import { NotFound } from '../problems.ts';
 import { type RandomSource, cryptoRandom } from '../random.ts';
@@ -83,7 +84,18 @@ export class LotteryService {
     this.scheduler = new LotteryScheduler(deps, this.activities, this.store, this.random);
   }
 
-  async create(createdBy: string, input: CreateLotteryInput): Promise<LotteryActivityView> {
+  /** Creates the activity; with a requestId, once: a retry after a timeout gets the first activity. */
+  create(createdBy: string, input: CreateLotteryInput): Promise<LotteryActivityView> {
+    const request = operatorRequestOf('lottery', createdBy, input);
+    return createOncePerRequest(
+      this.deps.prisma,
+      request,
+      () => this.createOnce(createdBy, input, request),
+      async (activityId) => (await this.get(activityId))!,
+    );
+  }
+
+  private async createOnce(createdBy: string, input: CreateLotteryInput, request: OperatorRequest | null): Promise<LotteryActivityView> {
     const id = randomUUID();
     const nowMs = await this.deps.clock.nowMs();
     if (input.endsAt.getTime() <= nowMs) throw BadInputError.of([ruleInputIssue(['input', 'endsAt'], 'ENDS_IN_THE_PAST')]);
@@ -95,7 +107,7 @@ export class LotteryService {
     }
     const settings = firstSettings(input);
     await this.activities.create(id, async () => {
-      await insertActivity(this.deps.prisma, { id, createdBy, settings });
+      await insertActivity(this.deps.prisma, { id, createdBy, settings, request });
       return emptySnapshot(id, settings, localDay(settings.utcOffsets, nowMs));
     });
     if (settings.strategy === 'TIMED') await this.scheduler.scheduleActivity(id, nowMs);

@@ -64,6 +64,7 @@ export const createGoodsInput = z
     onSale: z.boolean().optional(),
     saleStartsAt: z.date().nullish(),
     saleEndsAt: z.date().nullish(),
+    requestId: requestId.nullish(),
   })
   .superRefine(unitsAreTheCodes('stock'))
   .superRefine((input, ctx) => {

@@ -2,6 +2,7 @@ import type { Goods, Prisma, PrismaClient } from '../../generated/prisma/client.
 import { ruleInputIssue } from '../../i18n/issues.ts';
 import { unnest } from '../../infra/db/unnest.ts';
 import { BadInputError } from '../errors.ts';
+import { type OperatorRequest, recordRequest } from '../operatorRequests.ts';
 import { allBuckets, bucketOf, initialShare } from './buckets.ts';
 import { type CreateGoodsInput, MAX_GOODS_STOCK, MAX_POINTS, type RestockGoodsInput, type UpdateGoodsInput, saleEndsTooEarly } from './input.ts';
 import { ANSWER_TTL_MS, type BalanceSnapshot, type GoodsShard, type GoodsSnapshot } from './store.ts';
@@ -142,9 +143,11 @@ export async function loadGoods(prisma: PrismaClient, { goodsId, bucket }: Goods
  * Inserts the goods item, the first entry of its history, its pool and its stock dealt
  * over the buckets (a code to the bucket of its position). Throws BadInputError when a code is already in a pool.
  */
-export async function insertGoods(prisma: PrismaClient, id: string, createdBy: string, input: CreateGoodsInput, buckets: number) {
+export async function insertGoods(prisma: PrismaClient, id: string, createdBy: string, input: CreateGoodsInput, buckets: number, request: OperatorRequest | null) {
   const codes = input.voucherCodes ?? [];
   return prisma.$transaction(async (tx) => {
+    // First: a call racing with the same requestId waits here for this one, then fails on its key.
+    if (request) await recordRequest(tx, request, id);
     const goods = await tx.goods.create({
       data: {
         id,

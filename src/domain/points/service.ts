@@ -5,6 +5,7 @@ import { Campaign } from '../../infra/campaign/campaign.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
 import type { CampaignDeps } from '../deps.ts';
 import { BadInputError, ServiceUnavailableError } from '../errors.ts';
+import { type OperatorRequest, createOncePerRequest, operatorRequestOf } from '../operatorRequests.ts';
 import { NotFound } from '../problems.ts';
 import { allBuckets } from './buckets.ts';
 import { type DeliveryOptions, VoucherDeliveryWorker } from './deliveryWorker.ts';
@@ -125,7 +126,18 @@ export class PointsService {
   }
 
   /** Creates the item with its stock dealt over the buckets, and writes its share in each. */
-  async createGoods(createdBy: string, input: CreateGoodsInput): Promise<Goods> {
+  /** Creates the item; with a requestId, once: a retry after a timeout gets the first item. */
+  createGoods(createdBy: string, input: CreateGoodsInput): Promise<Goods> {
+    const request = operatorRequestOf('goods', createdBy, input);
+    return createOncePerRequest(
+      this.deps.prisma,
+      request,
+      () => this.createGoodsOnce(createdBy, input, request),
+      (goodsId) => this.deps.prisma.goods.findUniqueOrThrow({ where: { id: goodsId } }),
+    );
+  }
+
+  private async createGoodsOnce(createdBy: string, input: CreateGoodsInput, request: OperatorRequest | null): Promise<Goods> {
     // Checked here, not in the schema: it depends on the clock. updateGoods may end a sale now.
     if (input.saleEndsAt && input.saleEndsAt.getTime() <= (await redisTimeMs(this.deps.redis))) {
       throw BadInputError.of([ruleInputIssue(['input', 'saleEndsAt'], 'SALE_ENDS_IN_THE_PAST')]);
@@ -135,7 +147,7 @@ export class PointsService {
     const load = async (bucket: number) => (await loadGoods(this.deps.prisma, { goodsId: id, bucket }, buckets))!;
     let created: Goods | undefined;
     await this.goods.create({ goodsId: id, bucket: 0 }, async () => {
-      created = await insertGoods(this.deps.prisma, id, createdBy, input, buckets);
+      created = await insertGoods(this.deps.prisma, id, createdBy, input, buckets, request);
       return load(0);
     });
     await Promise.all(
