@@ -5,10 +5,12 @@ import { type YogaServerInstance, processRegularResult } from 'graphql-yoga';
 import type { Context } from './context.ts';
 import { type MaskErrorFunction, retryAfterSeconds } from './errorMasking.ts';
 import { operationOf } from './guards/operation.ts';
+import { acceptedMediaType } from './httpHygiene.ts';
 import type { Logger } from './infra/logger.ts';
 import type { TrustedDocuments } from './trustedDocuments.ts';
 
-type RegularMediaType = 'application/json' | 'application/graphql-response+json';
+const REGULAR_MEDIA_TYPES = ['application/graphql-response+json', 'application/json'] as const;
+type RegularMediaType = (typeof REGULAR_MEDIA_TYPES)[number];
 type Yoga = YogaServerInstance<{ connectionParams?: Record<string, unknown> }, Context>;
 type RequestView = ReturnType<typeof requestView>;
 
@@ -16,22 +18,10 @@ const MAX_FAST_BODY_BYTES = 64 * 1024;
 
 /**
  * Yoga's choice of media type for a single (non-streamed) result, or null when the
- * client accepts none that Yoga would answer a query or mutation with. Parsed exactly
- * as graphql-yoga's result processor does (the last acceptable entry wins).
+ * client accepts none that Yoga would answer a query or mutation with.
  */
 export function regularMediaType(accept: string | undefined): RegularMediaType | null {
-  let chosen: RegularMediaType | null = null;
-  const asked = (accept || '*/*').replace(/\s/g, '').toLowerCase().split(',').reverse();
-  for (const entry of asked) {
-    const [mediaType = '', ...params] = entry.split(';');
-    if ((params.find((param) => param.includes('charset=')) ?? 'charset=utf-8') !== 'charset=utf-8') continue;
-    const [type, subtype] = mediaType.split('/');
-    for (const candidate of ['application/graphql-response+json', 'application/json'] as const) {
-      const [candidateType, candidateSubtype] = candidate.split('/');
-      if ((type === '*' || type === candidateType) && (subtype === '*' || subtype === candidateSubtype)) chosen = candidate;
-    }
-  }
-  return chosen;
+  return acceptedMediaType(accept, REGULAR_MEDIA_TYPES);
 }
 
 interface Params {

@@ -8,6 +8,7 @@ import { buildContext, unauthenticated } from './context.ts';
 import { ErrorCode, graphqlError, resultWithoutHttpStatus, withoutHttpStatus } from './errors.ts';
 import { asRequestError } from './graphqlPlugins.ts';
 import { rateLimited } from './guards/rateLimits.ts';
+import { refusal } from './httpHygiene.ts';
 import { type ErrorWording, errorMessage, localeOf } from './i18n/messages.ts';
 import { AuthFailure } from './infra/auth/tokens.ts';
 import type { TrustedDocuments } from './trustedDocuments.ts';
@@ -35,6 +36,48 @@ const badRequest = (errors: readonly GraphQLError[]) => errorAnswer(400, without
 function isStreamGone(request: Request, url: URL, response: Response): boolean {
   if (request.method === 'PUT' || !(request.headers.get(TOKEN_HEADER_KEY) ?? url.searchParams.get(TOKEN_QUERY_KEY))) return false;
   return response.status === 404 || (request.method === 'GET' && response.status === 400);
+}
+
+/**
+ * What to send instead, for graphql-sse's own refusals that do not say it: some have no
+ * body (405, 406, 415), the 409s only name the conflict.
+ */
+function sseRefusalMessage(method: string, status: number): string | undefined {
+  switch (status) {
+    case 405:
+      return 'PUT reserves a stream, GET with Accept: text/event-stream connects it, POST runs an operation on it, DELETE stops one';
+    case 406:
+      return method === 'PUT'
+        ? 'a reservation answers its token as text/plain: send Accept: text/plain, or none'
+        : 'Accept is matched exactly: send text/event-stream alone to connect a stream, and application/json (or none) with an operation';
+    case 409:
+      return method === 'POST'
+        ? 'an operation with this extensions.operationId is still running on the stream: give each operation its own id'
+        : 'the stream is connected already: reserve another (PUT) for another connection';
+    case 415:
+      return 'POST the GraphQL request as application/json';
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * graphql-sse's 4xx with a JSON body whose errors all carry a code, as every refusal of a
+ * request does: BAD_REQUEST where graphql-sse gave none (its 400s keep their own message).
+ * Those answered here carry their codes already and are passed on as they are.
+ */
+async function withCodes(method: string, response: Response, fetchAPI: { Response: typeof Response }): Promise<Response> {
+  const text = await response.text();
+  const errors = text ? ((JSON.parse(text) as { errors?: { extensions?: { code?: unknown } }[] }).errors ?? []) : [];
+  if (errors.length > 0 && errors.every((error) => error.extensions?.code !== undefined)) {
+    return new fetchAPI.Response(text, { status: response.status, statusText: response.statusText, headers: response.headers });
+  }
+  const message = sseRefusalMessage(method, response.status) ?? (errors[0] as { message?: string } | undefined)?.message ?? 'not a graphql-sse request';
+  const answer = refusal(fetchAPI, response.status, message);
+  // A 405's methods, as graphql-sse names them.
+  const allow = response.headers.get('allow');
+  if (allow) answer.headers.set('allow', allow);
+  return answer;
 }
 
 /**
@@ -186,15 +229,17 @@ export function useGraphqlSse(app: App, trusted: TrustedDocuments): Plugin {
       const url = new URL(request.url);
       if (url.pathname !== GRAPHQL_SSE_PATH) return;
       serverContexts.set(request, serverContext as object);
-      return handler(request).then((response) => {
+      return handler(request).then(async (response) => {
         const gone = isStreamGone(request, url, response);
         // Without a token and without Accept: text/event-stream, graphql-sse looks for a stream this names: none.
         const unnamed = !gone && response.status === 404 && request.method !== 'PUT';
-        if (!gone && !unnamed) return endResponse(response);
-        void response.body?.cancel();
-        const error = graphqlError(ErrorCode.notFound, errorMessage(gone ? 'STREAM_GONE' : 'NO_STREAM_NAMED', localeOf(request.headers.get('accept-language'))));
-        const [body, init] = errorAnswer(404, [error]);
-        endResponse(new fetchAPI.Response(body as string, init));
+        if (gone || unnamed) {
+          void response.body?.cancel();
+          const error = graphqlError(ErrorCode.notFound, errorMessage(gone ? 'STREAM_GONE' : 'NO_STREAM_NAMED', localeOf(request.headers.get('accept-language'))));
+          const [body, init] = errorAnswer(404, [error]);
+          return endResponse(new fetchAPI.Response(body as string, init));
+        }
+        endResponse(response.status >= 400 && response.status < 500 ? await withCodes(request.method, response, fetchAPI) : response);
       });
     },
   };

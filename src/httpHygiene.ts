@@ -1,7 +1,7 @@
 import { useCSRFPrevention } from '@graphql-yoga/plugin-csrf-prevention';
 import { getCORSHeadersByRequestAndOptions } from '@whatwg-node/server';
 import { BREAK, type DocumentNode, type ExecutionResult, GraphQLError, Kind, visit } from 'graphql';
-import type { Plugin } from 'graphql-yoga';
+import { type Plugin, processRegularResult } from 'graphql-yoga';
 import type { Config } from './config.ts';
 import type { Context } from './context.ts';
 import { retryAfterSeconds } from './errorMasking.ts';
@@ -80,24 +80,85 @@ function useCorsAllowList(corsHeaders: CorsPolicy): Plugin {
   };
 }
 
-const REFUSED_BODIES = ['application/x-www-form-urlencoded', 'multipart/form-data'];
+/**
+ * A refusal of a request that is no GraphQL request: a BAD_REQUEST error whose message says
+ * what to send. Yoga and graphql-sse answer some of these with an empty body and no code.
+ */
+export function refusal(fetchAPI: { Response: typeof Response }, status: number, message: string): Response {
+  return new fetchAPI.Response(JSON.stringify({ errors: [{ message, extensions: { code: ErrorCode.badRequest } }] }), {
+    status,
+    headers: { 'content-type': 'application/json; charset=utf-8' },
+  });
+}
 
 /**
- * HTML forms can POST these cross-site without a preflight, and nothing here takes
- * uploads: refuse them before any parsing, with a message saying what to send.
+ * The media type Yoga picks among `offered` for a request's Accept, or null when it would
+ * pick none. Parsed exactly as graphql-yoga's result processor does: only utf-8 (the
+ * default) is served, and the last acceptable entry wins.
  */
-function useRefuseFormBodies(): Plugin {
+export function acceptedMediaType<Offered extends string>(accept: string | null | undefined, offered: readonly Offered[]): Offered | null {
+  let chosen: Offered | null = null;
+  const asked = (accept || '*/*').replace(/\s/g, '').toLowerCase().split(',').reverse();
+  for (const entry of asked) {
+    const [mediaType = '', ...params] = entry.split(';');
+    if ((params.find((param) => param.includes('charset=')) ?? 'charset=utf-8') !== 'charset=utf-8') continue;
+    const [type, subtype] = mediaType.split('/');
+    for (const candidate of offered) {
+      const [candidateType, candidateSubtype] = candidate.split('/');
+      if ((type === '*' || type === candidateType) && (subtype === '*' || subtype === candidateSubtype)) chosen = candidate;
+    }
+  }
+  return chosen;
+}
+
+/** Every media type Yoga answers an operation with (multipart/mixed: a query's, not a subscription's). */
+const ANSWERED_MEDIA_TYPES = ['application/graphql-response+json', 'application/json', 'text/event-stream', 'multipart/mixed'];
+
+const REFUSED_BODIES = ['application/x-www-form-urlencoded', 'multipart/form-data'];
+
+const mediaTypeOf = (request: RequestHeaders) => request.headers.get('content-type')?.split(';')[0]?.trim().toLowerCase() ?? '';
+
+const unreadBody = (mediaType: string) => `${mediaType ? `${mediaType} bodies are` : 'a body without a Content-Type is'} refused; POST the GraphQL request as application/json`;
+
+/**
+ * Requests Yoga cannot serve, refused with a code and a message saying what to send, where
+ * Yoga would answer 415 or 406 with an empty body:
+ * - form and multipart bodies: HTML forms can POST these cross-site without a preflight,
+ *   and nothing here takes uploads, so they are refused before any parsing, Yoga's own
+ *   parsers for them included;
+ * - any other body Yoga has no parser for (after CSRF prevention, which refuses a text/plain
+ *   POST without its header with a 403 of its own);
+ * - an Accept admitting none of the media types Yoga answers with, refused before anything
+ *   runs: Yoga picks the media type after execution, so a mutation would be made, and its
+ *   answer lost to a 406;
+ * - a subscription under an Accept admitting no event stream: it has started by the time Yoga
+ *   finds no media type for it, so it is ended here, giving its subscription slot back.
+ *   Yoga would leave it running, holding the slot, for good.
+ */
+function useRefuseUnservedRequests(): Plugin {
   return {
     onRequest({ request, fetchAPI, endResponse }) {
       if (request.method !== 'POST') return;
-      const mediaType = request.headers.get('content-type')?.split(';')[0]?.trim().toLowerCase() ?? '';
-      if (!REFUSED_BODIES.includes(mediaType)) return;
-      const message = `${mediaType} bodies are refused; POST the GraphQL request as application/json`;
-      endResponse(
-        new fetchAPI.Response(JSON.stringify({ errors: [{ message, extensions: { code: ErrorCode.badRequest } }] }), {
-          status: 415,
-          headers: { 'content-type': 'application/json; charset=utf-8' },
-        }),
+      const mediaType = mediaTypeOf(request);
+      if (REFUSED_BODIES.includes(mediaType)) endResponse(refusal(fetchAPI, 415, unreadBody(mediaType)));
+    },
+    onRequestParse({ request, requestParser, fetchAPI, endResponse }) {
+      // Other methods are Yoga's to refuse (405, with a code).
+      if (request.method !== 'POST' && request.method !== 'GET') return;
+      if (!requestParser) return endResponse(refusal(fetchAPI, 415, unreadBody(mediaTypeOf(request))));
+      if (!acceptedMediaType(request.headers.get('accept'), ANSWERED_MEDIA_TYPES)) {
+        endResponse(refusal(fetchAPI, 406, 'Accept names nothing this endpoint answers with: accept application/json, and text/event-stream for a subscription'));
+      }
+    },
+    onResultProcess({ result, resultProcessor, setResultProcessor }) {
+      if (resultProcessor) return;
+      // Not a stream: a refusal Yoga threw (a method it does not serve, say) or a subscription
+      // refused before it started, answered as JSON all the same, its errors carrying the codes.
+      if (!(Symbol.asyncIterator in (result as object))) return setResultProcessor(processRegularResult, 'application/json');
+      void (result as AsyncGenerator).return?.(undefined);
+      setResultProcessor(
+        (_result, fetchAPI) => refusal(fetchAPI, 406, 'a subscription over HTTP is answered as an event stream: send Accept: text/event-stream, or subscribe over graphql-ws'),
+        'application/json',
       );
     },
   };
@@ -115,13 +176,7 @@ function useRefuseMalformedGetParameters(): Plugin {
       for (const name of ['variables', 'extensions']) {
         const value = url.searchParams.get(name);
         if (value === null || isJsonObjectOrNull(value)) continue;
-        const message = `the ${name} parameter must be a JSON object`;
-        endResponse(
-          new fetchAPI.Response(JSON.stringify({ errors: [{ message, extensions: { code: ErrorCode.badRequest } }] }), {
-            status: 400,
-            headers: { 'content-type': 'application/json; charset=utf-8' },
-          }),
-        );
+        endResponse(refusal(fetchAPI, 400, `the ${name} parameter must be a JSON object`));
         return;
       }
     },
@@ -325,13 +380,14 @@ function useNoSharedCachingOfSignedInGets(): Plugin {
   };
 }
 
-/** Request and error hygiene (CORS, CSRF, form bodies, suggestions, parser details, introspection, Retry-After, no framing, caching), for Yoga's plugin list; the fast lane shares `corsHeaders`. */
+/** Request and error hygiene (CORS, CSRF, bodies and Accept headers it cannot serve, suggestions, parser details, introspection, Retry-After, no framing, caching), for Yoga's plugin list; the fast lane shares `corsHeaders`. */
 export function hygienePlugins(config: Config, corsHeaders: CorsPolicy): Plugin[] {
   return [
     useCorsAllowList(corsHeaders),
-    useRefuseFormBodies(),
     useRefuseMalformedGetParameters(),
     useCsrfPrevention(),
+    // After CSRF prevention, whose refusal comes first; its onRequest (forms) runs before any parsing all the same.
+    useRefuseUnservedRequests(),
     useNoSuggestions(),
     useNoRequestParserDetails(config.GRAPHQL_EXPOSE_ERRORS === '1'),
     useOperatorIntrospection(config) as Plugin,

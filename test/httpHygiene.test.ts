@@ -1,14 +1,17 @@
-import { type DocumentNode, parse } from 'graphql';
+import { type DocumentNode, parse, print } from 'graphql';
 import { fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { subscribeWs } from './support/client.ts';
+import { RedPacketUpdatedDocument } from './gql/generated.ts';
+import { subscribeSse, subscribeWs } from './support/client.ts';
 import { testEnv } from './support/env.ts';
+import { redPacketsAt } from './support/redPackets.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
 import { tokenOf } from './support/tokens.ts';
 
 // One deployment (schema, key prefix) served in three NODE_ENVs, and with errors exposed on purpose.
-const env = testEnv('http_hygiene');
+// One live subscription per user: a subscription refused must give its place back.
+const env = testEnv('http_hygiene', { SUBSCRIPTIONS_PER_USER: '1' });
 const servers = {} as Record<'test' | 'development' | 'exposed' | 'production' | 'listed', ServerProcess>;
 let stores: Stores;
 
@@ -81,6 +84,100 @@ describe('a GET whose variables or extensions are not a JSON object', () => {
         headers: { accept: 'application/json', authorization: `Bearer ${token}` },
       });
       expect(response.status, query).toBe(200);
+    }
+  });
+});
+
+describe('requests the endpoint cannot serve', () => {
+  const awards = async (requestId: string) => (await stores.sql.query<{ n: number }>('SELECT count(*)::int AS n FROM points_ledger WHERE request_id = $1', [requestId])).rows[0]!.n;
+  const award = (requestId: string, extra: Record<string, unknown> = {}) =>
+    JSON.stringify({ query: `mutation { awardPoints(userId: "hygiene-awardee", amount: 5, reason: "r", requestId: "${requestId}") }`, ...extra });
+
+  /** The refusal's status, and its body: one BAD_REQUEST error saying what to send. */
+  async function refusedWith(response: Awaited<ReturnType<typeof fetch>>, status: number, what: RegExp) {
+    expect(response.status).toBe(status);
+    expect(response.headers.get('content-type')).toMatch(/^application\/json/);
+    const { errors } = (await response.json()) as Answer['body'];
+    expect(errors).toEqual([{ message: expect.stringMatching(what), extensions: { code: 'BAD_REQUEST' } }]);
+  }
+
+  it('refuses a body it has no parser for with 415, a code and what to send, running nothing', async () => {
+    const authorization = `Bearer ${await tokenOf('hygiene-awarder', { admin: true })}`;
+    for (const contentType of ['text/plain', 'application/xml', undefined]) {
+      const requestId = `hygiene-415-${contentType ?? 'none'}`;
+      const headers = { authorization, ...(contentType ? { 'content-type': contentType } : {}) };
+      // Sent as a string, undici would add text/plain itself.
+      const body = contentType ? award(requestId) : new TextEncoder().encode(award(requestId));
+      await refusedWith(await fetch(servers.test.url, { method: 'POST', headers, body }), 415, /POST the GraphQL request as application\/json/);
+      expect(await awards(requestId)).toBe(0);
+    }
+  });
+
+  it('refuses an Accept it answers nothing in with 406 before the operation runs, on either lane', async () => {
+    const authorization = `Bearer ${await tokenOf('hygiene-awarder', { admin: true })}`;
+    for (const accept of ['application/xml', 'text/html', 'application/json; charset=latin1']) {
+      // A plain JSON POST comes to the fast lane; with `extensions` it goes to Yoga's.
+      for (const extra of [{}, { extensions: {} }]) {
+        const requestId = `hygiene-406-${accept}-${Object.keys(extra).length}`;
+        const response = await fetch(servers.test.url, { method: 'POST', headers: { authorization, accept, 'content-type': 'application/json' }, body: award(requestId, extra) });
+        await refusedWith(response, 406, /accept application\/json/);
+        expect(await awards(requestId)).toBe(0);
+      }
+    }
+    const get = await fetch(`${servers.production.url}?query=${encodeURIComponent('{ __typename }')}`, { headers: { authorization, accept: 'text/html' } });
+    await refusedWith(get, 406, /accept application\/json/);
+    // Served as before under an Accept it answers.
+    const served = await fetch(servers.test.url, { method: 'POST', headers: { authorization, 'content-type': 'application/json' }, body: award('hygiene-406-served') });
+    expect(await served.json()).toEqual({ data: { awardPoints: expect.any(Number) } });
+    expect(await awards('hygiene-406-served')).toBe(1);
+  });
+
+  it('refuses a subscription under an Accept without an event stream with 406, and gives its place back', async () => {
+    const packet = await redPacketsAt(servers.test.url).create('hygiene-packet-sender', { totalAmount: 10, count: 2 });
+    const token = await tokenOf('hygiene-subscriber');
+    const subscription = JSON.stringify({ query: print(RedPacketUpdatedDocument), variables: { packetId: packet.id } });
+    for (const accept of ['application/json', 'multipart/mixed']) {
+      const response = await fetch(servers.test.url, { method: 'POST', headers: { authorization: `Bearer ${token}`, accept, 'content-type': 'application/json' }, body: subscription });
+      await refusedWith(response, 406, /Accept: text\/event-stream/);
+    }
+    // The user's one place is free: an event stream is served.
+    const stream = subscribeSse(servers.test.url, RedPacketUpdatedDocument, { packetId: packet.id }, token);
+    try {
+      const [first] = await stream.until((events) => events.length > 0);
+      expect(first).toEqual({ data: { redPacketUpdated: expect.objectContaining({ id: packet.id }) } });
+    } finally {
+      stream.close();
+    }
+  });
+
+  it("has graphql-sse's refusals carry a code and what to send, keeping their statuses", async () => {
+    const stream = new URL('/graphql/stream', servers.test.url).toString();
+    const packet = await redPacketsAt(servers.test.url).create('hygiene-packet-sender', { totalAmount: 10, count: 2 });
+    const owner = { authorization: `Bearer ${await tokenOf('hygiene-streamer')}` };
+    await refusedWith(await fetch(stream, { method: 'PUT', headers: { ...owner, accept: 'application/json' } }), 406, /Accept: text\/plain/);
+    const token = await (await fetch(stream, { method: 'PUT', headers: owner })).text();
+    const onStream = { ...owner, 'x-graphql-event-stream-token': token };
+    const operate = (headers: Record<string, string>, extensions: Record<string, unknown> = { operationId: 'watch' }) =>
+      fetch(stream, {
+        method: 'POST',
+        headers: { ...onStream, 'content-type': 'application/json', ...headers },
+        body: JSON.stringify({ query: print(RedPacketUpdatedDocument), variables: { packetId: packet.id }, extensions }),
+      });
+    await refusedWith(await fetch(stream, { method: 'PATCH', headers: onStream }), 405, /PUT reserves a stream/);
+    await refusedWith(await operate({ accept: 'text/plain' }), 406, /application\/json \(or none\) with an operation/);
+    await refusedWith(await operate({ 'content-type': 'text/plain' }), 415, /POST the GraphQL request as application\/json/);
+    await refusedWith(await operate({}, {}), 400, /Operation ID is missing/);
+    const connecting = new AbortController();
+    try {
+      const connected = await fetch(stream, { headers: { ...onStream, accept: 'text/event-stream' }, signal: connecting.signal });
+      expect(connected.status).toBe(200);
+      await refusedWith(await fetch(stream, { headers: { ...onStream, accept: 'text/event-stream' } }), 409, /reserve another \(PUT\)/);
+      expect((await operate({})).status).toBe(202);
+      await refusedWith(await operate({}), 409, /give each operation its own id/);
+      // The refusals changed nothing: the operation runs on, and is stopped as usual.
+      expect((await fetch(`${stream}?operationId=watch`, { method: 'DELETE', headers: onStream })).status).toBe(200);
+    } finally {
+      connecting.abort();
     }
   });
 });
