@@ -201,6 +201,37 @@ describe('a journal commit that fails for want of a database', () => {
   });
 });
 
+describe("the sweeper's log", () => {
+  it('is one line a round, however many streams it swept, with the counts and the first streams named', async () => {
+    // Whatever the tests before left behind is swept by an instance of its own: its line is not this one's.
+    await (await instance()).journal.sweep();
+    const app = await instance();
+    const streams: string[] = [];
+    for (let i = 0; i < 12; i++) {
+      const { packet, keys } = await packetWith(app, 3);
+      streams.push(keys.journal);
+      // Entries of a caller that died before committing them: three in the first stream, one in each other.
+      for (let grab = 0; grab < (i === 0 ? 3 : 1); grab++) await grabInRedis(app, packet.id, `left-behind-${grab}`);
+    }
+    const mark = logged.length;
+    await sleep(200);
+    expect(await app.journal.sweep()).toBe(14);
+    const lines = logged.slice(mark).filter((line) => line.msg === 'sweeping journal entries left behind');
+    expect(lines).toEqual([expect.objectContaining({ level: 40, streams: 12, entries: 14, skipped: 0 })]);
+    const named = lines[0]!.firstStreams as string[];
+    expect(named).toHaveLength(10);
+    expect(streams).toEqual(expect.arrayContaining(named));
+    for (const stream of streams) expect(await app.redis.xlen(stream)).toBe(0);
+
+    // Another round soon after (as every round is while PostgreSQL is down) is held back.
+    const { packet } = await packetWith(app, 3);
+    await grabInRedis(app, packet.id, 'left-behind-again');
+    await sleep(200);
+    expect(await app.journal.sweep()).toBe(1);
+    expect(logged.slice(mark).filter((line) => line.msg === 'sweeping journal entries left behind')).toHaveLength(1);
+  });
+});
+
 describe('an entry its handler cannot read', () => {
   it('is split from the healthy ones and dead-lettered: left in its stream it would fail every sweep and rebuild', async () => {
     const app = await instance();

@@ -1,7 +1,7 @@
 import { outsideRequests } from '../../requestId.ts';
 import { groupBy, pairsToRecord } from '../collections.ts';
 import type { Database } from '../db/database.ts';
-import type { Logger } from '../logger.ts';
+import { type Logger, logRepeating } from '../logger.ts';
 import { journalBatchSize, journalCommitDuration } from '../metrics.ts';
 import type { RedisClient } from '../redis/connection.ts';
 import { type Scripts, defineScript } from '../redis/scripts.ts';
@@ -91,6 +91,9 @@ const SWEEP_BATCH = 1000;
  */
 const SWEEP_LOOKS_AT_ONCE = 256;
 
+/** Streams a sweep round's log line names, of all it swept: enough to look into. */
+const SWEPT_STREAMS_NAMED = 10;
+
 /** The ids of a stream's entries that a committer other than the first deleted, for a while (lua/journalDelete.lua). */
 const deletedByOthersKey = (stream: string) => `${stream}:deletedByOthers`;
 
@@ -169,18 +172,36 @@ export class Journal {
     }
   }
 
-  /** Persists entries older than `sweepAfterMs`; returns how many it handled. */
+  /**
+   * Persists entries older than `sweepAfterMs`; returns how many it handled. A round that
+   * found any logs one line for all its streams, held back while rounds repeat it: with
+   * PostgreSQL down every round (each SWEEP_INTERVAL_MS) finds the same entries again, and
+   * a line per stream would come for every stream, every round.
+   */
   async sweep(): Promise<number> {
     const nowMs = await redisTimeMs(this.redis);
     const registered = await this.redis.zrange(STREAM_REGISTRY, 0, -1, 'WITHSCORES');
     const olderThan = String(nowMs - this.options.sweepAfterMs);
     let handled = 0;
-    for (let first = 0; first < registered.length; first += 2 * SWEEP_LOOKS_AT_ONCE) {
-      const streams = registered.slice(first, first + 2 * SWEEP_LOOKS_AT_ONCE);
-      const looks = [];
-      for (let i = 0; i < streams.length; i += 2) looks.push(this.redis.xrange(streams[i]!, '-', olderThan, 'COUNT', SWEEP_BATCH));
-      const staleOf = await Promise.all(looks);
-      for (let i = 0; i < streams.length; i += 2) handled += await this.sweepStream(streams[i]!, Number(streams[i + 1]), staleOf[i / 2]!, nowMs);
+    const swept: string[] = [];
+    try {
+      for (let first = 0; first < registered.length; first += 2 * SWEEP_LOOKS_AT_ONCE) {
+        const streams = registered.slice(first, first + 2 * SWEEP_LOOKS_AT_ONCE);
+        const looks = [];
+        for (let i = 0; i < streams.length; i += 2) looks.push(this.redis.xrange(streams[i]!, '-', olderThan, 'COUNT', SWEEP_BATCH));
+        const staleOf = await Promise.all(looks);
+        for (let i = 0; i < streams.length; i += 2) {
+          const entries = await this.sweepStream(streams[i]!, Number(streams[i + 1]), staleOf[i / 2]!, nowMs);
+          if (entries > 0) swept.push(streams[i]!);
+          handled += entries;
+        }
+      }
+    } finally {
+      // Also for a round Redis cut short: what it swept before is told.
+      if (swept.length > 0) {
+        const fields = { streams: swept.length, entries: handled, firstStreams: swept.slice(0, SWEPT_STREAMS_NAMED) };
+        logRepeating(this.log, 'warn', fields, 'sweeping journal entries left behind');
+      }
     }
     return handled;
   }
@@ -188,7 +209,6 @@ export class Journal {
   /** Commits a stream's stale entries, or forgets the stream once its campaign's tracking ran out and it is empty. */
   private async sweepStream(stream: string, trackedUntil: number, stale: [string, string[]][], nowMs: number): Promise<number> {
     if (stale.length > 0) {
-      this.log.warn({ stream, entries: stale.length }, 'sweeping journal entries left behind');
       await Promise.allSettled(this.commitForOthers(stale.map(([id, flat]) => journalEntry(stream, id, flat))));
       return stale.length;
     }
