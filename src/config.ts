@@ -7,6 +7,16 @@ const DEV_ALIAS_SECRET_FILE = '.data/user-alias-secret';
 
 const intFromEnv = (fallback: number, min = 0) => z.coerce.number().int().min(min).default(fallback);
 
+/**
+ * A URL this server fetches (a webhook, the JWKS). fetch refuses one with credentials in it
+ * on every call, quoting it whole, query string included, in an error that is logged and
+ * stored; so it is refused here, once, without echoing it.
+ */
+const fetchedUrl = z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL', abort: true }).refine((value) => {
+  const { username, password } = new URL(value);
+  return username === '' && password === '';
+}, 'must not carry credentials (user:password@): fetch refuses such a URL');
+
 const envSchema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
   HOST: z.string().default('0.0.0.0'),
@@ -47,7 +57,7 @@ const envSchema = z.object({
   JWT_ISSUER: z.string().optional(),
   JWT_AUDIENCE: z.string().optional(),
   /** Set: RS256/ES256 tokens of the identity provider publishing these keys, instead of HS256 with JWT_SECRET. */
-  JWT_JWKS_URL: z.string().url().optional(),
+  JWT_JWKS_URL: fetchedUrl.optional(),
   /**
    * 1: the web app's development sign-in (POST /app/dev-token) mints a token, operators' too,
    * for any name. Unset: only with the generated development secret, which no other server
@@ -110,7 +120,7 @@ const envSchema = z.object({
   HTTP_ACCEPTORS: intFromEnv(64, 1),
 
   /** Unset: vouchers are marked DELIVERED, logged and announced on the event bus. Set: POSTed here. */
-  POINTS_DELIVERY_WEBHOOK_URL: z.string().url().optional(),
+  POINTS_DELIVERY_WEBHOOK_URL: fetchedUrl.optional(),
   /** Signs each delivery (`Delivery-Signature`), which carries a voucher code in clear; required with the URL. */
   POINTS_DELIVERY_WEBHOOK_SECRET: z.string().min(32, 'POINTS_DELIVERY_WEBHOOK_SECRET must be at least 32 characters').optional(),
   POINTS_DELIVERY_TIMEOUT_MS: intFromEnv(10_000, 100),
@@ -135,7 +145,7 @@ const envSchema = z.object({
   /** Keys the HMAC of the payment provider's notifies (POST /payments/notify); unset outside production: a generated development secret. */
   PAYMENT_WEBHOOK_SECRET: z.string().min(32, 'PAYMENT_WEBHOOK_SECRET must be at least 32 characters').optional(),
   /** Unset: every refund is paid to the user's wallet. Set: refunds of a provider payment are POSTed here. */
-  REFUND_WEBHOOK_URL: z.string().url().optional(),
+  REFUND_WEBHOOK_URL: fetchedUrl.optional(),
   /** Signs the refund webhook's requests (Refund-Signature); required with REFUND_WEBHOOK_URL. */
   REFUND_WEBHOOK_SECRET: z.string().min(32, 'REFUND_WEBHOOK_SECRET must be at least 32 characters').optional(),
   REFUND_WEBHOOK_TIMEOUT_MS: intFromEnv(10_000, 100),

@@ -1,10 +1,11 @@
 import { createHmac } from 'node:crypto';
 import { Redis } from 'ioredis';
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type App, createApp } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
 import { type LeasedRedemption, VoucherDeliveryWorker, dueClaim } from '../src/domain/points/deliveryWorker.ts';
-import { LogVoucherNotifier, VOUCHER_DELIVERED_TOPIC, type VoucherDelivery, type VoucherNotifier } from '../src/domain/points/notifiers.ts';
+import { LogVoucherNotifier, VOUCHER_DELIVERED_TOPIC, type VoucherDelivery, type VoucherNotifier, WebhookVoucherNotifier } from '../src/domain/points/notifiers.ts';
 import { createLogger } from '../src/infra/logger.ts';
 import { RECORDED } from '../src/infra/outbox/outbox.ts';
 import { TEST_JWT_SECRET, TEST_REDIS_URL, testEnv } from './support/env.ts';
@@ -300,6 +301,29 @@ describe('a delivery that fails after its lease ran out', () => {
       rows: [row],
     } = await backlogStores.sql.query<{ locked_until: Date; last_error: string | null; status: string }>('SELECT locked_until, last_error, status FROM redemption WHERE id = $1', [id]);
     expect(row).toEqual({ locked_until: othersLease, last_error: null, status: 'PENDING' });
+  });
+});
+
+describe('a delivery that fails with an error quoting its URL', () => {
+  it('stores and logs the error without the credentials or the query string of the URL', async () => {
+    const server = await start(backlogEnv.vars);
+    const [id] = (await redeemFor(pointsAt(server.url), ['quoted-0'])).map((redemption) => redemption.id);
+    await waitFor('the fresh delivery', allDelivered(backlogStores, [id!]));
+    await backlogStores.sql.query("UPDATE redemption SET status = 'PENDING', delivery_attempts = 0, locked_until = NULL, next_attempt_at = now(), delivered_at = NULL WHERE id = $1", [id]);
+    const config = loadConfig({ ...backlogEnv.vars, LOG_LEVEL: 'silent', JWT_SECRET: TEST_JWT_SECRET });
+    const app = await createApp(config, createLogger(config.LOG_LEVEL));
+    apps.push(app);
+    const lines: string[] = [];
+    const log = pino({ level: 'info' }, { write: (line: string) => lines.push(line) });
+    // Configuration refuses such a URL (test/startup.test.ts); fetch would quote it whole in its error.
+    const notifier = new WebhookVoucherNotifier('http://hookuser:hookpass@127.0.0.1:9/vouchers?key=SECRETQUERY', DELIVERY_SECRET, 1_000);
+    expect(await new VoucherDeliveryWorker(app.prisma, notifier, { leaseMs: 30_000, retryBaseMs: 60_000 }, log).deliverDue()).toBeGreaterThanOrEqual(1);
+
+    const row = (await statuses(backlogStores, [id!])).get(id!)!;
+    expect(lines.join('\n')).toContain('voucher delivery failed; will retry');
+    for (const text of [row.last_error, ...lines]) expect(text).not.toMatch(/hookuser|hookpass|SECRETQUERY/);
+    // What an operator reads as lastError still says what failed, and where.
+    expect(row).toMatchObject({ status: 'PENDING', last_error: expect.stringMatching(/^the delivery webhook could not be reached: .*http:\/\/127\.0\.0\.1:9\/vouchers/) });
   });
 });
 

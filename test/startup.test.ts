@@ -67,6 +67,20 @@ describe('refusing to start', () => {
     expectOneLineRefusal(await runUntilExit(env.vars, 20_000), 'JWT_SECRET');
   });
 
+  it('refuses a URL it would fetch with credentials in it, exiting 78 without echoing them', async () => {
+    const withCredentials = 'http://hookuser:hookpass@127.0.0.1:5998/hook?key=SECRETQUERY';
+    const env = testEnv('startup_webhook_credentials', { POINTS_DELIVERY_WEBHOOK_URL: withCredentials, POINTS_DELIVERY_WEBHOOK_SECRET: 'd'.repeat(32) });
+    const result = await runUntilExit(env.vars, 20_000);
+    expect(result.code).toBe(78);
+    const line = expectOneLineRefusal(result, 'POINTS_DELIVERY_WEBHOOK_URL');
+    expect(line).toContain('credentials');
+    expect(line).not.toMatch(/hookpass|SECRETQUERY/);
+    // Every URL fetched: the refund webhook and the identity provider's keys alike, and only over HTTP.
+    expect(() => loadConfig({ ...env.vars, POINTS_DELIVERY_WEBHOOK_URL: '', REFUND_WEBHOOK_URL: withCredentials })).toThrow(/REFUND_WEBHOOK_URL: must not carry credentials/);
+    expect(() => loadConfig({ ...env.vars, POINTS_DELIVERY_WEBHOOK_URL: '', JWT_JWKS_URL: 'https://idp@idp.example/jwks.json' })).toThrow(/JWT_JWKS_URL: must not carry credentials/);
+    expect(() => loadConfig({ ...env.vars, POINTS_DELIVERY_WEBHOOK_URL: 'ftp://127.0.0.1/hook' })).toThrow(/POINTS_DELIVERY_WEBHOOK_URL: must be an http/);
+  });
+
   it('refuses DEV_TOKENS=1 with NODE_ENV=production', () => {
     expect(() => loadConfig({ ...testEnv('startup_devtokens').vars, NODE_ENV: 'production', DEV_TOKENS: '1' })).toThrow(/DEV_TOKENS/);
   });
