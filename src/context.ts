@@ -4,6 +4,7 @@ import { ErrorCode, graphqlError, unavailableError } from './errors.ts';
 import { DEFAULT_LOCALE, type ErrorWording, type Locale, type RuleValues, errorMessage, localeOf } from './i18n/messages.ts';
 import { AuthFailure, TokenRefusedError, type Viewer, bearerToken } from './infra/auth/tokens.ts';
 import { logRepeating } from './infra/logger.ts';
+import { authRefusals } from './infra/metrics.ts';
 import { requestIdOrNew } from './requestId.ts';
 
 export interface Context {
@@ -93,13 +94,19 @@ export async function buildContext(app: App, authorization: string | undefined, 
     context.credentialError = credentialError;
     return context;
   };
+  // Counted, not logged: anyone can send a bad token. A secret or key mismatch between
+  // instances, or a key rotation at the identity provider, shows as a rise of BAD_SIGNATURE.
+  const refusedToken = (reason: AuthFailure, wording: ErrorWording, values?: RuleValues): Context => {
+    authRefusals.inc({ reason });
+    return refused(unauthenticated(reason, wording, locale, values));
+  };
   const token = bearerToken(authorization);
-  if (!token) return refused(unauthenticated(AuthFailure.malformed, 'BEARER_EXPECTED', locale));
+  if (!token) return refusedToken(AuthFailure.malformed, 'BEARER_EXPECTED');
   try {
     context.viewer = await app.tokens.verify(token);
     return context;
   } catch (error) {
-    if (error instanceof TokenRefusedError) return refused(unauthenticated(error.reason, error.wording, locale, error.values));
+    if (error instanceof TokenRefusedError) return refusedToken(error.reason, error.wording, error.values);
     logRepeating(app.log, 'warn', { err: error }, 'cannot verify a token');
     return refused(unavailableError(errorMessage('TOKENS_UNVERIFIABLE', locale)));
   }

@@ -4,6 +4,7 @@ import { isStoreOutage } from './errorMasking.ts';
 import { type Logger, createLogger } from './infra/logger.ts';
 import { StartupError, StoreUnreachableError, describeCause } from './infra/startupError.ts';
 import { startServer } from './server.ts';
+import { VERSION } from './version.ts';
 
 /** The exit code of a process that refused to start (EX_CONFIG); a cluster primary stops on it. */
 const CANNOT_START = 78;
@@ -15,7 +16,7 @@ const MAX_REFORK_DELAY_MS = 30_000;
 /** One server in this process; SIGTERM and SIGINT stop it gracefully. */
 async function runServer(config: Config, log: Logger): Promise<void> {
   const server = await startServer(config, log);
-  log.info({ url: server.url, database: server.app.db.kind }, `listening on ${server.url}`);
+  log.info({ url: server.url, database: server.app.db.kind, version: VERSION }, `listening on ${server.url}`);
   let stopping = false;
   const stop = (exitCode: number, graceMs?: number) => {
     if (stopping) return;

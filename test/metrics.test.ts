@@ -1,11 +1,13 @@
+import { readFile } from 'node:fs/promises';
 import { print } from 'graphql';
 import { fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.ts';
+import { signToken } from '../src/infra/auth/tokens.ts';
 import { metricsAccess } from '../src/metrics.ts';
 import { RedPacketUpdatedDocument } from './gql/generated.ts';
 import { errorCodes, gql, openWs } from './support/client.ts';
-import { testEnv } from './support/env.ts';
+import { TEST_JWT_SECRET, testEnv } from './support/env.ts';
 import { lotteryAt } from './support/lottery.ts';
 import { sendNotify } from './support/payments.ts';
 import { webDocumentId } from './support/persistedDocuments.ts';
@@ -24,7 +26,8 @@ let stores: Stores;
 
 beforeAll(async () => {
   stores = openStores(env);
-  [server, production] = await startServerProcesses([env.vars, { ...env.vars, NODE_ENV: 'production', LOG_LEVEL: 'info', METRICS_TOKEN }]);
+  // The production server counts no anonymous budget: it shares the other's, which the rate-limit test uses up.
+  [server, production] = await startServerProcesses([env.vars, { ...env.vars, NODE_ENV: 'production', LOG_LEVEL: 'info', METRICS_TOKEN, RATE_LIMIT_ANONYMOUS: '0' }]);
 }, 90_000);
 
 afterAll(async () => {
@@ -174,6 +177,42 @@ describe('GET /metrics', () => {
     expect(metricsAccess(loadConfig({ ...production, METRICS: 'off', METRICS_TOKEN }))).toMatchObject({ enabled: false });
     expect(metricsAccess(loadConfig({ ...env.vars, NODE_ENV: 'development' }))).toEqual({ enabled: true, token: undefined });
     expect(() => loadConfig({ ...env.vars, METRICS: 'maybe' })).toThrow(/METRICS/);
+  });
+
+  it("serves the labelled counters' known series at 0 from the start, the release, and counts refused tokens by reason", async () => {
+    // The production server has served nothing but refused scrapes: every series here is as it started.
+    const scrapeProduction = async () => (await fetch(metricsUrl(production), { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text();
+    const fresh = await scrapeProduction();
+    const zeroes = [
+      ...['request', 'redis', 'postgres'].map((source) => `store_errors_total{source="${source}"}`),
+      ...['mutation', 'anonymous', 'cost', 'ws-open', 'ws-connection'].map((limit) => `rate_limited_requests_total{limit="${limit}"}`),
+      ...[200, 400, 401, 404, 405, 409, 413, 503].map((status) => `payment_notifies_total{status="${status}"}`),
+      ...['MALFORMED', 'EXPIRED', 'BAD_SIGNATURE', 'WRONG_ISSUER', 'WRONG_AUDIENCE', 'LIFETIME_TOO_LONG'].map((reason) => `auth_refusals_total{reason="${reason}"}`),
+    ];
+    for (const series of zeroes) expect(fresh.split('\n'), series).toContain(`${series} 0`);
+    const { version } = JSON.parse(await readFile(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+    expect(fresh.split('\n')).toContain(`build_info{version="${version}"} 1`);
+    expect(production.output()).toContain(`"version":"${version}"`);
+
+    const refusedWith = async (authorization: string) => {
+      const response = await fetch(production.url, { method: 'POST', headers: { 'content-type': 'application/json', authorization }, body: JSON.stringify({ query: '{ __typename }' }) });
+      return ((await response.json()) as { errors?: { extensions?: { reason?: string } }[] }).errors?.[0]?.extensions?.reason;
+    };
+    expect(await refusedWith('Bearer not-a-jwt')).toBe('MALFORMED');
+    expect(await refusedWith('Basic dXNlcjpwYXNz')).toBe('MALFORMED');
+    // Signed with another secret, as an instance with another JWT_SECRET would sign.
+    expect(await refusedWith(`Bearer ${await signToken('another-secret-of-at-least-32-characters', { userId: 'metrics-stranger', roles: [] })}`)).toBe('BAD_SIGNATURE');
+    expect(await refusedWith(`Bearer ${await signToken(TEST_JWT_SECRET, { userId: 'metrics-late', roles: [] }, { expiresInSeconds: -60 })}`)).toBe('EXPIRED');
+    const after = await scrapeProduction();
+    expect(sample(after, 'auth_refusals_total{reason="MALFORMED"}')).toBe(2);
+    expect(sample(after, 'auth_refusals_total{reason="BAD_SIGNATURE"}')).toBe(1);
+    expect(sample(after, 'auth_refusals_total{reason="EXPIRED"}')).toBe(1);
+  });
+
+  it("times operations in buckets up to the service's own timeouts (30 s statements), and past them", async () => {
+    await post({ query: '{ serverTime }' }, 'metrics-timed');
+    const text = await scrape();
+    for (const le of ['2.5', '5', '10', '30', '60']) expect(text).toContain(`graphql_request_duration_seconds_bucket{le="${le}",operation="anonymous",type="query"}`);
   });
 
   it('needs METRICS_TOKEN in production', async () => {

@@ -4,7 +4,7 @@ import type { WebSocket, WebSocketServer } from 'ws';
 import type { App } from '../app.ts';
 import { errorMessage, localeOf } from '../i18n/messages.ts';
 import { logRepeating } from '../infra/logger.ts';
-import { rateLimited as rateLimitedRequests } from '../infra/metrics.ts';
+import { type RateLimit, rateLimited as rateLimitedRequests } from '../infra/metrics.ts';
 import { budgetOf, clientAddress } from './clientAddress.ts';
 import { rateLimited } from './rateLimits.ts';
 
@@ -96,7 +96,7 @@ export class WebSocketLimits {
     const limiter = this.app.rateLimits.wsConnections;
     const perAddress = this.app.config.WS_CONNECTIONS_PER_ADDRESS;
     if (!limiter.enabled && perAddress === 0) return undefined;
-    const refuse = (verdict: Verdict, limit: string, message: string, retryAfterMs: number) => {
+    const refuse = (verdict: Verdict, limit: RateLimit, message: string, retryAfterMs: number) => {
       rateLimitedRequests.inc({ limit });
       const body = JSON.stringify({ errors: [rateLimited(message, retryAfterMs).toJSON()] });
       verdict(false, 429, body, { 'Content-Type': 'application/json', 'Retry-After': String(Math.max(1, Math.ceil(retryAfterMs / 1000))) });

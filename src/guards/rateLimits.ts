@@ -6,7 +6,7 @@ import { ErrorCode, graphqlError, unavailableError, wholeRefusal } from '../erro
 import { errorMessage } from '../i18n/messages.ts';
 import { isOperator } from '../infra/auth/tokens.ts';
 import { logRepeating } from '../infra/logger.ts';
-import { rateLimited as rateLimitedRequests } from '../infra/metrics.ts';
+import { type RateLimit, rateLimited as rateLimitedRequests } from '../infra/metrics.ts';
 import type { RateLimiter } from '../infra/rateLimit.ts';
 import { budgetOf, clientAddress, requestOf } from './clientAddress.ts';
 import { operationOf, rootFieldCount } from './operation.ts';
@@ -28,7 +28,7 @@ export function rateLimited(message: string, retryAfterMs: number) {
 }
 
 type Payload = { args: { contextValue: unknown; document: DocumentNode; operationName?: string | null }; setResultAndStopExecution(result: unknown): void };
-type RateLimitLabel = 'mutation' | 'anonymous' | 'cost';
+type RateLimitLabel = Extract<RateLimit, 'mutation' | 'anonymous' | 'cost'>;
 
 /** Stops the operation with RATE_LIMITED if its caller's budget refused it, or SERVICE_UNAVAILABLE if the budget could not be read. */
 export async function refuseOverBudget(

@@ -1,4 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { VERSION } from '../version.ts';
+import { AuthFailure } from './auth/tokens.ts';
 
 /**
  * The process's Prometheus metrics, served at GET /metrics (src/metricsEndpoint.ts). One
@@ -9,6 +11,24 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
  */
 export const registry = new Registry();
 collectDefaultMetrics({ register: registry });
+
+// Which release each instance runs, as the Upgrading steps need to know.
+new Gauge({
+  name: 'build_info',
+  help: 'Always 1; its version label is the release this process runs',
+  labelNames: ['version'] as const,
+  registers: [registry],
+}).set({ version: VERSION }, 1);
+
+/**
+ * Gives each known value of a counter's label its series at 0 from the start: a series
+ * that appears only at its first increment is missed by rate() and increase(), so the
+ * first outage or refusal would not show.
+ */
+function startAtZero<Label extends string>(counter: Counter<Label>, label: Label, values: readonly (string | number)[]): Counter<Label> {
+  for (const value of values) counter.inc({ [label]: value } as Partial<Record<Label, string | number>>, 0);
+  return counter;
+}
 
 export const graphqlRequests = new Counter({
   name: 'graphql_requests_total',
@@ -21,7 +41,8 @@ export const graphqlDuration = new Histogram({
   name: 'graphql_request_duration_seconds',
   help: 'Execution time of GraphQL operations (subscriptions: until their source is set up), by operation name and type',
   labelNames: ['operation', 'type'] as const,
-  buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+  // Up to the service's own waits: a Redis command (5 s), a lock or a pooled connection (10 s), a statement (30 s).
+  buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
   registers: [registry],
 });
 
@@ -32,26 +53,54 @@ export const businessRefusals = new Counter({
   registers: [registry],
 });
 
-export const rateLimited = new Counter({
-  name: 'rate_limited_requests_total',
-  help: 'Requests refused with RATE_LIMITED, by limit (mutation, anonymous, cost, ws-connection)',
-  labelNames: ['limit'] as const,
-  registers: [registry],
-});
+/** The limits a request is refused RATE_LIMITED by, as rate_limited_requests_total labels them. */
+const RATE_LIMITS = ['mutation', 'anonymous', 'cost', 'ws-open', 'ws-connection'] as const;
+export type RateLimit = (typeof RATE_LIMITS)[number];
 
-export const paymentNotifies = new Counter({
-  name: 'payment_notifies_total',
-  help: 'Calls to POST /payments/notify, by the HTTP status answered (401: a bad signature, 503: not settled now)',
-  labelNames: ['status'] as const,
-  registers: [registry],
-});
+export const rateLimited = startAtZero(
+  new Counter({
+    name: 'rate_limited_requests_total',
+    help: 'Requests refused with RATE_LIMITED, by limit (mutation, anonymous, cost, ws-open, ws-connection)',
+    labelNames: ['limit'] as const,
+    registers: [registry],
+  }),
+  'limit',
+  RATE_LIMITS,
+);
 
-export const storeErrors = new Counter({
-  name: 'store_errors_total',
-  help: 'Outages of Redis or PostgreSQL: operations answered SERVICE_UNAVAILABLE (source=request), connection errors of ioredis (source=redis) and of the pg pool (source=postgres)',
-  labelNames: ['source'] as const,
-  registers: [registry],
-});
+export const paymentNotifies = startAtZero(
+  new Counter({
+    name: 'payment_notifies_total',
+    help: 'Calls to POST /payments/notify, by the HTTP status answered (401: a bad signature, 503: not settled now)',
+    labelNames: ['status'] as const,
+    registers: [registry],
+  }),
+  'status',
+  [200, 400, 401, 404, 405, 409, 413, 503],
+);
+
+export const storeErrors = startAtZero(
+  new Counter({
+    name: 'store_errors_total',
+    help: 'Outages of Redis or PostgreSQL: operations answered SERVICE_UNAVAILABLE (source=request), connection errors of ioredis (source=redis) and of the pg pool (source=postgres)',
+    labelNames: ['source'] as const,
+    registers: [registry],
+  }),
+  'source',
+  ['request', 'redis', 'postgres'],
+);
+
+export const authRefusals = startAtZero(
+  new Counter({
+    name: 'auth_refusals_total',
+    help: "Requests whose Authorization was refused, by UNAUTHENTICATED's reason: a JWT_SECRET or key mismatch shows as BAD_SIGNATURE",
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  }),
+  'reason',
+  // A missing token is no refusal of one: fields that need a sign-in answer it, uncounted.
+  Object.values(AuthFailure).filter((reason) => reason !== AuthFailure.missing),
+);
 
 export const journalBatchSize = new Histogram({
   name: 'journal_batch_size',
