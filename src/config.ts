@@ -44,7 +44,7 @@ const envSchema = z.object({
         .filter(Boolean),
     )
     .pipe(z.array(z.string().regex(/^[^\s:,]+:\d{1,5}$/, 'REDIS_CLUSTER_NODES must list host:port, separated by commas'))),
-  /** How long a start waits for Redis (every connection ready, a cluster in state ok) before it refuses. */
+  /** How long a start waits for a Redis that accepts connections to be ready (a cluster: in state ok) before it refuses; one refusing connections is refused at once. */
   REDIS_CONNECT_TIMEOUT_MS: intFromEnv(DEFAULT_REDIS_CONNECT_TIMEOUT_MS, 100),
   /** How long a Redis command waits for its reply before its request answers SERVICE_UNAVAILABLE (a hung Redis closes nothing). */
   REDIS_COMMAND_TIMEOUT_MS: intFromEnv(DEFAULT_REDIS_COMMAND_TIMEOUT_MS, 100),
