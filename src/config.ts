@@ -22,6 +22,8 @@ const envSchema = z.object({
   HOST: z.string().default('0.0.0.0'),
   PORT: intFromEnv(4000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** alias: user ids in log lines are written as their alias (scope 'logs'), for subs that are personal data. */
+  LOG_USER_IDS: z.enum(['clear', 'alias']).default('clear'),
 
   DATABASE_URL: z.string().url().optional(),
   PGLITE_DIR: z.string().default('./.data/pglite'),

@@ -1,5 +1,6 @@
 import cluster from 'node:cluster';
 import { type Config, ConfigError, loadConfig } from './config.ts';
+import { logAliases } from './domain/privacy.ts';
 import { isStoreOutage } from './errorMasking.ts';
 import { type Logger, createLogger } from './infra/logger.ts';
 import { StartupError, StoreUnreachableError, describeCause } from './infra/startupError.ts';
@@ -95,7 +96,10 @@ function runPrimary(config: Config, log: Logger): void {
 async function main(): Promise<void> {
   const config = loadConfig();
   // Readable lines for a developer at a terminal; JSON for anything that collects them.
-  const log = createLogger(config.LOG_LEVEL, { pretty: process.stdout.isTTY === true && config.NODE_ENV !== 'production' });
+  const log = createLogger(config.LOG_LEVEL, {
+    pretty: process.stdout.isTTY === true && config.NODE_ENV !== 'production',
+    aliasUserId: config.LOG_USER_IDS === 'alias' ? logAliases(config.userAliasSecret) : undefined,
+  });
   if (config.jwtSecretGenerated && cluster.isPrimary) {
     log.warn('JWT_SECRET is not set: using the development secret kept in .data/jwt-secret. Mint a token with `npm run token -- <userId> [--admin]`.');
   }

@@ -1,9 +1,11 @@
+import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import type { ExecutionResult } from 'graphql';
 import { describe, expect, it } from 'vitest';
-import { UserAliases, aliasScope } from '../src/domain/privacy.ts';
+import { UserAliases, aliasScope, logAliases } from '../src/domain/privacy.ts';
 import { ADMIN_ROLE } from '../src/infra/auth/tokens.ts';
 import {
+  CreditWalletDocument,
   LotteryWinnersDocument,
   type LotteryWinnersSubscription,
   PacketPeopleDocument,
@@ -14,7 +16,7 @@ import {
   TeamStatusDocument,
   type TeamStatusSubscription,
 } from './gql/generated.ts';
-import { type Subscription, errorCodes, subscribeSse, subscribeWs } from './support/client.ts';
+import { type Subscription, errorCodes, gql, subscribeSse, subscribeWs } from './support/client.ts';
 import { TEST_JWT_SECRET, testEnv } from './support/env.ts';
 import { stopAll, twoInstances } from './support/lifecycle.ts';
 import { lotteryAt } from './support/lottery.ts';
@@ -232,6 +234,31 @@ describe('USER_ALIAS_SECRET', () => {
       expect(await shown(custom.url)).not.toBe(await shown(instances.server.url));
     } finally {
       await stopAll(custom);
+    }
+  });
+});
+
+describe('LOG_USER_IDS=alias', () => {
+  it("writes each user id in log lines as the user's log alias, which npm run log-alias gives", async () => {
+    const phone = '+8613900000000';
+    const aliased = await startServerProcess({ ...env.vars, LOG_LEVEL: 'info', LOG_USER_IDS: 'alias' });
+    try {
+      const credited = await gql(aliased.url, CreditWalletDocument, { userId: phone, amountCents: 100, reason: 'log test', requestId: randomUUID() }, await tokenOf('ops', { admin: true }));
+      expect(credited.body.errors).toBeUndefined();
+      const alias = logAliases(TEST_JWT_SECRET)(phone);
+      expect(alias).toMatch(ALIAS_PATTERN);
+      expect(alias).not.toBe(new UserAliases(TEST_JWT_SECRET).alias(aliasScope.redPacket('any'), phone));
+      await expect.poll(() => aliased.output().includes('wallet credited')).toBe(true);
+      const line = aliased
+        .output()
+        .split('\n')
+        .find((entry) => entry.includes('wallet credited'))!;
+      expect(JSON.parse(line)).toMatchObject({ userId: alias, amountCents: 100 });
+      expect(aliased.output()).not.toContain(phone);
+      const script = execFileSync(process.execPath, ['--import', 'tsx', 'scripts/log-alias.ts', phone], { env: { ...process.env, ...env.vars }, encoding: 'utf8' });
+      expect(script.trim()).toBe(alias);
+    } finally {
+      await stopAll(aliased);
     }
   });
 });

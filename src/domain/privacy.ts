@@ -6,12 +6,14 @@ import { type Viewer, isOperator } from '../infra/auth/tokens.ts';
  * alias throughout a red packet, a group-buy activity (all its teams) or a lottery, and
  * unrelated aliases in any other.
  */
-export type AliasScope = `${'redPacket' | 'teamActivity' | 'lottery'}:${string}`;
+export type AliasScope = `${'redPacket' | 'teamActivity' | 'lottery'}:${string}` | 'logs';
 
 export const aliasScope = {
   redPacket: (packetId: string): AliasScope => `redPacket:${packetId}`,
   teamActivity: (activityId: string): AliasScope => `teamActivity:${activityId}`,
   lottery: (activityId: string): AliasScope => `lottery:${activityId}`,
+  /** With LOG_USER_IDS=alias: one alias per user across every log line, unlinkable to the campaigns' aliases. */
+  logs: 'logs' as AliasScope,
 };
 
 /** The rule, in words, for the schema's descriptions; `campaign` names where the alias holds. */
@@ -70,4 +72,10 @@ export class UserAliases {
     }
     return alias;
   }
+}
+
+/** What a user id becomes in log lines with LOG_USER_IDS=alias (`npm run log-alias -- <userId>` finds a user's lines). */
+export function logAliases(secret: string): (userId: string) => string {
+  const aliases = new UserAliases(secret);
+  return (userId) => aliases.alias(aliasScope.logs, userId);
 }
