@@ -34,8 +34,6 @@ const OUTAGE_MESSAGES = [
   // pg, when the server goes away under a client.
   /^Connection terminated/,
   /^timeout exceeded when trying to connect/,
-  // pg, when a query got no answer within its query_timeout (a server cut off without a reset).
-  /^Query read timeout$/,
   // Prisma (P2028), when every pooled connection stayed busy for the transaction's maxWait.
   /Unable to start a transaction in the given time/,
   /is not queryable/,

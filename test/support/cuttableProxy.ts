@@ -1,22 +1,9 @@
 import { type Server, type Socket, createConnection, createServer } from 'node:net';
 
-/**
- * A TCP proxy to the shared PostgreSQL that the test can cut (refusing and dropping
- * connections), freeze (holding every byte, as a partition does, no reset) and restore.
- */
+/** A TCP proxy to the shared PostgreSQL that the test can cut (refusing and dropping connections) and restore. */
 export async function startCuttableProxy(target: URL) {
   const sockets = new Set<Socket>();
-  let frozen = false;
-  const hold = (socket: Socket) => {
-    socket.unpipe();
-    socket.pause();
-  };
   const server: Server = createServer((client) => {
-    if (frozen) {
-      sockets.add(client);
-      client.on('close', () => sockets.delete(client));
-      return hold(client);
-    }
     const upstream = createConnection(Number(target.port || 5432), target.hostname);
     for (const [from, to] of [
       [client, upstream],
@@ -41,14 +28,7 @@ export async function startCuttableProxy(target: URL) {
       for (const socket of sockets) socket.destroy();
       await closed;
     },
-    freeze() {
-      frozen = true;
-      sockets.forEach(hold);
-    },
-    restore: () => {
-      frozen = false;
-      return listen(port);
-    },
+    restore: () => listen(port),
     close: () => new Promise((resolve) => server.close(resolve)),
   };
 }

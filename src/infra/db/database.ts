@@ -66,23 +66,15 @@ function sessionOptions(config: Config, schema: string | undefined): string {
 
 const MAX_CONNECT_WAIT_MS = 10_000;
 
-/**
- * statement_timeout is the server's: a server cut off without a reset (a partition, a
- * hung host) never enforces it, and a query would wait for the kernel to give up, minutes
- * later. The client gives up a little after the server would have.
- */
-const CLIENT_QUERY_MARGIN_MS = 2_000;
-
 async function openPostgres(config: Config, databaseUrl: string): Promise<Database> {
   const url = new URL(databaseUrl);
   url.searchParams.delete('schema');
   const schema = config.databaseSchema;
-  const connection = { connectionString: url.toString(), options: sessionOptions(config, schema), keepAlive: true };
   const pool = new pg.Pool({
-    ...connection,
+    connectionString: url.toString(),
     max: config.DATABASE_POOL_SIZE,
     connectionTimeoutMillis: Math.min(config.DATABASE_STATEMENT_TIMEOUT_MS, MAX_CONNECT_WAIT_MS),
-    query_timeout: config.DATABASE_STATEMENT_TIMEOUT_MS + CLIENT_QUERY_MARGIN_MS,
+    options: sessionOptions(config, schema),
   });
   // Idle clients that lose their server are dropped by pg; queries report the error.
   pool.on('error', () => storeErrors.inc({ source: 'postgres' }));
@@ -109,20 +101,23 @@ async function openPostgres(config: Config, databaseUrl: string): Promise<Databa
     kind: 'postgresql',
     query: async <Row>(sql: Prisma.Sql) => (await pool.query(sql.text, sql.values)).rows as Row[],
     async withMigrationSession(fn) {
-      // A migration may wait for another instance's, and rewrite a large table: a session
-      // of its own, without the pool's limits, the server's or the client's.
-      const client = new pg.Client(connection);
-      await client.connect();
+      const client = await pool.connect();
       try {
+        // A migration may wait for another instance's, and rewrite a large table: no limits
+        // for this session, back to the pool's once it is done.
         await client.query('SET lock_timeout = 0; SET statement_timeout = 0');
         await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_ID]);
-        return await fn({
-          exec: async (sql) => void (await client.query(sql)),
-          query: async (sql, params) => (await client.query(sql, params)).rows,
-        });
+        try {
+          return await fn({
+            exec: async (sql) => void (await client.query(sql)),
+            query: async (sql, params) => (await client.query(sql, params)).rows,
+          });
+        } finally {
+          await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_ID]);
+          await client.query('RESET lock_timeout; RESET statement_timeout');
+        }
       } finally {
-        // Ending the session releases its advisory lock.
-        await client.end();
+        client.release();
       }
     },
     async ping() {
