@@ -6,7 +6,7 @@ import { RefundService } from './domain/money/refundService.ts';
 import { WalletService } from './domain/money/walletService.ts';
 import { SignedNotifyProvider } from './domain/payments/provider.ts';
 import { PaymentService } from './domain/payments/service.ts';
-import { settleBucketCount } from './domain/points/bucketCount.ts';
+import { recheckBucketCount, settleBucketCount } from './domain/points/bucketCount.ts';
 import { LogVoucherNotifier, WebhookVoucherNotifier } from './domain/points/notifiers.ts';
 import { PointsService } from './domain/points/service.ts';
 import { UserAliases } from './domain/privacy.ts';
@@ -190,7 +190,7 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
       config.SWEEP_INTERVAL_MS,
       'key prefix claim',
       async () => {
-        const reason = await recheckKeyPrefix(claim);
+        const reason = (await recheckKeyPrefix(claim)) ?? (await recheckBucketCount(redis, config.POINTS_SHOP_BUCKETS));
         if (reason) halt.abort(reason);
       },
       log,

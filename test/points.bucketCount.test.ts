@@ -4,6 +4,7 @@ import { testEnv } from './support/env.ts';
 import { stopAll, stopWithin } from './support/lifecycle.ts';
 import { pointsAt, voucherCodes } from './support/points.ts';
 import { expectPointsInvariants } from './support/pointsInvariants.ts';
+import { waitFor } from './support/poll.ts';
 import { type ServerProcess, runUntilExit, startServerProcess } from './support/server.ts';
 import { type Stores, deleteKeys, openStores } from './support/stores.ts';
 
@@ -69,5 +70,13 @@ describe('POINTS_SHOP_BUCKETS', () => {
     );
     expect(rows[0]).toEqual({ codes: '8', units: '40' });
     await expectPointsInvariants(stores, 1);
+
+    // Redis loses the recorded count: the running instance records it again, and a later
+    // instance with another count is still refused.
+    await stores.redis.del('{shop}:buckets');
+    await waitFor('the count recorded again', async () => (await stores.redis.get('{shop}:buckets')) === '1');
+    const three = await runUntilExit({ ...env.vars, POINTS_SHOP_BUCKETS: '3' });
+    expect(three.code).toBe(78);
+    expect(three.output).toMatch(/POINTS_SHOP_BUCKETS is 3, but the points shop on this key prefix runs with 1 buckets/);
   }, 120_000);
 });

@@ -14,28 +14,52 @@ const BUCKET_COUNT_KEY = `${bucketTag(0)}:buckets`;
 
 /** Serializes the folds of instances starting at once; any constant of its own. */
 const FOLD_LOCK_ID = 0x5b0c4e75;
+/** A shop of many items past the count moves them all in one transaction, before the instance serves. */
+const FOLD_TRANSACTION = { maxWait: 10_000, timeout: 120_000 };
 
 /**
  * Makes sure every instance on the key prefix runs the shop with the same bucket count
  * (one with another would sell from buckets the others never look in, and show stale
  * balances), and that a lowered count strands no stock. Refuses to start on a count
- * other than the one the shop's keys were laid out for. With no count recorded (a new
- * prefix, or the shop's keys deleted to change it), folds what buckets past the count
- * still hold into those below it, before any instance serves them.
+ * other than the one recorded. The instance that records the count (a new prefix, or the
+ * shop's keys deleted to change it) first folds what buckets past it still hold into
+ * those below it; of instances starting at once with different counts, only that one.
  */
 export async function settleBucketCount(deps: { redis: RedisClient; prisma: PrismaClient; log: Logger }, buckets: number): Promise<void> {
-  const recorded = await deps.redis.get(BUCKET_COUNT_KEY);
-  if (recorded === null) {
+  if ((await deps.redis.set(BUCKET_COUNT_KEY, String(buckets), 'NX')) !== 'OK') {
+    const mismatch = await otherCount(deps.redis, buckets);
+    if (mismatch) {
+      throw new StartupError(
+        `POINTS_SHOP_BUCKETS is ${buckets}, but the points shop on this key prefix runs with ${mismatch} buckets: every instance needs the same value. ` +
+          'To change it, stop every instance and delete the shop keys first (docs/operations.md, "Points shop buckets").',
+      );
+    }
+    return;
+  }
+  try {
     await foldBucketsPast(deps, buckets);
-    if ((await deps.redis.set(BUCKET_COUNT_KEY, String(buckets), 'NX')) === 'OK') return;
+  } catch (error) {
+    // Recorded without its fold, the next start would skip the fold for good.
+    await deps.redis.del(BUCKET_COUNT_KEY).catch(() => undefined);
+    throw error;
   }
-  const settled = recorded ?? (await deps.redis.get(BUCKET_COUNT_KEY));
-  if (settled !== null && settled !== String(buckets)) {
-    throw new StartupError(
-      `POINTS_SHOP_BUCKETS is ${buckets}, but the points shop on this key prefix runs with ${settled} buckets: every instance needs the same value. ` +
-        'To change it, stop every instance and delete the shop keys first (docs/operations.md, "Points shop buckets").',
-    );
-  }
+}
+
+/**
+ * Run with the key prefix's claim: records the count again when Redis lost it, so an
+ * instance started later with another count is still refused. Returns why this instance
+ * must stop when another count was recorded meanwhile, as the prefix's claim does.
+ */
+export async function recheckBucketCount(redis: RedisClient, buckets: number): Promise<string | null> {
+  if ((await redis.set(BUCKET_COUNT_KEY, String(buckets), 'NX')) === 'OK') return null;
+  const mismatch = await otherCount(redis, buckets);
+  return mismatch ? `an instance recorded POINTS_SHOP_BUCKETS=${mismatch} for this key prefix after Redis lost this one's (${buckets}); every instance needs the same value` : null;
+}
+
+/** The count recorded, when it is not `buckets`. */
+async function otherCount(redis: RedisClient, buckets: number): Promise<string | null> {
+  const recorded = await redis.get(BUCKET_COUNT_KEY);
+  return recorded !== null && recorded !== String(buckets) ? recorded : null;
 }
 
 /**
@@ -88,7 +112,7 @@ async function foldBucketsPast(deps: { prisma: PrismaClient; log: Logger; redis:
         ON CONFLICT (goods_id, bucket) DO UPDATE SET allotted = s.allotted + EXCLUDED.allotted`;
     }
     return { redirected, folded };
-  });
+  }, FOLD_TRANSACTION);
   const receivers = [...moved.redirected, ...moved.folded].map((move) => goodsKeys(move.goods_id, move.to_bucket).meta);
   if (receivers.length === 0) return;
   // Keys still there (the shop's keys were not deleted) would go on selling the old allotment.
