@@ -167,8 +167,9 @@ export class LotteryService {
         if (!(await drawIsDurable(this.deps.prisma, reply.drawId))) {
           throw new DrawNotConfirmedError('the first draw with this requestId is not confirmed yet; try again');
         }
-        // The first call may have died after its commit, before it did this.
-        return this.afterCommit({ ...reply, activityId, userId });
+        // The first call may have died after its commit, before it settled the prize. Not
+        // announced again: the ticker had it then, and would get it after newer wins now.
+        return this.afterCommit({ ...reply, activityId, userId }, { announce: false });
       case 'drawn':
         return this.afterCommit({ ...reply, activityId, userId });
     }
@@ -179,10 +180,10 @@ export class LotteryService {
    * prize is committed with the draw, and the cached balance shows a POINTS prize before
    * the answer does; a win goes to the ticker.
    */
-  private async afterCommit(draw: CommittedDraw): Promise<DrawOutcome> {
+  private async afterCommit(draw: CommittedDraw, { announce = true } = {}): Promise<DrawOutcome> {
     const outcome = drawOutcome(draw.activityId, draw.userId, draw);
     if (draw.prize?.kind === 'POINTS') await this.deps.payments.settleCommitted(draw.drawId);
-    if (outcome.outcome === 'win') this.winnersTicker.announce(outcome);
+    if (announce && outcome.outcome === 'win') this.winnersTicker.announce(outcome);
     return outcome;
   }
 
