@@ -175,7 +175,8 @@ function useRefuseMalformedGetParameters(): Plugin {
       if (request.method !== 'GET') return;
       for (const name of ['variables', 'extensions']) {
         const value = url.searchParams.get(name);
-        if (value === null || isJsonObjectOrNull(value)) continue;
+        // Empty, Yoga reads it as absent.
+        if (value === null || value === '' || isJsonObjectOrNull(value)) continue;
         endResponse(refusal(fetchAPI, 400, `the ${name} parameter must be a JSON object`));
         return;
       }

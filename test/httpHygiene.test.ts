@@ -79,7 +79,7 @@ describe('a GET whose variables or extensions are not a JSON object', () => {
       expect(await response.json()).toEqual({ errors: [{ message: `the ${name} parameter must be a JSON object`, extensions: { code: 'BAD_REQUEST' } }] });
     }
     // Well-formed, or null, they are served.
-    for (const query of ['variables=%7B%7D', 'variables=null', 'extensions=%7B%7D']) {
+    for (const query of ['variables=%7B%7D', 'variables=null', 'variables=', 'extensions=%7B%7D']) {
       const response = await fetch(`${servers.test.url}?query=${encodeURIComponent('{ __typename }')}&${query}`, {
         headers: { accept: 'application/json', authorization: `Bearer ${token}` },
       });
