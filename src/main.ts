@@ -118,7 +118,9 @@ main().catch((error: unknown) => {
     process.stderr.write(`cannot start: ${error.message}\n`);
     process.exit(error instanceof StoreUnreachableError ? STORE_UNREACHABLE : CANNOT_START);
   }
-  // A store lost in the middle of the start (a migration's connection cut, say) may be back in a moment.
+  // A store lost in the middle of the start (a connection cut while reading the key prefix's
+  // claim, say) may be back in a moment. A migration cut halfway is not: its row stays
+  // unfinished, and the next start refuses (78) until someone looks at it.
   if (isStoreOutage(error)) {
     process.stderr.write(`cannot start: a store went away while starting: ${describeCause(error)}\n`);
     process.exit(STORE_UNREACHABLE);

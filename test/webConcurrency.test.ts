@@ -108,7 +108,9 @@ describe('WEB_CONCURRENCY=2, PostgreSQL down when a worker dies', () => {
     expect(answers.map((answer) => answer.body.data)).toEqual(Array(20).fill({ __typename: 'Query' }));
 
     await proxy.restore();
-    await waitFor('two workers again', async () => (await workersOf(primary)).length === 2, { timeoutMs: 40_000 });
+    // A third start: the replacement, listening beside the survivor.
+    await waitFor('the replacement listening', async () => listening() === 3, { timeoutMs: 40_000 });
+    expect(await workersOf(primary)).toHaveLength(2);
     await waitFor('ready', async () => (await fetch(new URL('/ready', server.url))).status === 200, { timeoutMs: 20_000 });
     expect(server.output()).not.toContain('stopping every worker');
     expect(await stopWithin(server, 20_000)).toBe(0);
