@@ -167,6 +167,16 @@ describe('GET /metrics', () => {
     // The first forged notify of the window is logged; the other 59 only counted.
     await waitFor('the refusal logged', () => refusedLines() > linesBefore);
     expect(refusedLines() - linesBefore).toBe(1);
+    // A malformed notify, signed (a provider's problem, not a forger's), is not hidden by them.
+    const malformed = await sendNotify(server.url, { paymentRef: 'metrics-malformed' });
+    expect(malformed.status).toBe(400);
+    await waitFor('the malformed notify logged', () => refusedLines() === linesBefore + 2);
+    const last = server
+      .output()
+      .split('\n')
+      .filter((line) => line.includes('"payment notify refused"'))
+      .at(-1)!;
+    expect(JSON.parse(last)).toMatchObject({ status: 400, reason: expect.stringMatching(/^malformed notify/) });
   });
 
   it('is off in production without METRICS_TOKEN, and cannot be turned on there without one', () => {

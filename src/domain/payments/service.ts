@@ -51,7 +51,8 @@ const REFUSAL_LOG_WINDOW_MS = 10_000;
  * reference, so the provider may retry it whenever it did not see the answer.
  */
 export class PaymentService {
-  private readonly logRefusal = oncePerWindow(REFUSAL_LOG_WINDOW_MS);
+  /** A window per status answered: a stream of forged notifies (401) must not hide a provider's malformed ones (400). */
+  private readonly refusalLogs = new Map<number, ReturnType<typeof oncePerWindow>>();
 
   constructor(private readonly deps: PaymentDeps) {}
 
@@ -84,7 +85,12 @@ export class PaymentService {
       notice = this.deps.provider.verifyNotify(rawBody, header, Date.now());
     } catch (error) {
       if (!(error instanceof NotifyRefused)) throw error;
-      this.logRefusal((skipped) => this.deps.log.warn({ reason: error.message, skipped }, 'payment notify refused'));
+      let logRefusal = this.refusalLogs.get(error.status);
+      if (!logRefusal) {
+        logRefusal = oncePerWindow(REFUSAL_LOG_WINDOW_MS);
+        this.refusalLogs.set(error.status, logRefusal);
+      }
+      logRefusal((skipped) => this.deps.log.warn({ status: error.status, reason: error.message, skipped }, 'payment notify refused'));
       return { status: error.status, body: { error: error.message } };
     }
     const [payment] = await this.deps.query<{ userId: string; teamId: string | null; purpose: PaymentView['purpose']; amountCents: number }>(
