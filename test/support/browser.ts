@@ -14,13 +14,15 @@ const CHROMIUM_FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disabl
 
 /** How long one browser step may take. */
 export const STEP_MS = 15_000;
+/** How long chromium may take to start: past 15 s once, with the whole suite loading both cores. */
+const LAUNCH_MS = 60_000;
 
 /** Where screenshots go (gitignored): look at them when a browser test fails. */
 export const ARTIFACTS = 'test-results/web-app';
 
 export function launchChromium(): Promise<Browser> {
   if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium fonts-noto-cjk (.ci/run does)`);
-  return chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS, timeout: STEP_MS });
+  return chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS, timeout: LAUNCH_MS });
 }
 
 /**
