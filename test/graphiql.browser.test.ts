@@ -1,10 +1,10 @@
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { STEP_MS, launchChromium, saveScreenshot, watchPage } from './support/browser.ts';
+import { STEP_MS, saveScreenshot, startServerAndChromium, watchPage } from './support/browser.ts';
 import { testEnv } from './support/env.ts';
 import { stopAll } from './support/lifecycle.ts';
 import { redPacketsAt } from './support/redPackets.ts';
-import { type ServerProcess, startServerProcess } from './support/server.ts';
+import type { ServerProcess } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
 import { tokenOf } from './support/tokens.ts';
 
@@ -16,7 +16,7 @@ let stores: Stores;
 let browser: Browser;
 
 beforeAll(async () => {
-  [server, browser] = await Promise.all([startServerProcess(env.vars), launchChromium()]);
+  [server, browser] = await startServerAndChromium(env);
   stores = openStores(env);
 });
 

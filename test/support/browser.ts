@@ -5,7 +5,7 @@ import { type Browser, type BrowserContext, type Page, chromium } from 'playwrig
 import { expect } from 'vitest';
 import type { TestEnv } from './env.ts';
 import { stopAll } from './lifecycle.ts';
-import { startServerProcess } from './server.ts';
+import { type ServerProcess, startServerProcess } from './server.ts';
 import { openStores } from './stores.ts';
 
 // Debian's chromium (.ci/run installs it), driven by playwright-core, which downloads no browser of its own.
@@ -20,7 +20,7 @@ const LAUNCH_MS = 60_000;
 /** Where screenshots go (gitignored): look at them when a browser test fails. */
 export const ARTIFACTS = 'test-results/web-app';
 
-export function launchChromium(): Promise<Browser> {
+export async function launchChromium(): Promise<Browser> {
   if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium fonts-noto-cjk (.ci/run does)`);
   return chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS, timeout: LAUNCH_MS });
 }
@@ -139,10 +139,26 @@ export function webAppPhones(browser: Browser, appUrl: string) {
   };
 }
 
+/**
+ * A server of `env` (with `vars` on top) and chromium, started side by side. If either
+ * fails, the other is stopped and the file's stores dropped: a server left running would
+ * outlive the test run, as one did when chromium was slow to start.
+ */
+export async function startServerAndChromium(env: TestEnv, vars: Record<string, string> = {}): Promise<[ServerProcess, Browser]> {
+  const [server, browser] = await Promise.allSettled([startServerProcess({ ...env.vars, ...vars }), launchChromium()]);
+  if (server.status === 'fulfilled' && browser.status === 'fulfilled') return [server.value, browser.value];
+  if (browser.status === 'fulfilled') await browser.value.close().catch(() => undefined);
+  if (server.status === 'fulfilled') await stopAll(server.value);
+  await openStores(env)
+    .cleanup()
+    .catch(() => undefined);
+  throw server.status === 'rejected' ? server.reason : (browser as PromiseRejectedResult).reason;
+}
+
 /** A browser test file's web app: a started server of `env` (with `vars` on top), chromium, and phones on /app/ that sign in through its development sign-in. */
 export async function startWebApp(env: TestEnv, vars: Record<string, string> = {}) {
   if (!existsSync('dist/web/index.html')) throw new Error('dist/web is missing: npm run build:web (npm test and npm start run it)');
-  const [server, browser] = await Promise.all([startServerProcess({ ...env.vars, DEV_TOKENS: '1', ...vars }), launchChromium()]);
+  const [server, browser] = await startServerAndChromium(env, { DEV_TOKENS: '1', ...vars });
   const stores = openStores(env);
   const appUrl = new URL('/app/', server.url).toString();
   const app = webAppPhones(browser, appUrl);
