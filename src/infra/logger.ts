@@ -9,15 +9,15 @@ function requestIdOfLine(): { reqId?: string } {
   return reqId === undefined ? {} : { reqId };
 }
 
-/**
- * JSON lines, one per event, for log collectors. With `pretty` (npm start in a terminal,
- * outside production: see main.ts) pino-pretty writes them readable instead, in a worker
- * thread so the server's own thread does not pay for the formatting.
- */
 /** The fields of log lines that hold a user id (the token's sub, which may be personal data such as a phone number). */
 const USER_ID_FIELDS = ['userId', 'senderId'];
 
-/** `aliasUserId`: what a user id becomes in a line (LOG_USER_IDS=alias); unset, ids are written as they are. */
+/**
+ * JSON lines, one per event, for log collectors. With `pretty` (npm start in a terminal,
+ * outside production: see main.ts) pino-pretty writes them readable instead, in a worker
+ * thread so the server's own thread does not pay for the formatting. `aliasUserId`: what
+ * a user id becomes in a line (LOG_USER_IDS=alias); unset, ids are written as they are.
+ */
 export function createLogger(level: string, { pretty = false, aliasUserId }: { pretty?: boolean; aliasUserId?: (userId: string) => string } = {}): Logger {
   const redact = aliasUserId && { paths: USER_ID_FIELDS, censor: (value: unknown) => (typeof value === 'string' ? aliasUserId(value) : value) };
   const options = { level, base: { service: 'campaign-backend' }, mixin: requestIdOfLine, ...(redact ? { redact } : {}) };

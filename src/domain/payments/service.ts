@@ -1,6 +1,6 @@
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.ts';
 import type { Database } from '../../infra/db/database.ts';
-import { type Logger, oncePerWindow } from '../../infra/logger.ts';
+import { type Logger, logRepeating } from '../../infra/logger.ts';
 import { failedTeamRefundKey, lateSeatPaymentKey, oweRefunds, refundsOwedFrom, unheldTopUpKey } from '../money/refunds.ts';
 import { postToWallets, walletBalance, walletHolds, walletLimitError } from '../money/wallets.ts';
 import type { TeamService } from '../teams/service.ts';
@@ -41,9 +41,6 @@ interface PaymentDeps {
   sandboxSecret: string | null;
 }
 
-/** How often a refused notify's signature or body is logged: anyone can send one. */
-const REFUSAL_LOG_WINDOW_MS = 10_000;
-
 /**
  * Payments the client cannot forge: the server mints every reference (seat locks mint
  * theirs in the lock's journal entry, top-ups here), and only the provider's notify settles
@@ -51,9 +48,6 @@ const REFUSAL_LOG_WINDOW_MS = 10_000;
  * reference, so the provider may retry it whenever it did not see the answer.
  */
 export class PaymentService {
-  /** A window per status answered: a stream of forged notifies (401) must not hide a provider's malformed ones (400). */
-  private readonly refusalLogs = new Map<number, ReturnType<typeof oncePerWindow>>();
-
   constructor(private readonly deps: PaymentDeps) {}
 
   /**
@@ -85,12 +79,9 @@ export class PaymentService {
       notice = this.deps.provider.verifyNotify(rawBody, header, Date.now());
     } catch (error) {
       if (!(error instanceof NotifyRefused)) throw error;
-      let logRefusal = this.refusalLogs.get(error.status);
-      if (!logRefusal) {
-        logRefusal = oncePerWindow(REFUSAL_LOG_WINDOW_MS);
-        this.refusalLogs.set(error.status, logRefusal);
-      }
-      logRefusal((skipped) => this.deps.log.warn({ status: error.status, reason: error.message, skipped }, 'payment notify refused'));
+      // Anyone can send one, so held back; per status answered, so a stream of forged
+      // notifies (401) does not hide a provider's malformed ones (400).
+      logRepeating(this.deps.log, 'warn', { status: error.status, reason: error.message }, 'payment notify refused', `payment notify refused: ${error.status}`);
       return { status: error.status, body: { error: error.message } };
     }
     const [payment] = await this.deps.query<{ userId: string; teamId: string | null; purpose: PaymentView['purpose']; amountCents: number }>(
