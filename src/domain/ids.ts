@@ -9,6 +9,9 @@ import { unacceptableCharacter } from './text.ts';
  */
 export const recordId = z.string().min(1).max(128);
 
+/** A client's name for one attempt; retries reuse it. */
+export const requestId = z.string().min(1, 'requestId must not be empty').max(128);
+
 /** Activity ids become part of Redis keys (the hash tag), so they are kept to a plain alphabet. */
 export const activityId = z.string().regex(/^[\w.-]{1,64}$/, 'activityId must be 1 to 64 letters, digits, "_", "-" or "."');
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { requireAChange, ruleIssue } from '../../i18n/issues.ts';
-import { recordId, userId } from '../ids.ts';
+import { recordId, requestId, userId } from '../ids.ts';
 
 /** GraphQL Int is 32-bit: a balance and a cost must stay within it. */
 export const MAX_POINTS = 2_147_483_647;
@@ -9,9 +9,6 @@ export const MAX_VOUCHER_CODES = 10_000;
 const MAX_STOCK = 1_000_000;
 /** The most units a goods item has in all, restocks included: its stock is a 32-bit column. */
 export const MAX_GOODS_STOCK = 2_147_483_647;
-
-/** A client's name for one attempt; retries reuse it. */
-const requestId = z.string().min(1, 'requestId must not be empty').max(128);
 
 export const awardPointsArgs = z.object({
   userId,
