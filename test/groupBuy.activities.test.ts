@@ -81,6 +81,9 @@ describe('createGroupBuyActivity', () => {
     ['a float capacity', { capacity: 2.5 }],
     ['a string for capacity', { capacity: 'three' }],
     ['an unknown field', { discount: 5 }],
+    ['an empty requestId', { requestId: '' }],
+    ['a requestId of 129 characters', { requestId: 'r'.repeat(129) }],
+    ['a requestId with a NUL', { requestId: 'a\u0000b' }],
   ];
   it.each(bad)('refuses %s with BAD_USER_INPUT, creating nothing', async (_name, change) => {
     const before = await activityCount();
@@ -94,6 +97,44 @@ describe('createGroupBuyActivity', () => {
     await create(activityInput(id, { capacity: 5 }));
     expect(errorCodes(await create(activityInput(id, { capacity: 2 })))).toEqual(['BAD_USER_INPUT']);
     expect((await gql(url(), GroupBuyActivityDocument, { id }, await tokenOf('gb-user'))).body.data?.groupBuyActivity?.capacity).toBe(5);
+  });
+
+  describe('with a requestId', () => {
+    const rowsTitled = async (title: string) => (await started.stores.sql.query<{ id: string }>('SELECT id FROM group_buy_activity WHERE title = $1', [title])).rows.map((row) => row.id);
+
+    it('creates once however many retries race, its id minted once; the requestId for other terms is refused, creating nothing', async () => {
+      const title = `retried ${newId()}`;
+      const input = { ...activityInput(''), id: undefined, title, requestId: 'console-42' };
+      // A console that timed out and sent again, 20 times at once, then once more.
+      const answers = await Promise.all(Array.from({ length: 20 }, () => create(input)));
+      expect(answers.flatMap((answer) => answer.body.errors ?? [])).toEqual([]);
+      const ids = new Set(answers.map((answer) => answer.body.data?.createGroupBuyActivity.id));
+      expect(ids.size).toBe(1);
+      const [first] = ids;
+      expect((await create(input)).body.data?.createGroupBuyActivity).toMatchObject({ id: first, title, capacity: input.capacity });
+      expect(await rowsTitled(title)).toEqual([first]);
+
+      const before = await activityCount();
+      const other = await create({ ...input, capacity: 4 });
+      expect(errorCodes(other)).toEqual(['BAD_USER_INPUT']);
+      expect(other.body.errors?.[0]?.extensions?.issues).toMatchObject([{ path: ['input', 'requestId'], code: 'REQUEST_ID_OF_ANOTHER_CREATE' }]);
+      expect(await activityCount()).toBe(before);
+    });
+
+    it("gets a retry of a chosen id the first activity rather than ACTIVITY_ID_TAKEN; the requestId is each operator's own", async () => {
+      const id = newId();
+      const input = { ...activityInput(id), requestId: 'r'.repeat(128) };
+      const first = (await create(input)).body.data?.createGroupBuyActivity;
+      expect(first).toMatchObject({ id, capacity: input.capacity });
+      const retried = await create(input);
+      expect(retried.body.errors).toBeUndefined();
+      expect(retried.body.data?.createGroupBuyActivity).toEqual(first);
+
+      const theirs = await create({ ...input, id: newId() }, await tokenOf('gb-ops-2', { admin: true }));
+      expect(theirs.body.errors).toBeUndefined();
+      expect(theirs.body.data?.createGroupBuyActivity.id).not.toBe(id);
+      expect(await rowsTitled(input.title)).toHaveLength(2);
+    });
   });
 });
 

@@ -76,7 +76,7 @@ function validMutations(): Record<string, { caller: Caller; args: Record<string,
     confirmTeamSeat: { caller: 'admin', args: { teamId, userId: 'chars-other', paymentRef: 'pay-1' } },
     createGroupBuyActivity: {
       caller: 'admin',
-      args: { input: { id: 'chars-gb', title: 'Tea', description: 'for two', priceCents: 200, groupPriceCents: 100, capacity: 2, ...runningWindow() } },
+      args: { input: { id: 'chars-gb', title: 'Tea', description: 'for two', priceCents: 200, groupPriceCents: 100, capacity: 2, ...runningWindow(), requestId: 'gb-1' } },
     },
     creditWallet: { caller: 'admin', args: { userId: 'chars-other', amountCents: 100, reason: 'bonus', requestId: 'credit-1' } },
     createGoods: { caller: 'admin', args: { input: { title: 'Cup', pointsCost: 1, stock: 1, voucherCodes: ['C-1'], requestId: 'goods-1' } } },

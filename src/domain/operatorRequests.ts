@@ -4,7 +4,7 @@ import { ruleInputIssue } from '../i18n/issues.ts';
 import { BadInputError } from './errors.ts';
 
 /** What an operator creates once per requestId. */
-export type CreatedKind = 'goods' | 'lottery';
+export type CreatedKind = 'goods' | 'lottery' | 'groupBuy';
 
 /** The row that makes a create once per requestId; the create writes it in its own transaction. */
 export interface OperatorRequest {

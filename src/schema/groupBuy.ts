@@ -57,6 +57,10 @@ const CreateGroupBuyActivityInput = builder
       endsAt: t.field({ type: 'DateTime', required: true, description: 'After startsAt, at most 366 days later.' }),
       maxTeamsPerUser: t.int({ defaultValue: 1, description: 'Teams one user may join as a buyer: 1 to 1,000.' }),
       maxOpenTeamsPerLeader: t.int({ defaultValue: 1, description: 'OPEN teams one user may lead at once: 1 to 1,000.' }),
+      requestId: t.string({
+        description:
+          "The operator's idempotency key (1 to 128 characters): a retry with the same requestId and terms, after a timeout or at once, gets the first activity, created once. The same requestId for other terms: BAD_USER_INPUT (REQUEST_ID_OF_ANOTHER_CREATE).",
+      }),
     }),
   })
   .validate(groupBuyActivityInput);
@@ -67,7 +71,7 @@ builder.mutationField('createGroupBuyActivity', (t) =>
     description: 'Operators: defines a group-buy; its teams are opened with openTeam(input: { activityId }).',
     args: { input: t.arg({ type: CreateGroupBuyActivityInput, required: true }) },
     // Parsed again for its types: the input was validated, its defaults filled in by GraphQL.
-    resolve: (_root, { input }, { app, locale }) => app.teams.createActivity(groupBuyActivityInput.parse(input)).catch(rethrowInLocale(locale)),
+    resolve: (_root, { input }, { app, viewer, locale }) => app.teams.createActivity(viewer.userId, groupBuyActivityInput.parse(input)).catch(rethrowInLocale(locale)),
   }),
 );
 

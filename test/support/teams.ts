@@ -103,7 +103,7 @@ export type TeamsClient = ReturnType<typeof teamsAt>;
 export async function activityInApp(app: App, activityId: string, terms: ActivityTerms = {}): Promise<void> {
   if (await app.teams.activity(activityId)) return;
   const input = activityInput(activityId, terms);
-  await app.teams.createActivity({ ...input, description: '', startsAt: new Date(input.startsAt), endsAt: new Date(input.endsAt) } as GroupBuyActivityInput);
+  await app.teams.createActivity(OPERATOR, { ...input, description: '', startsAt: new Date(input.startsAt), endsAt: new Date(input.endsAt) } as GroupBuyActivityInput);
 }
 
 /** In-process: opens a team of the activity through the service, creating the activity on first use. */

@@ -6,7 +6,8 @@ import { rebuildOnce } from '../../infra/campaign/rebuild.ts';
 import { type KeysetPage, keysetArgs } from '../../infra/db/pages.ts';
 import { keysExpireAt, retainUntil } from '../../infra/redis/keys.ts';
 import { BadInputError } from '../errors.ts';
-import { activityId } from '../ids.ts';
+import { activityId, requestId } from '../ids.ts';
+import { type OperatorRequest, recordRequest } from '../operatorRequests.ts';
 import type { TeamDeps } from './campaign.ts';
 import { activityKeys } from './store.ts';
 
@@ -41,6 +42,7 @@ export const groupBuyActivityInput = z
     endsAt: z.date(),
     maxTeamsPerUser: z.number().int().min(1).max(LIMITS.maxTeamsPerUser),
     maxOpenTeamsPerLeader: z.number().int().min(1).max(LIMITS.maxTeamsPerUser),
+    requestId: requestId.nullish(),
   })
   .refine((input) => input.groupPriceCents <= input.priceCents, { ...ruleIssue('GROUP_PRICE_ABOVE_PRICE'), path: ['groupPriceCents'] })
   .refine((input) => input.endsAt > input.startsAt, { ...ruleIssue('ENDS_BEFORE_STARTS'), path: ['endsAt'] })
@@ -63,7 +65,7 @@ export const updateGroupBuyActivityInput = z
 
 export type UpdateGroupBuyActivityInput = z.infer<typeof updateGroupBuyActivityInput>;
 
-export interface GroupBuyActivity extends Omit<GroupBuyActivityInput, 'id'> {
+export interface GroupBuyActivity extends Omit<GroupBuyActivityInput, 'id' | 'requestId'> {
   id: string;
   paused: boolean;
   createdAt: Date;
@@ -100,13 +102,21 @@ export class GroupBuyActivities {
 
   constructor(private readonly deps: TeamDeps) {}
 
-  async create({ id, ...input }: GroupBuyActivityInput): Promise<GroupBuyActivity> {
+  /** Creates the activity, with a requestId made once per request (src/domain/operatorRequests.ts). */
+  async create({ id: chosenId, requestId: _, ...terms }: GroupBuyActivityInput, request: OperatorRequest | null): Promise<GroupBuyActivity> {
     // One created ended could never open a team, and would stay in the lists for good.
-    if (input.endsAt.getTime() <= Date.now()) throw BadInputError.of([ruleInputIssue(['input', 'endsAt'], 'ENDS_IN_THE_PAST')]);
+    if (terms.endsAt.getTime() <= Date.now()) throw BadInputError.of([ruleInputIssue(['input', 'endsAt'], 'ENDS_IN_THE_PAST')]);
+    const id = chosenId ?? randomUUID();
     try {
-      return await this.deps.prisma.groupBuyActivity.create({ data: { id: id ?? randomUUID(), ...input } });
+      return await this.deps.prisma.$transaction(async (tx) => {
+        // First: a call racing with the same requestId waits here for this one, then fails on its key.
+        if (request) await recordRequest(tx, request, id);
+        return tx.groupBuyActivity.create({ data: { id, ...terms } });
+      });
     } catch (error) {
-      if (error instanceof Prisma.PrismaClientKnownRequestError && error.code === 'P2002') throw BadInputError.of([ruleInputIssue(['input', 'id'], 'ACTIVITY_ID_TAKEN', { id: String(id) })]);
+      // Only the activity's own key: a clash on the request's is the race createOncePerRequest answers.
+      const idTaken = error instanceof Prisma.PrismaClientKnownRequestError && error.code === 'P2002' && error.meta?.modelName === 'GroupBuyActivity';
+      if (idTaken) throw BadInputError.of([ruleInputIssue(['input', 'id'], 'ACTIVITY_ID_TAKEN', { id })]);
       throw error;
     }
   }

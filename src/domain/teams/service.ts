@@ -4,6 +4,7 @@ import type { Missing } from '../../infra/campaign/campaign.ts';
 import type { KeysetPage } from '../../infra/db/pages.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
 import { BadInputError, ServiceUnavailableError } from '../errors.ts';
+import { createOncePerRequest, operatorRequestOf } from '../operatorRequests.ts';
 import { NotFound } from '../problems.ts';
 import type { GroupBuyActivity, GroupBuyActivityInput, UpdateGroupBuyActivityInput } from './activities.ts';
 import { TeamCampaign, type TeamDeps } from './campaign.ts';
@@ -72,8 +73,15 @@ export class TeamService {
     this.deadlines = new DeadlineSweeper(deps, this.teams);
   }
 
-  createActivity(input: GroupBuyActivityInput): Promise<GroupBuyActivity> {
-    return this.teams.groupBuys.create(input);
+  /** Creates the activity; with a requestId, once: a retry after a timeout gets the first activity. */
+  createActivity(createdBy: string, input: GroupBuyActivityInput): Promise<GroupBuyActivity> {
+    const request = operatorRequestOf('groupBuy', createdBy, input);
+    return createOncePerRequest(
+      this.deps.prisma,
+      request,
+      () => this.teams.groupBuys.create(input, request),
+      (activityId) => this.deps.prisma.groupBuyActivity.findUniqueOrThrow({ where: { id: activityId } }),
+    );
   }
 
   /** Operators: changes the activity's title, description, end or pause. */
