@@ -152,6 +152,9 @@ describe('createLotteryActivity with a requestId', () => {
     const other = await unchanged(() => lottery.raw(CreateLotteryDocument, { input: { ...input, noPrizeWeight: 11 } }, OPERATOR, { admin: true }));
     expectBadInput(other, 'another activity under the requestId');
     expect(other.body.errors?.[0]?.extensions?.issues).toMatchObject([{ path: ['input', 'requestId'], code: 'REQUEST_ID_OF_ANOTHER_CREATE' }]);
+    // The same bound as every other create's requestId, not the draws' 64 characters.
+    const longest = { ...input, title: 'longest requestId', requestId: 'r'.repeat(128) };
+    expect((await lottery.create(OPERATOR, longest)).id).toBe((await lottery.create(OPERATOR, longest)).id);
     for (const requestId of ['', 'r'.repeat(129)])
       expectBadInput(await unchanged(() => lottery.raw(CreateLotteryDocument, { input: { ...input, requestId } }, OPERATOR, { admin: true })), requestId);
   });

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { requireAChange, ruleIssue } from '../../i18n/issues.ts';
+import { requestId } from '../ids.ts';
 import { LOTTERY_LIMITS as L, SOLD_OUT_ODDS, settingsIssues } from './settings.ts';
 import { canonicalTimezone } from './timezone.ts';
 
@@ -40,7 +41,7 @@ export const createLotteryInput = z
         return canonical ?? z.NEVER;
       }),
     prizes: z.array(prizeInput).min(1, 'an activity needs at least one prize').max(L.maxPrizes),
-    requestId: z.string().min(1).max(L.maxRequestIdLength).nullish(),
+    requestId: requestId.nullish(),
   })
   .superRefine((input, ctx) => {
     const issues = settingsIssues({
