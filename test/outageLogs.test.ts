@@ -15,6 +15,7 @@ import { redPacketsAt } from './support/redPackets.ts';
 import { type ServerProcess, freePort, startServerProcess } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
 import { signAhead } from './support/tokens.ts';
+import { WebhookReceiver } from './support/webhookReceiver.ts';
 
 /*
  * A store or a webhook that is down fails every request, batch, row and tick alike: each
@@ -52,6 +53,15 @@ function linesOf(server: ServerProcess, msg: string): Record<string, unknown>[] 
 const firstOfRun = (level: number) => ({ level, skipped: 0, err: expect.objectContaining({ message: expect.any(String), stack: expect.any(String) }) });
 
 const unavailable = (outcomes: Outcome[]) => outcomes.filter((outcome) => outcome.codes?.includes('SERVICE_UNAVAILABLE'));
+
+const WEBHOOK_SECRET = 'outage-logs-webhook-secret-of-32-chars-at-least';
+
+/** `act` on every item, `wave` at a time. */
+async function inWaves<T, R>(items: T[], wave: number, act: (item: T) => Promise<R>): Promise<R[]> {
+  const results: R[] = [];
+  for (let first = 0; first < items.length; first += wave) results.push(...(await Promise.all(items.slice(first, first + wave).map(act))));
+  return results;
+}
 
 describe('Redis gone', () => {
   it('logs the rate limiter that cannot count once per window, not once per request', async () => {
@@ -118,18 +128,69 @@ describe('PostgreSQL unreachable', () => {
   }, 90_000);
 });
 
+describe('PostgreSQL unreachable while fresh vouchers are delivered', () => {
+  // The fulfilment service takes the vouchers; what fails is recording the outcome: marking them
+  // delivered (it answered 200), or scheduling their retries (it answered 503).
+  it.each([
+    { answer: 'ok', msg: 'fresh voucher delivery failed', level: 50 },
+    { answer: 'fail', msg: 'could not schedule voucher delivery retries', level: 40 },
+  ] as const)(
+    'logs $msg once per window, not once per batch',
+    async ({ answer, msg, level }) => {
+      const proxy = await startCuttableProxy(new URL(TEST_DATABASE_URL));
+      cleanups.push(() => proxy.close());
+      const fulfilment = new WebhookReceiver<unknown>();
+      cleanups.push(() => fulfilment.close());
+      // Its first call is held while the other redemptions are persisted and queue behind it.
+      fulfilment.answer = () => 'hang';
+      const env = testEnv(`outage_logs_fresh_${answer}`, {
+        POINTS_DELIVERY_WEBHOOK_URL: await fulfilment.start('/vouchers'),
+        POINTS_DELIVERY_WEBHOOK_SECRET: WEBHOOK_SECRET,
+        // The held call must not time out, nor its lease run out.
+        POINTS_DELIVERY_TIMEOUT_MS: '60000',
+      });
+      env.vars.DATABASE_URL = throughProxy(env.vars.DATABASE_URL!, proxy.port);
+      const { server } = await start(env);
+      const points = pointsAt(server.url);
+      // Fresh vouchers go out 256 a call: three calls wait behind the held one.
+      const users = Array.from({ length: 600 }, (_, i) => `fresh-redeemer-${i}`);
+      await signAhead(users);
+      const goods = await points.createGoods('operator', { title: 'voucher', pointsCost: 10, stock: users.length, voucherCodes: voucherCodes('FRESH', users.length) });
+      await inWaves(users, 100, (user) => points.award('operator', { userId: user, amount: 10 }));
+      const [first, ...others] = users;
+      const redeemed = [await points.tryRedeem(first!, goods.id, 'r')];
+      await waitFor('the first fresh voucher held', async () => fulfilment.requests.length === 1);
+      redeemed.push(...(await inWaves(others, 100, (user) => points.tryRedeem(user, goods.id, 'r'))));
+      expect(redeemed.map(({ result }) => result?.__typename)).toEqual(users.map(() => 'Redemption'));
+
+      await proxy.cut();
+      fulfilment.answer = () => answer;
+      fulfilment.answerHanging(answer);
+      await waitFor('every fresh voucher sent', async () => fulfilment.requests.length === users.length, { timeoutMs: 20_000 });
+      // The last call's outcome is being recorded against the outage.
+      await sleep(1_000);
+      const lines = linesOf(server, msg);
+      await proxy.restore();
+
+      expect(lines.length).toBeGreaterThanOrEqual(1);
+      expect(lines.length).toBeLessThanOrEqual(AT_MOST);
+      expect(lines[0]).toMatchObject(firstOfRun(level));
+    },
+    90_000,
+  );
+});
+
 describe('webhooks that nothing answers', () => {
   it('log failed voucher and refund deliveries once per window, not once per row and attempt', async () => {
-    const secret = 'outage-logs-webhook-secret-of-32-chars-at-least';
     const closed = await freePort();
     const env = testEnv('outage_logs_webhooks', {
       SWEEP_INTERVAL_MS: '100',
       POINTS_DELIVERY_RETRY_MS: '100',
       REFUND_RETRY_MS: '100',
       POINTS_DELIVERY_WEBHOOK_URL: `http://127.0.0.1:${closed}/vouchers`,
-      POINTS_DELIVERY_WEBHOOK_SECRET: secret,
+      POINTS_DELIVERY_WEBHOOK_SECRET: WEBHOOK_SECRET,
       REFUND_WEBHOOK_URL: `http://127.0.0.1:${closed}/refunds`,
-      REFUND_WEBHOOK_SECRET: secret,
+      REFUND_WEBHOOK_SECRET: WEBHOOK_SECRET,
     });
     const { server, stores } = await start(env);
     const points = pointsAt(server.url);

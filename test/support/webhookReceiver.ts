@@ -31,6 +31,11 @@ export class WebhookReceiver<Body> {
     return this.requests.filter((request) => request.key === key);
   }
 
+  /** Answers the requests held so far ('hang') as `verdict` would have. */
+  answerHanging(verdict: 'ok' | 'fail'): void {
+    for (const response of this.hanging.splice(0)) response.writeHead(statusOf(verdict)).end();
+  }
+
   async close(): Promise<void> {
     for (const response of this.hanging) response.destroy();
     this.server.closeAllConnections();
@@ -45,6 +50,8 @@ export class WebhookReceiver<Body> {
     const verdict = this.answer(key, this.of(key).length);
     if (verdict === 'hang') this.hanging.push(response);
     else if (verdict === 'slow') setTimeout(() => response.writeHead(200).end(), this.slowMs);
-    else response.writeHead(verdict === 'ok' ? 200 : 503).end();
+    else response.writeHead(statusOf(verdict)).end();
   }
 }
+
+const statusOf = (verdict: 'ok' | 'fail') => (verdict === 'ok' ? 200 : 503);

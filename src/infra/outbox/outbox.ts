@@ -147,8 +147,8 @@ export class Outbox<Row extends LeasedRow> {
       FROM unnest(${retries.map((retry) => retry.id)}::text[], ${retries.map((retry) => retry.locked_until)}::timestamptz[],
                   ${retries.map((retry) => retry.delayMs)}::int[], ${retries.map((retry) => retry.error)}::text[]) AS f(id, lease, delay_ms, error)
       WHERE o.id = f.id AND o.status = 'PENDING' AND o.locked_until = f.lease`.catch((error: unknown) =>
-      // Their leases run out and the due rounds take them then.
-      this.log.warn({ err: error, rows: retries.length }, `could not schedule ${this.spec.name} retries`),
+      // Their leases run out and the due rounds take them then. Held back: PostgreSQL down fails every batch.
+      logRepeating(this.log, 'warn', { err: error, rows: retries.length }, `could not schedule ${this.spec.name} retries`),
     );
   }
 
@@ -163,7 +163,7 @@ export class Outbox<Row extends LeasedRow> {
       UPDATE ${Prisma.raw(this.spec.table)} o SET locked_until = NULL, next_attempt_at = now(), ${attempts} = o.${attempts} - 1
       FROM unnest(${rows.map((row) => row.id)}::text[], ${rows.map((row) => row.locked_until)}::timestamptz[]) AS mine(id, lease)
       WHERE o.id = mine.id AND o.locked_until = mine.lease AND o.status = 'PENDING'`.catch((error: unknown) =>
-      this.log.warn({ err: error, rows: rows.length }, `could not hand back rows of ${this.spec.name}; their leases will run out`),
+      logRepeating(this.log, 'warn', { err: error, rows: rows.length }, `could not hand back rows of ${this.spec.name}; their leases will run out`),
     );
   }
 }
