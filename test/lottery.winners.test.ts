@@ -1,10 +1,14 @@
-import { beforeAll, describe, expect, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { winnersTopic } from '../src/domain/lottery/winners.ts';
 import { aliasScope } from '../src/domain/privacy.ts';
 import { LotteryWinnersDocument, type LotteryWinnersSubscription } from './gql/generated.ts';
 import { type Subscription, subscribeSse, subscribeWs } from './support/client.ts';
-import { testEnv } from './support/env.ts';
+import { TEST_REDIS_URL, testEnv } from './support/env.ts';
 import { twoInstances } from './support/lifecycle.ts';
 import { lotteryAt } from './support/lottery.ts';
+import { pointsAt } from './support/points.ts';
 import { sleep } from './support/poll.ts';
 import { aliasOf } from './support/privacy.ts';
 import { tokenOf } from './support/tokens.ts';
@@ -14,9 +18,15 @@ const env = testEnv('lot_winners');
 const instances = twoInstances(env);
 const { track } = instances;
 let admin: string;
+// Listens on the ticker's Redis channel: what every instance's streams are fed.
+const channels = new Redis(TEST_REDIS_URL, { lazyConnect: true });
 
 beforeAll(async () => {
   admin = await tokenOf('winners-op', { admin: true });
+});
+
+afterAll(() => {
+  channels.disconnect();
 });
 
 const now = Date.now();
@@ -31,8 +41,19 @@ async function createActivity(totalStock: number) {
   });
 }
 
-async function draw(activityId: string, user: string) {
-  return lotteryAt(instances.other.url).draw(user, activityId);
+async function draw(activityId: string, user: string, requestId?: string) {
+  return lotteryAt(instances.other.url).draw(user, activityId, requestId);
+}
+
+/** The draw ids of every win the ticker announces for the activity from now on, in order. */
+async function announcedWins(activityId: string): Promise<string[]> {
+  const channel = env.keyPrefix + winnersTopic(activityId);
+  const drawIds: string[] = [];
+  channels.on('message', (from: string, message: string) => {
+    if (from === channel) drawIds.push(...(JSON.parse(message) as { drawId: string }[]).map((win) => win.drawId));
+  });
+  await channels.subscribe(channel);
+  return drawIds;
 }
 
 /** What users other than the winner (operators aside) see of them in the activity. */
@@ -113,5 +134,45 @@ describe('lotteryWinners streams wins for the "恭喜 xxx 抽中了…" ticker',
       const [first] = await subscription.until((events) => events.length >= 1);
       expect(first!.errors?.[0]?.extensions?.code, code).toBe(code);
     }
+  });
+
+  it('announces a retried draw once: a retry answered with the first win is not a new win, on either instance; its POINTS prize is credited once', async () => {
+    const activity = await lotteryAt(instances.server.url).create('winners-op', {
+      title: 'retried',
+      startsAt: new Date(now - 60_000).toISOString(),
+      endsAt: new Date(now + 3_600_000).toISOString(),
+      noPrizeWeight: 0,
+      prizes: [{ title: 'five points', kind: 'POINTS', points: 5, weight: 1, totalStock: 100 }],
+    });
+    const announced = await announcedWins(activity.id);
+    const requestId = randomUUID();
+    const first = await draw(activity.id, 'retrying-winner', requestId);
+    if (first.__typename !== 'LotteryWin') throw new Error(JSON.stringify(first));
+    // Watching from before the retries: had the win first.
+    const early = track(subscribeWs(instances.server.url, LotteryWinnersDocument, { activityId: activity.id, recent: 1 }, admin));
+    await early.until((events) => wins(events).length === 1);
+    const newer = await draw(activity.id, 'newer-winner');
+    // Watching from after a newer win: the retried one is not among its latest.
+    const late = track(subscribeSse(instances.server.url, LotteryWinnersDocument, { activityId: activity.id, recent: 1 }, admin));
+    await Promise.all([early.until((events) => wins(events).length === 2), late.until((events) => wins(events).length === 1)]);
+
+    const retry = (i: number) => lotteryAt((i % 2 === 0 ? instances.server : instances.other).url).draw('retrying-winner', activity.id, requestId);
+    const retries = [];
+    for (let i = 0; i < 3; i++) retries.push(await retry(i));
+    retries.push(...(await Promise.all(Array.from({ length: 10 }, (_, i) => retry(i)))));
+    for (const retried of retries) expect(retried).toMatchObject({ __typename: 'LotteryWin', drawId: first.drawId });
+
+    // A win drawn after the retries comes after whatever they announced.
+    const last = await draw(activity.id, 'last-winner');
+    await Promise.all([early.until((events) => wins(events).length >= 3), late.until((events) => wins(events).length >= 2)]);
+    await expect.poll(() => announced.length).toBeGreaterThanOrEqual(3);
+    await sleep(300);
+    const drawn = [first, newer, last].map((win) => (win.__typename === 'LotteryWin' ? win.drawId : win.__typename));
+    expect(announced).toEqual(drawn);
+    expect(wins(early.events).map((win) => win.drawId)).toEqual(drawn);
+    expect(wins(late.events).map((win) => win.drawId)).toEqual(drawn.slice(1));
+    expect((await pointsAt(instances.server.url).me('retrying-winner')).pointsBalance).toBe(5);
+    const { rows } = await instances.stores.sql.query('SELECT delta FROM points_ledger WHERE user_id = $1', ['retrying-winner']);
+    expect(rows).toEqual([{ delta: 5 }]);
   });
 });

@@ -7,7 +7,8 @@ import { type LotteryWinView, prizeView } from './views.ts';
 /** How many of the last wins a winners stream checks for ones it missed when the activity ends. */
 const LATE_WINS_MAX = 1000;
 
-const winnersTopic = (activityId: string) => `lottery:${activityId}:winners`;
+/** The topic (under the key prefix) on which the ticker announces an activity's wins, a turn's wins in one message. */
+export const winnersTopic = (activityId: string) => `lottery:${activityId}:winners`;
 /** Announces a change of an activity's settings, whose end may have moved. */
 const settingsTopic = (activityId: string) => `lottery:${activityId}:settings`;
 
