@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { activityKeys } from '../src/domain/teams/store.ts';
+import { activityKeys, teamKeys } from '../src/domain/teams/store.ts';
 import {
   CreateGroupBuyActivityDocument,
   GroupBuyActivitiesDocument,
@@ -16,7 +16,7 @@ import { startedServer } from './support/lifecycle.ts';
 import { paymentViolations } from './support/paymentInvariants.ts';
 import { waitFor } from './support/poll.ts';
 import { startServerProcess } from './support/server.ts';
-import { loseKeysAtOnce } from './support/stores.ts';
+import { loseKeysAtOnce, stateKeys } from './support/stores.ts';
 import { expectTeamInvariants } from './support/teamInvariants.ts';
 import { activityInput, teamsAt } from './support/teams.ts';
 import { tokenOf } from './support/tokens.ts';
@@ -207,6 +207,83 @@ describe('openTeam', () => {
     expect(rows[0].n).toBe(2);
     // Another leader is not held back by it.
     expect((await open('gb-other', id)).__typename).toBe('Team');
+  });
+
+  describe('with a requestId', () => {
+    const openAs = async (leader: string, activityId: string, requestId: string, headers: Record<string, string> = {}) =>
+      gql(url(), OpenTeamDocument, { input: { activityId, requestId } }, await tokenOf(leader), headers);
+    const openedTeam = (response: Awaited<ReturnType<typeof openAs>>) => {
+      const team = response.body.data?.openTeam;
+      if (team?.__typename !== 'Team') throw new Error(`openTeam answered ${JSON.stringify(response.body)}`);
+      return team;
+    };
+    const teamRows = async (activityId: string) =>
+      (await started.stores.sql.query<{ id: string; leader_id: string }>('SELECT id, leader_id FROM team WHERE activity_id = $1 ORDER BY created_at, id', [activityId])).rows;
+    /** The teams Redis holds of the activity: one meta key each. */
+    const redisTeams = async (activityId: string) => (await stateKeys(started.stores.redis, env.keyPrefix, teamKeys(activityId, '*').meta)).map((key) => /:team:([^:]+):meta$/.exec(key)![1]);
+
+    it.each([
+      ['who may open many', 1000],
+      ['capped at one open team', 1],
+    ])('opens one team for a leader %s, however many retries race, and answers a later retry with it', async (_name, maxOpenTeamsPerLeader) => {
+      const id = newId();
+      const leader = `gb-retrier-${maxOpenTeamsPerLeader}`;
+      await create(activityInput(id, { maxOpenTeamsPerLeader }));
+      // A mini-program that timed out and sent again, 20 times at once, then once more.
+      const answers = await Promise.all(Array.from({ length: 20 }, () => openAs(leader, id, 'tap-1')));
+      const ids = new Set(answers.map((answer) => openedTeam(answer).id));
+      expect(ids.size).toBe(1);
+      const [teamId] = ids;
+      expect(openedTeam(await openAs(leader, id, 'tap-1'))).toMatchObject({ id: teamId, activityId: id, status: 'OPEN', members: [{ userId: leader }] });
+      expect(await teamRows(id)).toEqual([{ id: teamId, leader_id: leader }]);
+      expect(await redisTeams(id)).toEqual([teamId]);
+      await expectTeamInvariants(started.stores, id, [teamId!]);
+    });
+
+    it("answers a retry with the first team as it is now, at the leader's cap and once the activity paused or ended", async () => {
+      const id = newId();
+      await create(activityInput(id, { maxOpenTeamsPerLeader: 1 }));
+      const first = openedTeam(await openAs('gb-tapper', id, 'tap-1'));
+      expect(first).toMatchObject({ freeSeats: 2, locks: [] });
+      expect((await teamsAt(url()).lock('gb-locker', first.id)).__typename).toBe('SeatLocked');
+      expect(openedTeam(await openAs('gb-tapper', id, 'tap-1'))).toMatchObject({ id: first.id, freeSeats: 1, locks: [expect.anything()] });
+      // A new tap is a new team, which the cap refuses.
+      expect((await openAs('gb-tapper', id, 'tap-2')).body.data?.openTeam).toMatchObject({ __typename: 'OpenTeamLimitReached', maxOpenTeamsPerLeader: 1 });
+
+      const change = async (input: UpdateGroupBuyActivityInput) =>
+        expect((await gql(url(), UpdateGroupBuyActivityDocument, { activityId: id, input }, await operator())).body.data?.updateGroupBuyActivity?.__typename).toBe('GroupBuyActivity');
+      await change({ paused: true });
+      expect(openedTeam(await openAs('gb-tapper', id, 'tap-1')).id).toBe(first.id);
+      await change({ endsAt: new Date(Date.now() - 60_000).toISOString() });
+      expect(openedTeam(await openAs('gb-tapper', id, 'tap-1')).id).toBe(first.id);
+      expect((await openAs('gb-tapper', id, 'tap-3')).body.data?.openTeam).toMatchObject({ __typename: 'GroupBuyNotActive' });
+      expect(await teamRows(id)).toEqual([{ id: first.id, leader_id: 'gb-tapper' }]);
+      expect(await redisTeams(id)).toEqual([first.id]);
+    });
+
+    it("refuses the requestId for another activity, opening nothing; another leader's same requestId opens their own team", async () => {
+      const [id, other] = [newId(), newId()];
+      await create(activityInput(id));
+      await create(activityInput(other));
+      const first = openedTeam(await openAs('gb-reuser', id, 'tap-1'));
+      for (const [headers, message] of [
+        [{}, 'requestId tap-1 was already used to open a team of another group-buy activity'],
+        [{ 'accept-language': 'zh-CN' }, 'requestId tap-1 已用于在另一个拼团活动中开团'],
+      ] as const) {
+        const refused = await openAs('gb-reuser', other, 'tap-1', headers);
+        expect(refused.body.data?.openTeam ?? null).toBeNull();
+        expect(refused.body.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', issues: [{ path: ['input', 'requestId'], code: 'REQUEST_ID_OF_ANOTHER_TEAM', message }] });
+      }
+      expect(await teamRows(other)).toEqual([]);
+      expect(await redisTeams(other)).toEqual([]);
+
+      const theirs = openedTeam(await openAs('gb-someone-else', id, 'tap-1'));
+      expect(theirs.id).not.toBe(first.id);
+      expect(await teamRows(id)).toEqual([
+        { id: first.id, leader_id: 'gb-reuser' },
+        { id: theirs.id, leader_id: 'gb-someone-else' },
+      ]);
+    });
   });
 });
 

@@ -81,6 +81,11 @@ describe('malformed input is BAD_USER_INPUT and changes nothing', () => {
     ['a null activityId', { activityId: null }],
     ['a number for activityId', { activityId: 2.5 }],
     ['an unknown field', { activityId: 'a', discount: 5 }],
+    ['an empty requestId', { activityId: ACTIVITY, requestId: '' }],
+    ['a requestId of 129 characters', { activityId: ACTIVITY, requestId: 'r'.repeat(129) }],
+    ['a requestId with a NUL', { activityId: ACTIVITY, requestId: 'a\u0000b' }],
+    ['a requestId with a lone surrogate', { activityId: ACTIVITY, requestId: 'a\uD800b' }],
+    ['a number for requestId', { activityId: ACTIVITY, requestId: 5 }],
   ];
 
   it.each(badInputs)('openTeam with %s', async (_name, input) => {

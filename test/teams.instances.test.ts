@@ -127,7 +127,7 @@ describe('a team just opened', () => {
     // The opening instance is held after PostgreSQL has the team and before Redis does.
     const { reached, letGo } = holdCalls(app.journal, 'trackStream');
     await activityInApp(app, activityId, { formationSeconds: 3600 });
-    const opening = app.teams.open('fresh-leader', activityId);
+    const opening = app.teams.open('fresh-leader', { activityId });
     await reached;
     // Meanwhile a user finds the team in PostgreSQL (as the activity's list shows it) and locks a seat through a server.
     const { rows } = await instances.stores.sql.query<{ id: string }>('SELECT id FROM team WHERE activity_id = $1', [activityId]);

@@ -242,7 +242,7 @@ async function viaService(env: TestEnv, seats: number, connections: number, viol
   const activityId = `service-${randomUUID().slice(0, 8)}`;
   await activityInApp(app, activityId, { title: 'bench' });
   let opened = 0;
-  const teamIds = await openTeams(Math.ceil(seats / SEATS_PER_TEAM), async () => (await app.teams.open(`service-leader-${opened++ % LEADERS}`, activityId)).id);
+  const teamIds = await openTeams(Math.ceil(seats / SEATS_PER_TEAM), async () => (await app.teams.open(`service-leader-${opened++ % LEADERS}`, { activityId })).id);
   const payments: string[] = [];
   const open = new OpenTeams(teamIds);
   let requests = 0;

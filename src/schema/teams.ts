@@ -158,6 +158,10 @@ const OpenTeamInput = builder
     description: 'The group-buy activity to open a team in.',
     fields: (t) => ({
       activityId: t.id({ required: true, description: 'A group-buy activity (createGroupBuyActivity); the team gets its capacity, lock and formation times.' }),
+      requestId: t.string({
+        description:
+          "The leader's idempotency key (1 to 128 characters): a retry with the same requestId, after a timeout or at once, gets the team the first call opened, as it is now (it may have filled or failed since), and opens nothing new. Neither maxOpenTeamsPerLeader nor the activity having ended or paused since refuses such a retry: they decided only whether the first call opened a team. A call that opened none leaves the requestId unused. The same requestId for another activity: BAD_USER_INPUT (REQUEST_ID_OF_ANOTHER_TEAM).",
+      }),
     }),
   })
   .validate(openTeamInput);
@@ -216,7 +220,8 @@ builder.mutationField('openTeam', (t) =>
       union: { name: 'OpenTeamResult', description: 'What openTeam answers: the new team, or why none was opened.' },
     },
     args: { input: t.arg({ type: OpenTeamInput, required: true }) },
-    resolve: (_root, { input }, { app, viewer }) => app.teams.open(viewer.userId, String(input.activityId)),
+    resolve: (_root, { input }, { app, viewer, locale }) =>
+      app.teams.open(viewer.userId, { activityId: String(input.activityId), requestId: input.requestId }).catch(rethrowInLocale(locale)),
   }),
 );
 

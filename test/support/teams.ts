@@ -109,5 +109,5 @@ export async function activityInApp(app: App, activityId: string, terms: Activit
 /** In-process: opens a team of the activity through the service, creating the activity on first use. */
 export async function openInApp(app: App, leader: string, activityId: string, terms: ActivityTerms = {}): Promise<TeamState> {
   await activityInApp(app, activityId, terms);
-  return app.teams.open(leader, activityId);
+  return app.teams.open(leader, { activityId });
 }

@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { activityId } from '../ids.ts';
+import { activityId, requestId } from '../ids.ts';
 
-export const openTeamInput = z.object({ activityId });
+export const openTeamInput = z.object({ activityId, requestId: requestId.nullish() });
 
 export type OpenTeamInput = z.infer<typeof openTeamInput>;
 

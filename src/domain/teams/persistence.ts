@@ -278,9 +278,17 @@ export function teamsChangedBy(entry: JournalEntry): TeamRef[] {
  * so two opens racing cannot both pass the cap. The activity's row is read again under
  * its change lock (shared; activityChangeLock): a team commits only if the activity was
  * not paused or ended when it did, so none is opened after updateGroupBuyActivity
- * answered, whatever an instance's copy said.
+ * answered, whatever an instance's copy said. A requestId is unique per leader: a call
+ * racing one that took it fails here, and TeamService.open answers it with that team.
  */
-export function insertTeam(prisma: PrismaClient, { activityId, teamId }: TeamRef, leaderId: string, activity: GroupBuyActivity, nowMs: number): Promise<TeamSnapshot> {
+export function insertTeam(
+  prisma: PrismaClient,
+  { activityId, teamId }: TeamRef,
+  leaderId: string,
+  requestId: string | null,
+  activity: GroupBuyActivity,
+  nowMs: number,
+): Promise<TeamSnapshot> {
   return prisma.$transaction(async (tx) => {
     await tx.$executeRaw`SELECT pg_advisory_xact_lock_shared(hashtextextended(${activityChangeLock(activityId)}, 0))`;
     // Ended by the clock of now, not of when the open began: it may have waited for the lock and a connection since.
@@ -296,6 +304,7 @@ export function insertTeam(prisma: PrismaClient, { activityId, teamId }: TeamRef
         id: teamId,
         activityId,
         leaderId,
+        requestId,
         capacity: activity.capacity,
         lockSeconds: activity.lockSeconds,
         deadline: new Date(nowMs + activity.formationSeconds * 1000),
@@ -309,6 +318,12 @@ export function insertTeam(prisma: PrismaClient, { activityId, teamId }: TeamRef
 }
 
 const OPEN_TRANSACTION = { maxWait: 15_000, timeout: 15_000 };
+
+/** The team the leader opened under `requestId`; null when there is none. */
+export async function teamOfRequest(prisma: PrismaClient, leaderId: string, requestId: string): Promise<TeamRef | null> {
+  const team = await prisma.team.findUnique({ where: { leaderId_requestId: { leaderId, requestId } }, select: { id: true, activityId: true } });
+  return team && { activityId: team.activityId, teamId: team.id };
+}
 
 export async function loadSnapshot(prisma: PrismaClient, teamId: string): Promise<TeamSnapshot | null> {
   const team = await prisma.team.findUnique({

@@ -9,8 +9,9 @@ import { NotFound } from '../problems.ts';
 import type { GroupBuyActivity, GroupBuyActivityInput, UpdateGroupBuyActivityInput } from './activities.ts';
 import { TeamCampaign, type TeamDeps } from './campaign.ts';
 import { DeadlineSweeper } from './deadlines.ts';
+import type { OpenTeamInput } from './input.ts';
 import { LockExpirySweeper } from './lockExpiry.ts';
-import { insertTeam, listTeams, operatorSeatPaymentProblem, recentlyLockedTeams, teamsOfUser, teamsPage } from './persistence.ts';
+import { insertTeam, listTeams, operatorSeatPaymentProblem, recentlyLockedTeams, teamOfRequest, teamsOfUser, teamsPage } from './persistence.ts';
 import { AlreadyMember, GroupBuyNotActive, NoSeatLock, SeatLockLimitReached, TeamClosed, TeamFull, TeamLimitReached } from './problems.ts';
 import { type ConfirmReply, type ConfirmedBy, type LockReply, type SeatLockView, type TeamRef, type TeamState, type TeamStatus, activityKeys, teamStateOf } from './store.ts';
 
@@ -99,8 +100,36 @@ export class TeamService {
     return this.teams.groupBuys.list(page);
   }
 
-  /** The caller becomes the leader and the first member of a new team, on the activity's terms. */
-  async open(leaderId: string, activityId: string): Promise<TeamState> {
+  /**
+   * The caller becomes the leader and the first member of a new team, on the activity's
+   * terms. With a requestId, once: a retry (after a timeout, or racing the first call)
+   * gets the team the first call opened, as it is now. That answer comes before the
+   * activity's window, pause and maxOpenTeamsPerLeader are checked: they decided whether
+   * the team opened, and the retry asks for that team, not for another.
+   */
+  async open(leaderId: string, { activityId, requestId }: OpenTeamInput): Promise<TeamState> {
+    if (!requestId) return this.openOnce(leaderId, activityId, null);
+    const first = await teamOfRequest(this.deps.prisma, leaderId, requestId);
+    if (first) return this.firstOfRequest(first, activityId, requestId);
+    try {
+      return await this.openOnce(leaderId, activityId, requestId);
+    } catch (error) {
+      // The unique (leader, requestId) refused this call, or the leader's cap or a pause did
+      // after a racing call with the same requestId opened its team: that one answers for both.
+      const winner = await teamOfRequest(this.deps.prisma, leaderId, requestId);
+      if (!winner) throw error;
+      return this.firstOfRequest(winner, activityId, requestId);
+    }
+  }
+
+  /** The team first opened under a requestId, if the retry asks for the same activity. */
+  private firstOfRequest(first: TeamRef, activityId: string, requestId: string): Promise<TeamState> {
+    if (first.activityId !== activityId) throw BadInputError.of([ruleInputIssue(['input', 'requestId'], 'REQUEST_ID_OF_ANOTHER_TEAM', { requestId })]);
+    this.teams.remember(first);
+    return this.teams.mustRead(first);
+  }
+
+  private async openOnce(leaderId: string, activityId: string, requestId: string | null): Promise<TeamState> {
     const activity = await this.teams.groupBuys.get(activityId);
     if (!activity) throw new NotFound('group-buy activity', activityId);
     const now = await redisTimeMs(this.deps.redis);
@@ -110,7 +139,7 @@ export class TeamService {
     // The activity lists the team as soon as PostgreSQL has it, and a rebuild from that list
     // lets seats be locked: created under the rebuild lock, its first keys cannot wipe them.
     await this.teams.runtime.create(ref, async () => {
-      const team = await insertTeam(this.deps.prisma, ref, leaderId, activity, now);
+      const team = await insertTeam(this.deps.prisma, ref, leaderId, requestId, activity, now);
       this.teams.remember(ref);
       return team;
     });
