@@ -195,6 +195,32 @@ describe('a team that fails', () => {
   });
 });
 
+describe('a leader whose answer was lost', () => {
+  it('taps 我要开团 again and lands on the team the first tap opened: one team', { timeout: 60_000 }, async () => {
+    const activityId = 'web-lost-open';
+    await teamsAt(server.url).activity(activityId, { title: '回答丢了' });
+    const page = await app.signedIn('lost-open');
+    await page.goto(`${appUrl}#/groupbuy/${activityId}`);
+    await page.getByRole('button', { name: '我要开团' }).waitFor();
+    // The server opens the team; its answer never reaches the phone.
+    await page.route('**/graphql', async (route) => {
+      const response = await route.fetch();
+      if ((await response.text()).includes('"openTeam"')) return route.abort('connectionreset');
+      return route.fulfill({ response });
+    });
+    await page.getByRole('button', { name: '我要开团' }).click();
+    await page.getByRole('alert').waitFor();
+    await page.unroute('**/graphql');
+    await page.getByRole('button', { name: '我要开团' }).click();
+    await page.waitForURL(/#\/team\/[\w-]+$/);
+    const { rows } = await web.stores.sql.query("SELECT id FROM team WHERE leader_id = 'lost-open'");
+    expect(rows).toEqual([{ id: page.url().split('/').pop() }]);
+    // The browser logs the reset itself (dropped, for the tests after this one); nothing else may be logged.
+    expect(app.misbehaviour.filter((line) => !line.includes('ERR_CONNECTION_RESET'))).toEqual([]);
+    app.misbehaviour.splice(0, app.misbehaviour.length);
+  });
+});
+
 describe('a team page cut off from its live updates', () => {
   it('says it is reconnecting, holds back the pay button, and recovers', { timeout: 90_000 }, async () => {
     const activityId = 'web-offline';

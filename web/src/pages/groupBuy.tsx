@@ -42,8 +42,8 @@ const TeamsQuery = graphql(`
 `);
 
 const OpenTeam = graphql(`
-  mutation WebOpenTeam($activityId: ID!) {
-    openTeam(input: { activityId: $activityId }) {
+  mutation WebOpenTeam($activityId: ID!, $requestId: String!) {
+    openTeam(input: { activityId: $activityId, requestId: $requestId }) {
       __typename
       ... on Team {
         id
@@ -96,6 +96,9 @@ export function GroupBuyTeams({ activityId }: { activityId: string }) {
   const [data, setData] = useState<WebGroupBuyTeamsQuery | null>(null);
   const [problem, setProblem] = useState<string | null>(null);
   const [busy, oneAtATime] = useOneAtATime();
+  // One per visit to the page (app.tsx keys it by activity): a tap again after an answer was
+  // lost on the way gets the team the first tap opened, not a second one.
+  const [openRequestId] = useState(() => crypto.randomUUID());
   useEffect(() => {
     request(TeamsQuery, { activityId }).then(setData, (error: Error) => setProblem(error.message));
   }, [activityId]);
@@ -105,7 +108,7 @@ export function GroupBuyTeams({ activityId }: { activityId: string }) {
     oneAtATime(async () => {
       setProblem(null);
       try {
-        const { openTeam: result } = await request(OpenTeam, { activityId });
+        const { openTeam: result } = await request(OpenTeam, { activityId, requestId: openRequestId });
         if (result.__typename === 'Team') location.hash = `#/team/${result.id}`;
         else if ('message' in result) setProblem(result.message);
       } catch (error) {
