@@ -1,7 +1,8 @@
 import { type ExecutionResult, GraphQLError } from 'graphql';
 import { maskError } from 'graphql-yoga';
-import { DomainError, ServiceUnavailableError } from './domain/errors.ts';
+import { BadInputError, DomainError, ServiceUnavailableError } from './domain/errors.ts';
 import { ErrorCode, answeredError } from './errors.ts';
+import { badInputInLocale } from './i18n/issues.ts';
 import { DEFAULT_LOCALE, type Locale, errorMessage } from './i18n/messages.ts';
 import { type Logger, oncePerWindow } from './infra/logger.ts';
 import { currentLocale } from './requestId.ts';
@@ -89,7 +90,7 @@ export type MaskErrorFunction = (error: unknown, message: string) => Error;
  * NODE_ENV says.
  *
  * Yoga passes no context, so the caller's language is the request's (src/requestId.ts).
- * Outside English, every SERVICE_UNAVAILABLE says the same (the services word theirs in
+ * A rule issue the domain worded in English is worded again in it. Outside English, every SERVICE_UNAVAILABLE says the same (the services word theirs in
  * English, with the detail an operator reads in the log), and so does every unexpected error.
  */
 export function createErrorMasking(exposeErrors: boolean): MaskErrorFunction {
@@ -100,6 +101,10 @@ export function createErrorMasking(exposeErrors: boolean): MaskErrorFunction {
     if (domain instanceof ServiceUnavailableError && !domain.inCallerLanguage) {
       const locale = currentLocale();
       if (locale !== DEFAULT_LOCALE) return answeredError(unavailableIn(locale), located);
+    }
+    if (domain instanceof BadInputError) {
+      const worded = badInputInLocale(domain, currentLocale());
+      if (worded !== domain) return answeredError(worded, located);
     }
     // graphql-js has already copied a resolver's DomainError into a located error: kept as
     // it is, so Yoga does not log an answer the client was meant to get.

@@ -293,6 +293,19 @@ describe('over HTTP, the refusals the catalog words since the review', () => {
     expect(refusalOf(await credit(101, ZH)).message).toBe('requestId i18n-credit 已用于另一笔钱包入账');
   });
 
+  it("words a rule a service checks in the caller's language, whichever mutation it refuses", async () => {
+    const operator = await tokenOf('i18n-operator', { admin: true });
+    const send = (totalAmount: number, headers: Record<string, string> = {}) =>
+      gql(started.server.url, CreateRedPacketDocument, { input: { fundedBy: 'SHOP', totalAmount, count: 2, requestId: 'i18n-packet' } }, operator, headers);
+    expect((await send(100)).body.data?.createRedPacket).toBeDefined();
+    expect(refusalOf(await send(200, ZH))).toEqual({
+      message: 'requestId i18n-packet 已用于另一个红包',
+      code: 'BAD_USER_INPUT',
+      issues: [{ path: ['input', 'requestId'], code: 'REQUEST_ID_OF_ANOTHER_PACKET', values: { requestId: 'i18n-packet' }, message: 'requestId i18n-packet 已用于另一个红包' }],
+    });
+    expect(refusalOf(await send(200)).message).toBe('requestId i18n-packet was already used for another red packet');
+  });
+
   it('counts draws in English by number: once, then times', async () => {
     const operator = await tokenOf('i18n-operator', { admin: true });
     const drawer = await tokenOf('i18n-drawer');

@@ -118,10 +118,14 @@ export function badInput(issues: readonly SchemaIssue[], locale: Locale): BadInp
   return new BadInputError(named.join('；'), worded);
 }
 
-/** For a resolver's catch: a BadInputError the domain threw, its rule issues worded in `locale`; anything else as it is. */
-export function rethrowInLocale(locale: Locale) {
-  return (error: unknown): never => {
-    if (error instanceof BadInputError && error.issues) throw BadInputError.of(error.issues.map((issue) => inLocale(issue, locale)));
-    throw error;
-  };
+/**
+ * The domain words the rule issues it finds in English (ruleInputIssue); error masking
+ * words them again in the caller's language here, for every resolver at once. An error
+ * with nothing to reword is returned as it is.
+ */
+export function badInputInLocale(error: BadInputError, locale: Locale): BadInputError {
+  const issues = error.issues;
+  if (!issues || locale === DEFAULT_LOCALE) return error;
+  const worded = issues.map((issue) => inLocale(issue, locale));
+  return worded.some((issue, index) => issue.message !== issues[index]!.message) ? BadInputError.of(worded) : error;
 }

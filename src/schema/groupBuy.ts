@@ -3,7 +3,6 @@ import { CAMPAIGN_STATUSES, campaignStatus } from '../domain/campaignStatus.ts';
 import { activityId } from '../domain/ids.ts';
 import { NotFound } from '../domain/problems.ts';
 import { type GroupBuyActivity, groupBuyActivityInput, updateGroupBuyActivityInput } from '../domain/teams/activities.ts';
-import { rethrowInLocale } from '../i18n/issues.ts';
 import { serverNow, serverTimeNote } from './common.ts';
 import { keysetConnection } from './connections.ts';
 
@@ -71,7 +70,7 @@ builder.mutationField('createGroupBuyActivity', (t) =>
     description: 'Operators: defines a group-buy; its teams are opened with openTeam(input: { activityId }).',
     args: { input: t.arg({ type: CreateGroupBuyActivityInput, required: true }) },
     // Parsed again for its types: the input was validated, its defaults filled in by GraphQL.
-    resolve: (_root, { input }, { app, viewer, locale }) => app.teams.createActivity(viewer.userId, groupBuyActivityInput.parse(input)).catch(rethrowInLocale(locale)),
+    resolve: (_root, { input }, { app, viewer }) => app.teams.createActivity(viewer.userId, groupBuyActivityInput.parse(input)),
   }),
 );
 
@@ -104,7 +103,7 @@ builder.mutationField('updateGroupBuyActivity', (t) =>
       activityId: t.arg.id({ required: true, validate: activityId, description: 'The group-buy activity to change.' }),
       input: t.arg({ type: UpdateGroupBuyActivityInput, required: true, description: 'What changes.' }),
     },
-    resolve: (_root, { activityId, input }, { app, locale }) => app.teams.updateActivity(String(activityId), input).catch(rethrowInLocale(locale)),
+    resolve: (_root, { activityId, input }, { app }) => app.teams.updateActivity(String(activityId), input),
   }),
 );
 

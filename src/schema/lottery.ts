@@ -12,7 +12,6 @@ import type { UserDrawView } from '../domain/me/history.ts';
 import { InsufficientPoints } from '../domain/points/problems.ts';
 import { aliasScope, userIdRule } from '../domain/privacy.ts';
 import { NotFound } from '../domain/problems.ts';
-import { rethrowInLocale } from '../i18n/issues.ts';
 import { asProblem, shownUserId, watchExisting } from './common.ts';
 import { describePaging, keysetConnection } from './connections.ts';
 
@@ -292,7 +291,7 @@ builder.queryField('lotteryActivities', (t) =>
           (page) => app.lottery.list(status ?? null, page),
           (activity) => activity.id,
           locale,
-        ).catch(rethrowInLocale(locale)),
+        ),
     }),
   ),
 );
@@ -323,7 +322,7 @@ builder.queryField('lotteryWins', (t) =>
           (page) => app.lottery.wins(String(activityId), prizeId == null ? null : String(prizeId), page),
           (win) => win.drawId,
           locale,
-        ).catch(rethrowInLocale(locale)),
+        ),
     }),
   ),
 );
@@ -333,7 +332,7 @@ builder.mutationField('createLotteryActivity', (t) =>
     type: LotteryActivity,
     description: 'Operators only.',
     args: { input: t.arg({ type: CreateLotteryInput, required: true }) },
-    resolve: (_root, { input }, { app, viewer, locale }) => app.lottery.create(viewer.userId, input).catch(rethrowInLocale(locale)),
+    resolve: (_root, { input }, { app, viewer }) => app.lottery.create(viewer.userId, input),
   }),
 );
 
@@ -364,7 +363,7 @@ builder.mutationField('updateLotteryActivity', (t) =>
       activityId: t.arg.id({ required: true, validate: recordId, description: 'The lottery activity to change.' }),
       input: t.arg({ type: UpdateLotteryInput, required: true, description: 'What changes.' }),
     },
-    resolve: (_root, { activityId, input }, { app, viewer, locale }) => app.lottery.update(viewer.userId, String(activityId), input).catch(rethrowInLocale(locale)),
+    resolve: (_root, { activityId, input }, { app, viewer }) => app.lottery.update(viewer.userId, String(activityId), input),
   }),
 );
 

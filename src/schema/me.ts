@@ -1,7 +1,6 @@
 import { builder } from '../builder.ts';
 import { recordId } from '../domain/ids.ts';
 import type { RedPacketState } from '../domain/redPackets/store.ts';
-import { rethrowInLocale } from '../i18n/issues.ts';
 import { describePaging, keysetConnection } from './connections.ts';
 import { LotteryDrawRecord } from './lottery.ts';
 import { Goods, Me } from './points.ts';
@@ -66,7 +65,7 @@ builder.objectFields(Me, (t) => ({
         (page) => app.history.draws(me.userId, args.activityId == null ? null : String(args.activityId), page),
         (draw) => draw.id,
         locale,
-      ).catch(rethrowInLocale(locale)),
+      ),
   }),
   sharesGrabbed: t.connection({
     type: RedPacketShare,

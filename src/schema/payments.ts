@@ -4,7 +4,6 @@ import type { PaymentIntent } from '../domain/payments/provider.ts';
 import type { PaymentView } from '../domain/payments/service.ts';
 import { NotFound } from '../domain/problems.ts';
 import { paymentRef as paymentRefSchema } from '../domain/teams/input.ts';
-import { rethrowInLocale } from '../i18n/issues.ts';
 import { notFoundError } from './common.ts';
 
 /** 1 cent to 100,000 yuan per top-up. */
@@ -52,7 +51,7 @@ builder.mutationField('topUpWallet', (t) =>
     description:
       "A payment of amountCents (1 to 10,000,000) into the caller's wallet: credited when the provider's notify says it SUCCEEDED. BAD_USER_INPUT (issue WALLET_BALANCE_LIMIT) when the wallet could not hold it (at most 2,147,483,647 cents); one paid when the wallet has filled up since is owed back (a WALLET_FULL refund).",
     args: { amountCents: t.arg.int({ required: true, validate: topUpAmount }) },
-    resolve: (_root, { amountCents }, { app, viewer, locale }) => app.payments.topUp(viewer.userId, amountCents).catch(rethrowInLocale(locale)),
+    resolve: (_root, { amountCents }, { app, viewer }) => app.payments.topUp(viewer.userId, amountCents),
   }),
 );
 

@@ -4,7 +4,6 @@ import { awardPointsArgs, createGoodsInput, listLimit, listOffset, redeemPointsA
 import { GoodsOffSale, InsufficientPoints, OutOfStock, PerUserLimitReached } from '../domain/points/problems.ts';
 import { NotFound } from '../domain/problems.ts';
 import { RedemptionStatus } from '../generated/prisma/enums.ts';
-import { rethrowInLocale } from '../i18n/issues.ts';
 import { isOperator } from '../infra/auth/tokens.ts';
 import { asProblem, watchExisting } from './common.ts';
 
@@ -210,7 +209,7 @@ builder.mutationField('awardPoints', (t) =>
       },
       awardPointsArgs,
     ),
-    resolve: (_root, award, { app, locale }) => app.points.award(award).catch(rethrowInLocale(locale)),
+    resolve: (_root, award, { app }) => app.points.award(award),
   }),
 );
 
@@ -219,7 +218,7 @@ builder.mutationField('createGoods', (t) =>
     type: Goods,
     description: 'Operators: a goods item of the points shop.',
     args: { input: t.arg({ type: CreateGoodsInput, required: true }) },
-    resolve: (_root, { input }, { app, viewer, locale }) => app.points.createGoods(viewer.userId, input).catch(rethrowInLocale(locale)),
+    resolve: (_root, { input }, { app, viewer }) => app.points.createGoods(viewer.userId, input),
   }),
 );
 
@@ -229,7 +228,7 @@ builder.mutationField('restockGoods', (t) =>
     description: 'Operators: adds units to a goods item (new codes to a pooled one). Once per requestId; a restock is committed in PostgreSQL before it answers.',
     errors: { types: [NotFound], directResult: true, union: { name: 'RestockGoodsResult', description: 'What restockGoods answers: the goods item restocked, or NotFound.' } },
     args: { input: t.arg({ type: RestockGoodsInput, required: true, description: 'The goods item, the units to add and the idempotency key.' }) },
-    resolve: (_root, { input }, { app, viewer, locale }) => app.points.restock(viewer.userId, input).catch(rethrowInLocale(locale)),
+    resolve: (_root, { input }, { app, viewer }) => app.points.restock(viewer.userId, input),
   }),
 );
 
@@ -242,7 +241,7 @@ builder.mutationField('updateGoods', (t) =>
       goodsId: t.arg.id({ required: true, validate: recordId, description: 'The goods item to change.' }),
       input: t.arg({ type: UpdateGoodsInput, required: true, description: 'What changes.' }),
     },
-    resolve: (_root, { goodsId, input }, { app, viewer, locale }) => app.points.updateGoods(viewer.userId, String(goodsId), input).catch(rethrowInLocale(locale)),
+    resolve: (_root, { goodsId, input }, { app, viewer }) => app.points.updateGoods(viewer.userId, String(goodsId), input),
   }),
 );
 
@@ -256,7 +255,7 @@ builder.mutationField('redeemPoints', (t) =>
       union: { name: 'RedeemPointsResult', description: 'What redeemPoints answers: the redemption, or why none was made.' },
     },
     args: t.validate({ goodsId: t.arg.id({ required: true }), requestId: t.arg.string({ required: true }) }, redeemPointsArgs),
-    resolve: (_root, { goodsId, requestId }, { app, viewer, locale }) => app.points.redeem(viewer.userId, goodsId, requestId).catch(rethrowInLocale(locale)),
+    resolve: (_root, { goodsId, requestId }, { app, viewer }) => app.points.redeem(viewer.userId, goodsId, requestId),
   }),
 );
 

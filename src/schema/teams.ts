@@ -7,7 +7,6 @@ import { openTeamInput, paymentRef as paymentRefSchema, teamListLimit } from '..
 import { AlreadyMember, GroupBuyNotActive, NoSeatLock, OpenTeamLimitReached, SeatLockLimitReached, TeamClosed, TeamFull, TeamLimitReached } from '../domain/teams/problems.ts';
 import type { SeatLocked } from '../domain/teams/service.ts';
 import type { SeatLockView, TeamMemberView, TeamState } from '../domain/teams/store.ts';
-import { rethrowInLocale } from '../i18n/issues.ts';
 import { asProblem, notFoundError, shownUserId, watchExisting } from './common.ts';
 import { describePaging, keysetConnection } from './connections.ts';
 import { PaymentIntentRef } from './payments.ts';
@@ -205,7 +204,7 @@ builder.queryField('teamsConnection', (t) =>
           (page) => app.teams.page(String(activityId), status ?? null, page),
           (team) => team.id,
           locale,
-        ).catch(rethrowInLocale(locale)),
+        ),
     }),
   ),
 );
@@ -220,8 +219,7 @@ builder.mutationField('openTeam', (t) =>
       union: { name: 'OpenTeamResult', description: 'What openTeam answers: the new team, or why none was opened.' },
     },
     args: { input: t.arg({ type: OpenTeamInput, required: true }) },
-    resolve: (_root, { input }, { app, viewer, locale }) =>
-      app.teams.open(viewer.userId, { activityId: String(input.activityId), requestId: input.requestId }).catch(rethrowInLocale(locale)),
+    resolve: (_root, { input }, { app, viewer }) => app.teams.open(viewer.userId, { activityId: String(input.activityId), requestId: input.requestId }),
   }),
 );
 
@@ -267,7 +265,7 @@ builder.mutationField('confirmTeamSeat', (t) =>
       userId: t.arg.id({ required: true, validate: userIdSchema }),
       paymentRef: t.arg.string({ required: true, validate: paymentRefSchema }),
     },
-    resolve: (_root, { teamId, userId, paymentRef }, { app, locale }) => app.teams.confirm(String(userId), String(teamId), paymentRef).catch(rethrowInLocale(locale)),
+    resolve: (_root, { teamId, userId, paymentRef }, { app }) => app.teams.confirm(String(userId), String(teamId), paymentRef),
   }),
 );
 

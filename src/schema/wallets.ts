@@ -2,7 +2,6 @@ import { builder } from '../builder.ts';
 import { creditWalletArgs } from '../domain/money/input.ts';
 import type { WalletLedger } from '../generated/prisma/client.ts';
 import { RefundDestination, RefundStatus } from '../generated/prisma/enums.ts';
-import { rethrowInLocale } from '../i18n/issues.ts';
 import { describePaging, keysetConnection } from './connections.ts';
 import { Me } from './points.ts';
 
@@ -122,6 +121,6 @@ builder.mutationField('creditWallet', (t) =>
       },
       creditWalletArgs,
     ),
-    resolve: (_root, credit, { app, locale }) => app.wallets.credit(credit).catch(rethrowInLocale(locale)),
+    resolve: (_root, credit, { app }) => app.wallets.credit(credit),
   }),
 );

@@ -142,8 +142,8 @@ export async function walletBalance(db: Db, userId: string): Promise<number> {
 
 /**
  * The refusal of a credit the wallet could not hold: BAD_USER_INPUT with one issue at
- * `path`, coded WALLET_BALANCE_LIMIT (worded in the caller's language by the resolver's
- * rethrowInLocale), with the balance, the ceiling and the room left.
+ * `path`, coded WALLET_BALANCE_LIMIT (worded in the caller's language by error masking's
+ * badInputInLocale), with the balance, the ceiling and the room left.
  */
 export function walletLimitError(path: string, balanceCents: number): BadInputError {
   const roomCents = Math.max(0, MAX_BALANCE_CENTS - balanceCents);

@@ -55,7 +55,7 @@ export function keysetArgsFromAnyRow(page: KeysetPage, orderBy: Order) {
   };
 }
 
-/** A cursor that names no row of its list (forged, or of another list): bad input, worded in English until the edge words it (rethrowInLocale). */
+/** A cursor that names no row of its list (forged, or of another list): bad input, worded in English until error masking words it (badInputInLocale). */
 export function notACursorOfTheList(page: KeysetPage): BadInputError {
   const argument = page.cursorArgument ?? (page.inverted ? 'before' : 'after');
   return BadInputError.of([ruleInputIssue([argument], 'INVALID_CURSOR', { argument })]);
