@@ -26,7 +26,7 @@ export interface Database {
    * columns read the same on both databases (PGlite goes through Prisma): cast others in SQL.
    */
   query<Row>(sql: Prisma.Sql): Promise<Row[]>;
-  /** Runs fn on one connection that holds the migration lock for its duration. */
+  /** Runs fn on one connection that holds the migration locks, the app's and `prisma migrate`'s, for its duration. */
   withMigrationSession<T>(fn: (session: SqlSession) => Promise<T>): Promise<T>;
   ping(): Promise<void>;
   close(): Promise<void>;
@@ -34,6 +34,12 @@ export interface Database {
 
 // Any constant works; it only has to be the same for every instance of the app.
 const MIGRATION_LOCK_ID = 7_281_546_021;
+/**
+ * The lock `prisma migrate` holds while it reads and applies migrations (a constant of
+ * Prisma's schema engine). Held too, so that neither the app nor Prisma takes a migration
+ * the other is still running for a failed one, nor applies it a second time.
+ */
+const PRISMA_MIGRATE_LOCK_ID = 72_707_369;
 /** PostgreSQL's SQLSTATE for a duplicate key. */
 const UNIQUE_VIOLATION = '23505';
 
@@ -106,14 +112,20 @@ async function openPostgres(config: Config, databaseUrl: string): Promise<Databa
         // A migration may wait for another instance's, and rewrite a large table: no limits
         // for this session, back to the pool's once it is done.
         await client.query('SET lock_timeout = 0; SET statement_timeout = 0');
-        await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_ID]);
         try {
+          // The app's first, then Prisma's: only the instance holding the app's lock queues
+          // for Prisma's, so a `prisma migrate deploy` (which gives up after 10 s) waits for
+          // one instance's migrations, not for each instance's turn; and as Prisma takes no
+          // other lock, no two sessions can each wait for the other's.
+          await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_ID]);
+          await client.query('SELECT pg_advisory_lock($1)', [PRISMA_MIGRATE_LOCK_ID]);
           return await fn({
             exec: async (sql) => void (await client.query(sql)),
             query: async (sql, params) => (await client.query(sql, params)).rows,
           });
         } finally {
-          await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_ID]);
+          // Both, or the app's alone if waiting for Prisma's failed.
+          await client.query('SELECT pg_advisory_unlock_all()');
           await client.query('RESET lock_timeout; RESET statement_timeout');
         }
       } finally {
