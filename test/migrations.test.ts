@@ -2,6 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.ts';
 import { type Database, openDatabase } from '../src/infra/db/database.ts';
@@ -80,5 +81,31 @@ describe('alongside prisma migrate deploy', () => {
       [[byPrisma.name, afterIt.name]],
     );
     expect(rows.map((row) => row.migration_name)).toEqual([byPrisma.name, afterIt.name]);
+  });
+});
+
+describe('a migration checked out with other line endings', () => {
+  /** Runs the migrations of `dir`; the migrations the app says were edited after they ran. */
+  async function editedMigrations(): Promise<string[]> {
+    const edited: string[] = [];
+    const log = pino({ level: 'warn' }, { write: (line: string) => void edited.push((JSON.parse(line) as { migration: string }).migration) });
+    await applyMigrations(db, log, dir);
+    return edited;
+  }
+
+  // git on Windows with core.autocrlf checks files out with CRLF; another machine applied them with LF, or the other way round.
+  it('is not taken for an edited one, either way round, as prisma migrate does not', async () => {
+    const lf = { name: '29990201000000_applied_with_lf', sql: '-- Two lines.\nCREATE TABLE applied_with_lf (id INT PRIMARY KEY);\n' };
+    const crlf = { name: '29990201000001_applied_with_crlf', sql: '-- Two lines.\r\nCREATE TABLE applied_with_crlf (id INT PRIMARY KEY);\r\n' };
+    await addMigration(lf.name, lf.sql);
+    await addMigration(crlf.name, crlf.sql);
+    expect(await editedMigrations()).toEqual([]);
+
+    await writeFile(join(dir, lf.name, 'migration.sql'), lf.sql.replaceAll('\n', '\r\n'));
+    await writeFile(join(dir, crlf.name, 'migration.sql'), crlf.sql.replaceAll('\r\n', '\n'));
+    expect(await editedMigrations()).toEqual([]);
+
+    await writeFile(join(dir, lf.name, 'migration.sql'), lf.sql.replace('Two', 'Edited: two'));
+    expect(await editedMigrations()).toEqual([lf.name]);
   });
 });

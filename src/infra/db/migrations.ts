@@ -33,6 +33,17 @@ interface AppliedRow {
   finished_at: Date | null;
 }
 
+const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');
+
+/**
+ * Whether an applied migration's recorded checksum is this file's, judged as `prisma
+ * migrate` does: git may check the file out with other line endings than the machine that
+ * applied it had (CRLF on Windows with core.autocrlf), which changes no statement.
+ */
+function matchesChecksum(sql: string, checksum: string): boolean {
+  return [sql, sql.replaceAll('\r\n', '\n'), sql.replaceAll('\n', '\r\n')].some((variant) => sha256(variant) === checksum);
+}
+
 async function readMigrations(dir = MIGRATIONS_DIR): Promise<MigrationFile[]> {
   const entries = await readdir(dir, { withFileTypes: true });
   const names = entries
@@ -42,7 +53,7 @@ async function readMigrations(dir = MIGRATIONS_DIR): Promise<MigrationFile[]> {
   return Promise.all(
     names.map(async (name) => {
       const sql = await readFile(join(dir, name, 'migration.sql'), 'utf8');
-      return { name, sql, checksum: createHash('sha256').update(sql).digest('hex') };
+      return { name, sql, checksum: sha256(sql) };
     }),
   );
 }
@@ -61,7 +72,7 @@ export async function applyMigrations(db: Database, log: Logger, dir = MIGRATION
     for (const migration of migrations) {
       const previous = appliedByName.get(migration.name);
       if (previous) {
-        if (previous.checksum !== migration.checksum) {
+        if (!matchesChecksum(migration.sql, previous.checksum)) {
           log.warn({ migration: migration.name }, 'an applied migration was edited after it ran; not applying it again');
         }
         continue;
