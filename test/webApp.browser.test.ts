@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STEP_MS, startWebApp } from './support/browser.ts';
 import { testEnv } from './support/env.ts';
-import { lotteryAt } from './support/lottery.ts';
+import { lotteryAt, runningWindow } from './support/lottery.ts';
 import { webDocumentId } from './support/persistedDocuments.ts';
 import { pointsAt } from './support/points.ts';
 import { tokenOf } from './support/tokens.ts';
@@ -70,6 +70,50 @@ describe('what a hurried user does', () => {
     const { rows: wallet } = await web.stores.sql.query("SELECT balance_cents FROM wallet_account WHERE user_id = 'lost-answer'");
     expect(wallet).toEqual([{ balance_cents: 600 }]);
     // The browser logs the reset itself (dropped, for the tests after this one); nothing else may be logged.
+    expect(app.misbehaviour.filter((line) => !line.includes('ERR_CONNECTION_RESET'))).toEqual([]);
+    app.misbehaviour.splice(0, app.misbehaviour.length);
+  });
+
+  it('taps again after the answer to a redemption or a draw was lost: each spends once', { timeout: 90_000 }, async () => {
+    const points = pointsAt(server.url);
+    await points.award('web-operator', { userId: 'lost-points', amount: 400 });
+    await points.createGoods('web-operator', { title: '丢失的答复', pointsCost: 100, stock: 5 });
+    const lottery = await lotteryAt(server.url).create('web-operator', {
+      title: '丢失的抽奖',
+      ...runningWindow(),
+      drawCostPoints: 100,
+      prizes: [{ title: '奖', weight: 1, totalStock: 10 }],
+    });
+    const page = await app.signedIn('lost-points');
+    // The server acts on the first `operation`; its answer never reaches the phone.
+    const loseFirstAnswer = async (operation: string) => {
+      let lost = false;
+      await page.route('**/graphql', async (route) => {
+        if (lost || route.request().postDataJSON()?.documentId !== webDocumentId(operation)) return route.continue();
+        lost = true;
+        await route.fetch();
+        await route.abort('connectionreset');
+      });
+    };
+    const balance = async () => (await points.me('lost-points')).pointsBalance;
+
+    await loseFirstAnswer('WebRedeemPoints');
+    await page.getByRole('link', { name: '积分商城' }).click();
+    const redeem = page.locator('li', { hasText: '丢失的答复' }).getByRole('button');
+    await redeem.click();
+    await expect.poll(() => page.getByTestId('outcome').textContent()).toBe('网络连接失败，请检查网络后重试');
+    await redeem.click();
+    await expect.poll(() => page.getByTestId('outcome').textContent()).toContain('兑换成功');
+    expect(await balance()).toBe(300);
+    await page.unroute('**/graphql');
+
+    await loseFirstAnswer('WebDrawLottery');
+    await page.goto(`${appUrl}#/lottery/${lottery.id}`);
+    await page.getByRole('button', { name: '抽奖' }).click();
+    await expect.poll(() => page.getByTestId('draw-problem').textContent()).toBe('网络连接失败，请检查网络后重试');
+    await page.getByRole('button', { name: '抽奖' }).click();
+    await expect.poll(() => page.getByTestId('wheel').getAttribute('data-landed'), { timeout: STEP_MS }).not.toBe('');
+    expect(await balance()).toBe(200);
     expect(app.misbehaviour.filter((line) => !line.includes('ERR_CONNECTION_RESET'))).toEqual([]);
     app.misbehaviour.splice(0, app.misbehaviour.length);
   });
@@ -212,7 +256,9 @@ describe('the points shop', () => {
     await expect.poll(() => page.getByTestId('points-balance').textContent()).toBe('100');
     // The item taken off sale says so, and cannot be tapped.
     await expect.poll(() => page.getByRole('button', { name: '暂停兑换' }).isDisabled()).toBe(true);
-    await page.getByRole('button', { name: '兑换', exact: true }).click();
+    // Other tests' goods are on sale too.
+    const redeem = page.locator('li', { hasText: '奶茶券' }).getByRole('button');
+    await redeem.click();
     await expect.poll(() => page.getByTestId('outcome').textContent()).toContain('兑换成功');
     // Live from redemptionUpdated: the default notifier delivers at once.
     await expect.poll(() => page.getByTestId('delivery').textContent()).toBe('已发放');
@@ -222,7 +268,7 @@ describe('the points shop', () => {
     await page.route('**/graphql', (route) =>
       route.fulfill({ status: 503, json: { errors: [{ message: 'the service is briefly unavailable; try again', extensions: { code: 'SERVICE_UNAVAILABLE', retryAfterMs: 1000 } }] } }),
     );
-    await page.getByRole('button', { name: '兑换', exact: true }).click();
+    await redeem.click();
     await expect.poll(() => page.getByTestId('outcome').textContent()).toBe('服务繁忙，请稍后重试');
     await page.unroute('**/graphql');
     // The browser logs the 503 itself (dropped, for the tests after this one); nothing else may be logged.

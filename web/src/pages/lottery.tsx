@@ -2,6 +2,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { request, subscribe } from '../api.ts';
 import type { WebLotteryQuery } from '../gql/graphql.ts';
 import { graphql } from '../gql/index.ts';
+import { useOncePerIntent } from '../oncePerIntent.ts';
 import { handle } from '../users.ts';
 
 const LotteryQuery = graphql(`
@@ -97,6 +98,7 @@ export function Lottery({ activityId }: { activityId: string }) {
   const [message, setMessage] = useState<string | null>(null);
   const [winners, setWinners] = useState<{ drawId: string; userId: string; prize: string }[]>([]);
   const spinning = useRef(false);
+  const oncePerIntent = useOncePerIntent();
 
   useEffect(() => {
     request(LotteryQuery, { id: activityId }).then(
@@ -129,7 +131,8 @@ export function Lottery({ activityId }: { activityId: string }) {
     setLastDraw(null);
     setAnimated(true);
     try {
-      const { drawLottery: result } = await request(Draw, { activityId, requestId: crypto.randomUUID() });
+      // A tap again after a lost answer is the same draw: the server draws (and charges) it once.
+      const { drawLottery: result } = await oncePerIntent(activityId, (requestId) => request(Draw, { activityId, requestId }));
       if (result.__typename !== 'LotteryWin' && result.__typename !== 'LotteryLose') {
         setMessage(result.message);
         return;

@@ -1,6 +1,7 @@
-import { useRef, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { ApiError, request } from '../api.ts';
 import { graphql } from '../gql/index.ts';
+import { useOncePerIntent } from '../oncePerIntent.ts';
 import { useOneAtATime } from '../oneAtATime.ts';
 
 const CreateRedPacket = graphql(`
@@ -57,7 +58,7 @@ export function SendRedPacket() {
   const [busy, oneAtATime] = useOneAtATime();
   // A tap again after an answer was lost on the way sends the same packet under the same
   // requestId, which the server makes and charges once; a changed packet is a new one.
-  const lastSend = useRef<{ packet: string; requestId: string } | null>(null);
+  const oncePerIntent = useOncePerIntent();
 
   function send(event: Event) {
     event.preventDefault();
@@ -67,8 +68,7 @@ export function SendRedPacket() {
       if (invalid) return;
       try {
         const packet = { totalAmount: Math.round(Number(yuan.trim()) * 100), count: Number(count.trim()), greeting: greeting.trim() };
-        if (lastSend.current?.packet !== JSON.stringify(packet)) lastSend.current = { packet: JSON.stringify(packet), requestId: crypto.randomUUID() };
-        const { createRedPacket } = await request(CreateRedPacket, { input: { ...packet, requestId: lastSend.current.requestId } });
+        const { createRedPacket } = await oncePerIntent(JSON.stringify(packet), (requestId) => request(CreateRedPacket, { input: { ...packet, requestId } }));
         if ('id' in createRedPacket) location.hash = `#/packets/${createRedPacket.id}`;
         else setProblem(createRedPacket.message);
       } catch (error) {

@@ -3,6 +3,7 @@ import { request, serverOffsetMs, subscribe } from '../api.ts';
 import { countdown, useServerNow } from '../clock.ts';
 import type { RedemptionDelivery, WebShopQuery } from '../gql/graphql.ts';
 import { graphql } from '../gql/index.ts';
+import { useOncePerIntent } from '../oncePerIntent.ts';
 import { useOneAtATime } from '../oneAtATime.ts';
 
 const ShopQuery = graphql(`
@@ -76,6 +77,7 @@ export function Shop() {
   const [shop, setShop] = useState<WebShopQuery | null>(null);
   const [outcome, setOutcome] = useState<string | null>(null);
   const [busy, oneAtATime] = useOneAtATime();
+  const oncePerIntent = useOncePerIntent();
   const [redemptionId, setRedemptionId] = useState<string | null>(null);
   const [delivery, setDelivery] = useState<RedemptionDelivery | null>(null);
   // The offset is taken as the answer arrives: serverTime is the server's now at that moment.
@@ -106,8 +108,8 @@ export function Shop() {
   const redeem = (goodsId: string) =>
     oneAtATime(async () => {
       try {
-        // One requestId per tap: a retry of the same tap is answered, not charged, twice.
-        const { redeemPoints: result } = await request(Redeem, { goodsId, requestId: crypto.randomUUID() });
+        // A tap again after a lost answer redeems this item under the same requestId: charged once.
+        const { redeemPoints: result } = await oncePerIntent(goodsId, (requestId) => request(Redeem, { goodsId, requestId }));
         setOutcome(result.__typename === 'Redemption' ? `兑换成功 ${result.voucherCode ?? ''}` : result.message);
         if (result.__typename === 'Redemption') {
           setDelivery(null);

@@ -1,0 +1,20 @@
+import { useRef } from 'preact/hooks';
+
+/**
+ * One requestId per user intent (this packet, this goods item, a draw here). A tap again
+ * after an answer that never came (offline, a reset connection, a 5xx) may follow an action
+ * the server committed: it goes under the same requestId, which the server acts on once.
+ * Once the server has answered (the result, or a typed Problem it may remember with the
+ * id), the next tap is a new intent with a new requestId.
+ */
+export function useOncePerIntent(): <Answer>(intent: string, send: (requestId: string) => Promise<Answer>) => Promise<Answer> {
+  const unanswered = useRef(new Map<string, string>());
+  return async (intent, send) => {
+    const requestId = unanswered.current.get(intent) ?? crypto.randomUUID();
+    unanswered.current.set(intent, requestId);
+    // request() throws for every outcome it cannot tell: the id is kept for the retry.
+    const answer = await send(requestId);
+    unanswered.current.delete(intent);
+    return answer;
+  };
+}
