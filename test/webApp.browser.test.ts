@@ -118,6 +118,38 @@ describe('what a hurried user does', () => {
     app.misbehaviour.splice(0, app.misbehaviour.length);
   });
 
+  it('a page opened offline loads once the connection is back; a failed load offers 重试', { timeout: 60_000 }, async () => {
+    const lottery = await lotteryAt(server.url).create('web-operator', { title: '断网转盘', ...runningWindow(), noPrizeWeight: 1, prizes: [{ title: '奖', weight: 1, totalStock: 10 }] });
+    const page = await app.signedIn('offline-olive');
+    const networkProblem = '网络连接失败，请检查网络后重试';
+    await page.context().setOffline(true);
+    await page.getByRole('link', { name: '积分商城' }).click();
+    await page.getByText(networkProblem).waitFor();
+    await page.context().setOffline(false);
+    await expect.poll(() => page.getByTestId('points-balance').textContent()).toBe('0');
+
+    // Online, but the load's connection was reset: 重试 loads the page.
+    let reset = false;
+    await page.route('**/graphql', (route) => {
+      if (reset || route.request().postDataJSON()?.documentId !== webDocumentId('WebLottery')) return route.continue();
+      reset = true;
+      return route.abort('connectionreset');
+    });
+    await page.goto(`${appUrl}#/lottery/${lottery.id}`);
+    await page.getByText(networkProblem).waitFor();
+    await page.getByRole('button', { name: '重试' }).click();
+    await page.getByRole('button', { name: '抽奖' }).waitFor();
+    // A draw that could not leave says so until the connection is back.
+    await page.context().setOffline(true);
+    await page.getByRole('button', { name: '抽奖' }).click();
+    await expect.poll(() => page.getByTestId('draw-problem').textContent()).toBe(networkProblem);
+    await page.context().setOffline(false);
+    await expect.poll(() => page.getByTestId('draw-problem').count()).toBe(0);
+    await page.unroute('**/graphql');
+    expect(app.misbehaviour.filter((line) => !/ERR_CONNECTION_RESET|ERR_INTERNET_DISCONNECTED/.test(line))).toEqual([]);
+    app.misbehaviour.splice(0, app.misbehaviour.length);
+  });
+
   it('a double tap sends one packet; another packet opened in the same tab shows that packet', { timeout: 90_000 }, async () => {
     await walletsAt(server.url).credit('web-operator', { userId: 'frank', amountCents: 2_000 });
     const page = await app.signedIn('frank');

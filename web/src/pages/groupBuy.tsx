@@ -3,6 +3,7 @@ import { request } from '../api.ts';
 import { yuan } from '../clock.ts';
 import type { WebGroupBuyActivitiesQuery, WebGroupBuyTeamsQuery } from '../gql/graphql.ts';
 import { graphql } from '../gql/index.ts';
+import { Loading, unlessNetwork, useReloadWhenOnline } from '../loading.tsx';
 import { useOneAtATime } from '../oneAtATime.ts';
 
 const ActivitiesQuery = graphql(`
@@ -60,19 +61,17 @@ const OpenTeam = graphql(`
 export function GroupBuyActivities() {
   const [activities, setActivities] = useState<WebGroupBuyActivitiesQuery['groupBuyActivities']['nodes'] | null>(null);
   const [problem, setProblem] = useState<string | null>(null);
-  useEffect(() => {
+  const load = () =>
     request(ActivitiesQuery, {}).then(
-      ({ groupBuyActivities }) => setActivities(groupBuyActivities.nodes),
+      ({ groupBuyActivities }) => {
+        setProblem(null);
+        setActivities(groupBuyActivities.nodes);
+      },
       (error: Error) => setProblem(error.message),
     );
-  }, []);
-  if (!activities) {
-    return (
-      <div class="card" role="status">
-        {problem ?? '…'}
-      </div>
-    );
-  }
+  useEffect(() => void load(), []);
+  useReloadWhenOnline(load);
+  if (!activities) return <Loading problem={problem} retry={load} />;
   return (
     <div class="card">
       <h2>拼团活动</h2>
@@ -95,13 +94,22 @@ export function GroupBuyActivities() {
 export function GroupBuyTeams({ activityId }: { activityId: string }) {
   const [data, setData] = useState<WebGroupBuyTeamsQuery | null>(null);
   const [problem, setProblem] = useState<string | null>(null);
+  const [loadProblem, setLoadProblem] = useState<string | null>(null);
   const [busy, oneAtATime] = useOneAtATime();
   // One per visit to the page (app.tsx keys it by activity): a tap again after an answer was
   // lost on the way gets the team the first tap opened, not a second one.
   const [openRequestId] = useState(() => crypto.randomUUID());
-  useEffect(() => {
-    request(TeamsQuery, { activityId }).then(setData, (error: Error) => setProblem(error.message));
-  }, [activityId]);
+  const load = () =>
+    request(TeamsQuery, { activityId }).then(
+      (answer) => {
+        setLoadProblem(null);
+        setProblem(unlessNetwork);
+        setData(answer);
+      },
+      (error: Error) => setLoadProblem(error.message),
+    );
+  useEffect(() => void load(), [activityId]);
+  useReloadWhenOnline(load);
 
   // A second tap while the first is on its way would open a second team.
   const open = () =>
@@ -117,13 +125,7 @@ export function GroupBuyTeams({ activityId }: { activityId: string }) {
     });
 
   const activity = data?.groupBuyActivity;
-  if (!data || !activity) {
-    return (
-      <div class="card" role="status">
-        {problem ?? (data ? '活动不存在' : '…')}
-      </div>
-    );
-  }
+  if (!data || !activity) return <Loading problem={loadProblem ?? (data ? '活动不存在' : null)} retry={loadProblem ? load : undefined} />;
   return (
     <>
       <div class="card">

@@ -2,6 +2,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { request, subscribe } from '../api.ts';
 import type { WebLotteryQuery } from '../gql/graphql.ts';
 import { graphql } from '../gql/index.ts';
+import { Loading, unlessNetwork, useReloadWhenOnline } from '../loading.tsx';
 import { useOncePerIntent } from '../oncePerIntent.ts';
 import { handle } from '../users.ts';
 
@@ -96,13 +97,16 @@ export function Lottery({ activityId }: { activityId: string }) {
   const [lastDraw, setLastDraw] = useState<DrawRecord | null>(null);
   const [animated, setAnimated] = useState(false);
   const [message, setMessage] = useState<string | null>(null);
+  const [loadProblem, setLoadProblem] = useState<string | null>(null);
   const [winners, setWinners] = useState<{ drawId: string; userId: string; prize: string }[]>([]);
   const spinning = useRef(false);
   const oncePerIntent = useOncePerIntent();
 
-  useEffect(() => {
+  const load = () =>
     request(LotteryQuery, { id: activityId }).then(
       ({ lotteryActivity, me }) => {
+        setLoadProblem(null);
+        setMessage(unlessNetwork);
         if (!lotteryActivity) return setMessage('活动不存在');
         const last = me.draws.nodes[0] ?? null;
         if (last) {
@@ -111,8 +115,12 @@ export function Lottery({ activityId }: { activityId: string }) {
         }
         setActivity(lotteryActivity);
       },
-      (error: Error) => setMessage(error.message),
+      (error: Error) => setLoadProblem(error.message),
     );
+  // Loaded, a reload would turn the wheel back to the last draw: the page only forgets the network failure.
+  useReloadWhenOnline(() => (activity ? setMessage(unlessNetwork) : load()));
+  useEffect(() => {
+    void load();
     return subscribe(
       Winners,
       { activityId },
@@ -150,13 +158,7 @@ export function Lottery({ activityId }: { activityId: string }) {
     }
   }
 
-  if (!activity) {
-    return (
-      <div class="card" role="status">
-        {message ?? '…'}
-      </div>
-    );
-  }
+  if (!activity) return <Loading problem={loadProblem ?? message} retry={loadProblem ? load : undefined} />;
   const sectors = sectorsOf(activity);
   const slice = 360 / sectors.length;
   const gradient = sectors.map((_, i) => `${COLOURS[i % COLOURS.length]} ${i * slice}deg ${(i + 1) * slice}deg`).join(', ');

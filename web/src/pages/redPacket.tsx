@@ -2,6 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { request, subscribe } from '../api.ts';
 import type { WebRedPacketFieldsFragment } from '../gql/graphql.ts';
 import { graphql } from '../gql/index.ts';
+import { Loading, unlessNetwork, useReloadWhenOnline } from '../loading.tsx';
 import { useOneAtATime } from '../oneAtATime.ts';
 import { handle } from '../users.ts';
 
@@ -72,18 +73,24 @@ export function RedPacketPage({ packetId }: { packetId: string }) {
   const [packet, setPacket] = useState<WebRedPacketFieldsFragment | null>(null);
   const [share, setShare] = useState<number | null>(null);
   const [problem, setProblem] = useState<string | null>(null);
+  const [loadProblem, setLoadProblem] = useState<string | null>(null);
   const [busy, oneAtATime] = useOneAtATime();
 
-  useEffect(() => {
+  const load = () =>
     request(RedPacketQuery, { id: packetId }).then(
       ({ redPacket }) => {
+        setLoadProblem(null);
+        setProblem(unlessNetwork);
         if (!redPacket) return setProblem('红包不存在');
         setPacket(redPacket);
         // Grabbed before this page was (re)loaded: show the share, not a grab button.
         if (redPacket.myShare) setShare(redPacket.myShare.amount);
       },
-      (error: Error) => setProblem(error.message),
+      (error: Error) => setLoadProblem(error.message),
     );
+  useReloadWhenOnline(load);
+  useEffect(() => {
+    void load();
     return subscribe(
       RedPacketUpdated,
       { packetId },
@@ -105,13 +112,7 @@ export function RedPacketPage({ packetId }: { packetId: string }) {
       }
     });
 
-  if (!packet) {
-    return (
-      <div class="card" role="status">
-        {problem ?? '…'}
-      </div>
-    );
-  }
+  if (!packet) return <Loading problem={loadProblem ?? problem} retry={loadProblem ? load : undefined} />;
   return (
     <div class="card">
       <h2>{packet.greeting || '红包'}</h2>

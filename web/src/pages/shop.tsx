@@ -3,6 +3,7 @@ import { request, serverOffsetMs, subscribe } from '../api.ts';
 import { countdown, useServerNow } from '../clock.ts';
 import type { RedemptionDelivery, WebShopQuery } from '../gql/graphql.ts';
 import { graphql } from '../gql/index.ts';
+import { Loading, unlessNetwork, useReloadWhenOnline } from '../loading.tsx';
 import { useOncePerIntent } from '../oncePerIntent.ts';
 import { useOneAtATime } from '../oneAtATime.ts';
 
@@ -76,6 +77,7 @@ const windowAhead = (goods: ShopGoods, nowMs: number) => [goods.saleStartsAt, go
 export function Shop() {
   const [shop, setShop] = useState<WebShopQuery | null>(null);
   const [outcome, setOutcome] = useState<string | null>(null);
+  const [loadProblem, setLoadProblem] = useState<string | null>(null);
   const [busy, oneAtATime] = useOneAtATime();
   const oncePerIntent = useOncePerIntent();
   const [redemptionId, setRedemptionId] = useState<string | null>(null);
@@ -85,12 +87,15 @@ export function Shop() {
   const load = () =>
     request(ShopQuery, {}).then(
       (answer) => {
+        setLoadProblem(null);
+        setOutcome(unlessNetwork);
         setOffsetMs(serverOffsetMs(answer.serverTime));
         setShop(answer);
       },
-      (error: Error) => setOutcome(error.message),
+      (error: Error) => setLoadProblem(error.message),
     );
   useEffect(() => void load(), []);
+  useReloadWhenOnline(load);
   const now = useServerNow(offsetMs, !!shop?.goodsCatalog.edges.some(({ node }) => windowAhead(node, Date.now() + offsetMs)));
 
   // The stream ends by itself once delivered; a newer redemption or leaving the page closes it.
@@ -121,13 +126,7 @@ export function Shop() {
       }
     });
 
-  if (!shop) {
-    return (
-      <div class="card" role="status">
-        {outcome ?? '…'}
-      </div>
-    );
-  }
+  if (!shop) return <Loading problem={loadProblem} retry={load} />;
   return (
     <>
       <div class="card">

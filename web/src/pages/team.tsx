@@ -4,6 +4,7 @@ import { countdown, useServerNow, yuan } from '../clock.ts';
 import type { WebTeamFieldsFragment } from '../gql/graphql.ts';
 import { graphql } from '../gql/index.ts';
 import { useLiveDown } from '../live.tsx';
+import { Loading } from '../loading.tsx';
 import { useOneAtATime } from '../oneAtATime.ts';
 import { handle } from '../users.ts';
 
@@ -187,13 +188,8 @@ export function TeamPage({ teamId }: { teamId: string }) {
   }, [status]);
 
   const now = useServerNow(offsetMs, team?.status === 'OPEN');
-  if (!team) {
-    return (
-      <div class="card" role="status">
-        {networkProblem ?? message ?? '…'}
-      </div>
-    );
-  }
+  // Offline, the page loads again by itself once the live connection is back (above).
+  if (!team) return <Loading problem={networkProblem ?? message} retry={networkProblem ? load : undefined} />;
 
   const myLock = team.locks.find((lock) => lock.userId === me);
   const member = team.members.some((seat) => seat.userId === me);

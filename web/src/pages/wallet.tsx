@@ -3,6 +3,7 @@ import { request } from '../api.ts';
 import { yuan } from '../clock.ts';
 import type { WebWalletQuery } from '../gql/graphql.ts';
 import { graphql } from '../gql/index.ts';
+import { Loading, unlessNetwork, useReloadWhenOnline } from '../loading.tsx';
 
 const WalletQuery = graphql(`
   query WebWallet($after: String) {
@@ -87,14 +88,10 @@ export function Wallet() {
   useEffect(() => {
     void load(null);
   }, []);
+  // Reloaded, the first page would replace the pages already shown: those stay, and 加载更多 works again.
+  useReloadWhenOnline(() => (balance === null ? load(null) : setProblem(unlessNetwork)));
 
-  if (balance === null) {
-    return (
-      <div class="card" role="status">
-        {problem ?? '…'}
-      </div>
-    );
-  }
+  if (balance === null) return <Loading problem={problem} retry={() => load(null)} />;
   return (
     <div class="card">
       <h2>我的钱包</h2>
