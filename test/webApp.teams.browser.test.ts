@@ -78,6 +78,10 @@ describe('a group-buy team', () => {
     await expect.poll(() => buyer.getByTestId('team-price').textContent()).toBe('拼团价 ¥9.90');
     // A reload would lose this: every change below must arrive live.
     for (const page of watchers) await page.evaluate(() => Object.assign(window, { notReloaded: true }));
+    // Changes are said in a live region that was there before them, not one inserted with its text.
+    const leaderNews = (await leader.getByTestId('team-news').elementHandle())!;
+    const buyerNews = (await buyer.getByTestId('team-news').elementHandle())!;
+    expect(await leaderNews.textContent()).toBe('');
 
     const lockId = webDocumentId('WebLockTeamSeat');
     const locked = buyer.waitForResponse((response) => response.url().endsWith('/graphql') && response.request().postDataJSON()?.documentId === lockId);
@@ -86,6 +90,8 @@ describe('a group-buy team', () => {
     await leader.getByTestId('paying-seat').waitFor({ timeout: 1000 });
     const lock = (await teams.team('heidi', teamId))!.locks[0]!;
     await expectSeats(watchers, [1, 1, 1]);
+    await expect.poll(() => leaderNews.textContent()).toBe('1/3 人已入团，1 人支付中，1 个空位');
+    await expect.poll(() => buyerNews.textContent()).toBe('1/3 人已入团，1 人支付中，1 个空位；你的座位 10 秒内释放，请尽快支付');
     for (const page of watchers) {
       expect(await countdownError(page, lock.expiresAt)).toBeLessThan(1000);
       const [minutes, seconds] = (await page.getByTestId('seat-countdown').textContent())!.split(':').map(Number);
@@ -96,6 +102,7 @@ describe('a group-buy team', () => {
 
     // Nobody pays: the seat frees itself on both phones when the server lets the lock go.
     await expectSeats(watchers, [1, 0, 2], LOCK_SECONDS * 1000 + STEP_MS);
+    await expect.poll(() => leaderNews.textContent()).toBe('1/3 人已入团，0 人支付中，2 个空位');
     for (const page of watchers) expect(await page.evaluate(() => 'notReloaded' in window)).toBe(true);
 
     // A lock paid through the sandbox provider becomes a seat on every phone.
@@ -112,9 +119,11 @@ describe('a group-buy team', () => {
     await third.getByRole('button', { name: '参团：锁定座位' }).click();
     await expectSeats(phones, [2, 1, 0]);
     await expect.poll(() => leader.getByTestId('next-unlock').textContent()).toMatch(/下一个座位 0:0\d 后释放/);
+    await expect.poll(() => leaderNews.textContent()).toBe('2/3 人已入团，1 人支付中，暂无空位');
     await app.screenshot(leader, 'team-full');
     await third.getByRole('button', { name: '沙箱支付 ¥9.90' }).click();
     for (const page of phones) await expect.poll(() => page.getByTestId('team-status').getAttribute('data-status')).toBe('COMPLETE');
+    await expect.poll(() => leaderNews.textContent()).toBe('拼团成功');
     await expectSeats(phones, [3, 0, 0]);
     for (const page of watchers) expect(await page.evaluate(() => 'notReloaded' in window)).toBe(true);
     await app.screenshot(leader, 'team-complete');
@@ -244,6 +253,8 @@ describe('a team page cut off from its live updates', () => {
     const pay = buyer.getByRole('button', { name: '沙箱支付 ¥9.90' });
     await expect.poll(() => pay.isEnabled()).toBe(true);
     expect(await buyer.getByTestId('reconnecting').isVisible()).toBe(false);
+    // The live region is in the page (not hidden) while there is nothing to say, so what it says next is read.
+    expect(await buyer.getByTestId('reconnecting').evaluate((region) => region.closest('[hidden]') === null && region.getAttribute('role'))).toBe('status');
 
     down = true;
     for (const socket of sockets) await socket.close({ code: 1006 });

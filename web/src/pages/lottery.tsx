@@ -2,6 +2,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { request, subscribe } from '../api.ts';
 import type { WebLotteryQuery } from '../gql/graphql.ts';
 import { graphql } from '../gql/index.ts';
+import { Status } from '../live.tsx';
 import { Loading, unlessNetwork, useReloadWhenOnline } from '../loading.tsx';
 import { useOncePerIntent } from '../oncePerIntent.ts';
 import { handle } from '../users.ts';
@@ -185,16 +186,8 @@ export function Lottery({ activityId }: { activityId: string }) {
       <button type="button" onClick={draw} disabled={activity.status !== 'ACTIVE'}>
         {activity.status === 'ACTIVE' ? '抽奖' : '活动未进行'}
       </button>
-      {landed && (
-        <p role="status" aria-live="polite" data-testid="draw-result">
-          {landed.id ? `恭喜你抽中 ${landed.title}` : '谢谢参与'}
-        </p>
-      )}
-      {lastDraw && (
-        <p role="status" data-testid="last-draw">
-          上次抽奖：{lastDraw.won && lastDraw.prize ? `抽中 ${lastDraw.prize.title}` : '谢谢参与'}
-        </p>
-      )}
+      <Status>{landed && <p data-testid="draw-result">{landed.id ? `恭喜你抽中 ${landed.title}` : '谢谢参与'}</p>}</Status>
+      {lastDraw && <p data-testid="last-draw">上次抽奖：{lastDraw.won && lastDraw.prize ? `抽中 ${lastDraw.prize.title}` : '谢谢参与'}</p>}
       {message && (
         <p class="problem" role="alert" data-testid="draw-problem">
           {message}

@@ -2,6 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { request, subscribe } from '../api.ts';
 import type { WebRedPacketFieldsFragment } from '../gql/graphql.ts';
 import { graphql } from '../gql/index.ts';
+import { Status } from '../live.tsx';
 import { Loading, unlessNetwork, useReloadWhenOnline } from '../loading.tsx';
 import { useOneAtATime } from '../oneAtATime.ts';
 import { handle } from '../users.ts';
@@ -116,15 +117,17 @@ export function RedPacketPage({ packetId }: { packetId: string }) {
   return (
     <div class="card">
       <h2>{packet.greeting || '红包'}</h2>
-      {share !== null && (
-        <p role="status">
-          你抢到{' '}
-          <span class="big" data-testid="my-share">
-            {yuan(share)}
-          </span>{' '}
-          元
-        </p>
-      )}
+      <Status>
+        {share !== null && (
+          <p>
+            你抢到{' '}
+            <span class="big" data-testid="my-share">
+              {yuan(share)}
+            </span>{' '}
+            元
+          </p>
+        )}
+      </Status>
       <p>
         剩余 <span data-testid="remaining-count">{packet.remainingCount}</span> / {packet.count} 个，{yuan(packet.remainingAmount)} 元
       </p>

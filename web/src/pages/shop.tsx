@@ -3,6 +3,7 @@ import { request, serverOffsetMs, subscribe } from '../api.ts';
 import { countdown, useServerNow } from '../clock.ts';
 import type { RedemptionDelivery, WebShopQuery } from '../gql/graphql.ts';
 import { graphql } from '../gql/index.ts';
+import { Status } from '../live.tsx';
 import { Loading, unlessNetwork, useReloadWhenOnline } from '../loading.tsx';
 import { useOncePerIntent } from '../oncePerIntent.ts';
 import { useOneAtATime } from '../oneAtATime.ts';
@@ -155,16 +156,14 @@ export function Shop() {
             );
           })}
         </ul>
-        {outcome && (
-          <p role="status" aria-live="polite" data-testid="outcome">
-            {outcome}
-          </p>
-        )}
-        {delivery && (
-          <p class="muted" data-testid="delivery">
-            {DELIVERY_TEXT[delivery]}
-          </p>
-        )}
+        <Status>
+          {outcome && <p data-testid="outcome">{outcome}</p>}
+          {delivery && (
+            <p class="muted" data-testid="delivery">
+              {DELIVERY_TEXT[delivery]}
+            </p>
+          )}
+        </Status>
       </div>
     </>
   );

@@ -3,7 +3,7 @@ import { ApiError, NETWORK, request, serverOffsetMs, subscribe } from '../api.ts
 import { countdown, useServerNow, yuan } from '../clock.ts';
 import type { WebTeamFieldsFragment } from '../gql/graphql.ts';
 import { graphql } from '../gql/index.ts';
-import { useLiveDown } from '../live.tsx';
+import { Status, useLiveDown } from '../live.tsx';
 import { Loading } from '../loading.tsx';
 import { useOneAtATime } from '../oneAtATime.ts';
 import { handle } from '../users.ts';
@@ -115,6 +115,41 @@ function storePayment(teamId: string, payment: Payment | null): void {
 }
 
 const STATUS = { OPEN: '拼团中', COMPLETE: '拼团成功', FAILED: '拼团失败' } as const;
+
+/** The team's state in a sentence: said again whenever it changes (a seat taken or freed, the team filled). */
+function teamNews(team: WebTeamFieldsFragment): string {
+  if (team.status === 'COMPLETE') return '拼团成功';
+  if (team.status === 'FAILED') return '未能成团，已付的钱会退回';
+  const taken = `${team.members.length}/${team.capacity} 人已入团，${team.locks.length} 人支付中`;
+  return team.freeSeats === 0 ? `${taken}，暂无空位` : `${taken}，${team.freeSeats} 个空位`;
+}
+
+/** The warnings of my seat's countdown, the last one due first: said once each, not every tick. */
+const LOCK_WARNINGS = [
+  { withinMs: 10_000, text: '你的座位 10 秒内释放，请尽快支付' },
+  { withinMs: 60_000, text: '你的座位 1 分钟内释放，请尽快支付' },
+];
+
+/**
+ * What a screen reader hears of the team's live changes, in a region that is always there
+ * (visually hidden: the page shows all of it). The state as it was first shown is not said.
+ */
+function TeamNews({ team, dueAt, now }: { team: WebTeamFieldsFragment; dueAt: number | null; now: number }) {
+  const news = teamNews(team);
+  const warning = dueAt !== null && dueAt > now ? LOCK_WARNINGS.find((stage) => dueAt - now <= stage.withinMs)?.text : undefined;
+  const [said, setSaid] = useState('');
+  const heard = useRef({ news, warning });
+  useEffect(() => {
+    const changes = [news !== heard.current.news && news, warning !== heard.current.warning && warning].filter(Boolean);
+    heard.current = { news, warning };
+    if (changes.length > 0) setSaid(changes.join('；'));
+  }, [news, warning]);
+  return (
+    <p class="visually-hidden" aria-live="polite" data-testid="team-news">
+      {said}
+    </p>
+  );
+}
 
 /**
  * A team's seats, live: members, seats being paid for (each counting down to its lock's
@@ -315,11 +350,14 @@ export function TeamPage({ teamId }: { teamId: string }) {
           {myLock ? '继续支付' : team.freeSeats === 0 ? '暂无空位' : '参团：锁定座位'}
         </button>
       )}
-      {message && (
-        <p class="notice" role="status" aria-live="polite" data-testid="team-message">
-          {message}
-        </p>
-      )}
+      <Status>
+        {message && (
+          <p class="notice" data-testid="team-message">
+            {message}
+          </p>
+        )}
+      </Status>
+      <TeamNews team={team} dueAt={dueAt} now={now} />
       {networkProblem && (
         <p class="problem" role="alert" data-testid="team-network-problem">
           {networkProblem}
