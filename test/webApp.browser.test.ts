@@ -290,8 +290,23 @@ describe('the points shop', () => {
     await expect.poll(() => page.getByRole('button', { name: '暂停兑换' }).isDisabled()).toBe(true);
     // Other tests' goods are on sale too.
     const redeem = page.locator('li', { hasText: '奶茶券' }).getByRole('button');
+    // While the redemption is on its way, its button says so, to assistive tools too.
+    let answer!: () => void;
+    const held = new Promise<void>((resolve) => {
+      answer = resolve;
+    });
+    await page.route('**/graphql', async (route) => {
+      if (route.request().postDataJSON()?.documentId === webDocumentId('WebRedeemPoints')) await held;
+      await route.continue();
+    });
     await redeem.click();
+    await expect.poll(() => redeem.getAttribute('aria-busy')).toBe('true');
+    expect(await redeem.textContent()).toContain('处理中…');
+    expect(await redeem.isDisabled()).toBe(true);
+    answer();
     await expect.poll(() => page.getByTestId('outcome').textContent()).toContain('兑换成功');
+    await page.unroute('**/graphql');
+    await expect.poll(() => redeem.getAttribute('aria-busy')).toBeNull();
     // Live from redemptionUpdated: the default notifier delivers at once.
     await expect.poll(() => page.getByTestId('delivery').textContent()).toBe('已发放');
     await expect.poll(() => page.getByTestId('points-balance').textContent()).toBe('70');
@@ -352,6 +367,8 @@ describe('the lottery', () => {
     for (let draw = 1; draw <= 2; draw++) {
       const answered = page.waitForResponse((response) => response.url().endsWith('/graphql') && response.request().postDataJSON()?.documentId === drawId);
       await page.getByRole('button', { name: '抽奖' }).click();
+      // No second draw while this one is on its way or spinning.
+      await expect.poll(() => page.getByRole('button', { name: '处理中…' }).isDisabled()).toBe(true);
       const { data } = (await (await answered).json()) as { data: { drawLottery: { __typename: string; prize?: { id: string } } } };
       const expected = data.drawLottery.__typename === 'LotteryWin' ? data.drawLottery.prize!.id : 'none';
       await expect.poll(() => page.getByTestId('wheel').getAttribute('data-landed'), { timeout: STEP_MS }).toBe(expected);

@@ -3,21 +3,22 @@ import { useRef, useState } from 'preact/hooks';
 /**
  * One action at a time, for a button whose second tap would act twice (pay twice, open a
  * second team). `busy` disables the button, but only once the page re-renders: two taps
- * in one task (a script, an assistive tool) both pass a check of `busy` itself.
+ * in one task (a script, an assistive tool) both pass a check of `busy` itself. `acting`
+ * names the action on its way (`run`'s `what`), so only its own button says so.
  */
-export function useOneAtATime(): [busy: boolean, run: (action: () => Promise<void>) => Promise<void>] {
+export function useOneAtATime(): [busy: boolean, run: (action: () => Promise<void>, what?: string) => Promise<void>, acting: string | null] {
   const running = useRef(false);
-  const [busy, setBusy] = useState(false);
-  async function run(action: () => Promise<void>): Promise<void> {
+  const [acting, setActing] = useState<string | null>(null);
+  async function run(action: () => Promise<void>, what = ''): Promise<void> {
     if (running.current) return;
     running.current = true;
-    setBusy(true);
+    setActing(what);
     try {
       await action();
     } finally {
       running.current = false;
-      setBusy(false);
+      setActing(null);
     }
   }
-  return [busy, run];
+  return [acting !== null, run, acting];
 }

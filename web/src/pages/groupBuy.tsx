@@ -1,4 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
+import { ActionButton } from '../actionButton.tsx';
 import { request } from '../api.ts';
 import { yuan } from '../clock.ts';
 import type { WebGroupBuyActivitiesQuery, WebGroupBuyTeamsQuery } from '../gql/graphql.ts';
@@ -134,9 +135,9 @@ export function GroupBuyTeams({ activityId }: { activityId: string }) {
         <p>
           <span class="big">¥{yuan(activity.groupPriceCents)}</span> <s class="muted">¥{yuan(activity.priceCents)}</s> · {activity.capacity} 人成团
         </p>
-        <button type="button" onClick={open} disabled={busy}>
+        <ActionButton onClick={open} disabled={busy} acting={busy}>
           我要开团
-        </button>
+        </ActionButton>
         {problem && (
           <p class="problem" role="alert">
             {problem}

@@ -1,10 +1,12 @@
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
+import { ActionButton } from '../actionButton.tsx';
 import { request, subscribe } from '../api.ts';
 import type { WebLotteryQuery } from '../gql/graphql.ts';
 import { graphql } from '../gql/index.ts';
 import { Status } from '../live.tsx';
 import { Loading, unlessNetwork, useReloadWhenOnline } from '../loading.tsx';
 import { useOncePerIntent } from '../oncePerIntent.ts';
+import { useOneAtATime } from '../oneAtATime.ts';
 import { handle } from '../users.ts';
 
 const LotteryQuery = graphql(`
@@ -100,7 +102,8 @@ export function Lottery({ activityId }: { activityId: string }) {
   const [message, setMessage] = useState<string | null>(null);
   const [loadProblem, setLoadProblem] = useState<string | null>(null);
   const [winners, setWinners] = useState<{ drawId: string; userId: string; prize: string }[]>([]);
-  const spinning = useRef(false);
+  // One draw at a time, its spin included: the wheel shows one result.
+  const [drawing, oneAtATime] = useOneAtATime();
   const oncePerIntent = useOncePerIntent();
 
   const load = () =>
@@ -132,32 +135,30 @@ export function Lottery({ activityId }: { activityId: string }) {
     );
   }, [activityId]);
 
-  async function draw() {
-    if (!activity || spinning.current) return;
-    spinning.current = true;
-    setMessage(null);
-    setLanded(null);
-    setLastDraw(null);
-    setAnimated(true);
-    try {
-      // A tap again after a lost answer is the same draw: the server draws (and charges) it once.
-      const { drawLottery: result } = await oncePerIntent(activityId, (requestId) => request(Draw, { activityId, requestId }));
-      if (result.__typename !== 'LotteryWin' && result.__typename !== 'LotteryLose') {
-        setMessage(result.message);
-        return;
+  const draw = () =>
+    oneAtATime(async () => {
+      if (!activity) return;
+      setMessage(null);
+      setLanded(null);
+      setLastDraw(null);
+      setAnimated(true);
+      try {
+        // A tap again after a lost answer is the same draw: the server draws (and charges) it once.
+        const { drawLottery: result } = await oncePerIntent(activityId, (requestId) => request(Draw, { activityId, requestId }));
+        if (result.__typename !== 'LotteryWin' && result.__typename !== 'LotteryLose') {
+          setMessage(result.message);
+          return;
+        }
+        const sectors = sectorsOf(activity);
+        const { index, angle } = landing(sectors, result.__typename === 'LotteryWin' ? result.prize.id : null);
+        // Whole turns, then the sector's middle under the pointer at the top.
+        setTurn((previous) => previous - (previous % 360) + 5 * 360 + angle);
+        await new Promise((resolve) => setTimeout(resolve, SPIN_MS));
+        setLanded(sectors[index]!);
+      } catch (error) {
+        setMessage((error as Error).message);
       }
-      const sectors = sectorsOf(activity);
-      const { index, angle } = landing(sectors, result.__typename === 'LotteryWin' ? result.prize.id : null);
-      // Whole turns, then the sector's middle under the pointer at the top.
-      setTurn((previous) => previous - (previous % 360) + 5 * 360 + angle);
-      await new Promise((resolve) => setTimeout(resolve, SPIN_MS));
-      setLanded(sectors[index]!);
-    } catch (error) {
-      setMessage((error as Error).message);
-    } finally {
-      spinning.current = false;
-    }
-  }
+    });
 
   if (!activity) return <Loading problem={loadProblem ?? message} retry={loadProblem ? load : undefined} />;
   const sectors = sectorsOf(activity);
@@ -183,9 +184,9 @@ export function Lottery({ activityId }: { activityId: string }) {
           ))}
         </div>
       </div>
-      <button type="button" onClick={draw} disabled={activity.status !== 'ACTIVE'}>
+      <ActionButton onClick={draw} disabled={drawing || activity.status !== 'ACTIVE'} acting={drawing}>
         {activity.status === 'ACTIVE' ? '抽奖' : '活动未进行'}
-      </button>
+      </ActionButton>
       <Status>{landed && <p data-testid="draw-result">{landed.id ? `恭喜你抽中 ${landed.title}` : '谢谢参与'}</p>}</Status>
       {lastDraw && <p data-testid="last-draw">上次抽奖：{lastDraw.won && lastDraw.prize ? `抽中 ${lastDraw.prize.title}` : '谢谢参与'}</p>}
       {message && (

@@ -1,4 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
+import { ActionButton } from '../actionButton.tsx';
 import { request, subscribe } from '../api.ts';
 import type { WebRedPacketFieldsFragment } from '../gql/graphql.ts';
 import { graphql } from '../gql/index.ts';
@@ -143,9 +144,9 @@ export function RedPacketPage({ packetId }: { packetId: string }) {
           ))}
         </ul>
       )}
-      <button type="button" onClick={grab} disabled={busy || share !== null || packet.status !== 'ACTIVE'}>
+      <ActionButton onClick={grab} disabled={busy || share !== null || packet.status !== 'ACTIVE'} acting={busy}>
         {packet.status === 'ACTIVE' ? '抢' : packet.status === 'EMPTY' ? '已抢完' : '已过期'}
-      </button>
+      </ActionButton>
       <p class="muted">
         分享链接：<span data-testid="share-link">{location.href}</span>
       </p>

@@ -1,4 +1,5 @@
 import { useState } from 'preact/hooks';
+import { ActionButton } from '../actionButton.tsx';
 import { ApiError, request } from '../api.ts';
 import { graphql } from '../gql/index.ts';
 import { useOncePerIntent } from '../oncePerIntent.ts';
@@ -86,9 +87,9 @@ export function SendRedPacket() {
       <input id="count" inputMode="numeric" value={count} onInput={(event) => setCount(event.currentTarget.value)} />
       <label for="greeting">祝福语（最多 {GREETING_MAX} 字）</label>
       <input id="greeting" maxLength={GREETING_MAX} value={greeting} onInput={(event) => setGreeting(event.currentTarget.value)} />
-      <button type="submit" disabled={busy}>
+      <ActionButton type="submit" disabled={busy} acting={busy}>
         塞钱进红包
-      </button>
+      </ActionButton>
       {problem && (
         <p class="problem" role="alert" data-testid="send-problem">
           {problem}

@@ -1,4 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
+import { ActionButton } from '../actionButton.tsx';
 import { request, serverOffsetMs, subscribe } from '../api.ts';
 import { countdown, useServerNow } from '../clock.ts';
 import type { RedemptionDelivery, WebShopQuery } from '../gql/graphql.ts';
@@ -79,7 +80,7 @@ export function Shop() {
   const [shop, setShop] = useState<WebShopQuery | null>(null);
   const [outcome, setOutcome] = useState<string | null>(null);
   const [loadProblem, setLoadProblem] = useState<string | null>(null);
-  const [busy, oneAtATime] = useOneAtATime();
+  const [busy, oneAtATime, redeeming] = useOneAtATime();
   const oncePerIntent = useOncePerIntent();
   const [redemptionId, setRedemptionId] = useState<string | null>(null);
   const [delivery, setDelivery] = useState<RedemptionDelivery | null>(null);
@@ -125,7 +126,7 @@ export function Shop() {
       } catch (error) {
         setOutcome((error as Error).message);
       }
-    });
+    }, goodsId);
 
   if (!shop) return <Loading problem={loadProblem} retry={load} />;
   return (
@@ -149,9 +150,9 @@ export function Shop() {
                     {node.pointsCost} 积分 · 剩 {node.remainingStock}
                   </span>
                 </span>
-                <button type="button" style={{ width: 'auto', marginTop: 0 }} disabled={busy || refusal !== null} onClick={() => redeem(node.id)}>
+                <ActionButton style={{ width: 'auto', marginTop: 0 }} disabled={busy || refusal !== null} onClick={() => redeem(node.id)} acting={redeeming === node.id}>
                   {refusal ?? '兑换'}
-                </button>
+                </ActionButton>
               </li>
             );
           })}

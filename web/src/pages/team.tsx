@@ -1,4 +1,5 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
+import { ActionButton } from '../actionButton.tsx';
 import { ApiError, NETWORK, request, serverOffsetMs, subscribe } from '../api.ts';
 import { countdown, useServerNow, yuan } from '../clock.ts';
 import type { WebTeamFieldsFragment } from '../gql/graphql.ts';
@@ -164,7 +165,7 @@ export function TeamPage({ teamId }: { teamId: string }) {
   const [message, setMessage] = useState<string | null>(null);
   // A request that never reached the server: shown until the connection is back or a request gets through.
   const [networkProblem, setNetworkProblem] = useState<string | null>(null);
-  const [busy, oneAtATime] = useOneAtATime();
+  const [busy, oneAtATime, acting] = useOneAtATime();
   // This team takes no more locks of mine: the button would only be refused again.
   const [lockLimitReached, setLockLimitReached] = useState(false);
   const liveDown = useLiveDown();
@@ -239,7 +240,7 @@ export function TeamPage({ teamId }: { teamId: string }) {
     setPayment(next);
   }
 
-  const act = (action: () => Promise<void>) =>
+  const act = (what: 'lock' | 'pay' | 'release', action: () => Promise<void>) =>
     oneAtATime(async () => {
       setMessage(null);
       try {
@@ -248,24 +249,24 @@ export function TeamPage({ teamId }: { teamId: string }) {
       } catch (error) {
         showError(error as Error);
       }
-    });
+    }, what);
 
   const lock = () =>
-    act(async () => {
+    act('lock', async () => {
       const { lockTeamSeat: result } = await request(LockSeat, { teamId });
       if (result.__typename === 'SeatLocked') remember(result.payment);
       else if ('message' in result) setMessage(result.message);
       if (result.__typename === 'SeatLockLimitReached') setLockLimitReached(true);
     });
   const pay = () =>
-    act(async () => {
+    act('pay', async () => {
       if (!payable) return;
       const { sandboxPay } = await request(SandboxPay, { paymentRef: payable.paymentRef });
       remember(null);
       setMessage(sandboxPay.outcome === 'SEATED' ? '支付成功，你已入团' : '座位已释放，这笔钱会退回给你');
     });
   const release = () =>
-    act(async () => {
+    act('release', async () => {
       await request(ReleaseSeat, { teamId });
       remember(null);
     });
@@ -332,23 +333,23 @@ export function TeamPage({ teamId }: { teamId: string }) {
       {team.status === 'OPEN' && !member && payable && (
         <>
           {/* Cut off from the live updates, the page cannot tell whether the lock still holds. */}
-          <button type="button" onClick={pay} disabled={busy || liveDown}>
+          <ActionButton onClick={pay} disabled={busy || liveDown} acting={acting === 'pay'}>
             沙箱支付 ¥{yuan(payable.amountCents)}
-          </button>
+          </ActionButton>
           {liveDown && (
             <p class="muted" data-testid="pay-stale">
               座位状态可能已变化：连接恢复后再支付
             </p>
           )}
-          <button type="button" class="secondary" onClick={release} disabled={busy}>
+          <ActionButton class="secondary" onClick={release} disabled={busy} acting={acting === 'release'}>
             放弃座位
-          </button>
+          </ActionButton>
         </>
       )}
       {team.status === 'OPEN' && !member && !payable && (
-        <button type="button" onClick={lock} disabled={busy || lockLimitReached || (!myLock && team.freeSeats === 0)}>
+        <ActionButton onClick={lock} disabled={busy || lockLimitReached || (!myLock && team.freeSeats === 0)} acting={acting === 'lock'}>
           {myLock ? '继续支付' : team.freeSeats === 0 ? '暂无空位' : '参团：锁定座位'}
-        </button>
+        </ActionButton>
       )}
       <Status>
         {message && (

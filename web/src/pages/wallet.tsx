@@ -121,7 +121,7 @@ export function Wallet() {
         ))}
       </ul>
       {next && (
-        <button type="button" class="secondary" onClick={() => load(next)} disabled={busy}>
+        <button type="button" class="secondary" onClick={() => load(next)} disabled={busy} aria-busy={busy || undefined}>
           {busy ? '加载中…' : '加载更多'}
         </button>
       )}
