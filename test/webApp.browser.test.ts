@@ -288,7 +288,9 @@ describe('the points shop', () => {
     await expect.poll(() => page.getByTestId('points-balance').textContent()).toBe('100');
     // The item taken off sale says so, and cannot be tapped.
     await expect.poll(() => page.getByRole('button', { name: '暂停兑换' }).isDisabled()).toBe(true);
-    // Other tests' goods are on sale too.
+    // Each item's button is named for it: other tests' goods are on sale too.
+    expect(await page.getByRole('button', { name: '兑换 奶茶券', exact: true }).count()).toBe(1);
+    expect(await page.getByRole('heading', { name: '兑换商品' }).count()).toBe(1);
     const redeem = page.locator('li', { hasText: '奶茶券' }).getByRole('button');
     // While the redemption is on its way, its button says so, to assistive tools too.
     let answer!: () => void;
@@ -335,11 +337,11 @@ describe('the points shop', () => {
     const page = await app.signedIn('frank');
     await page.getByRole('link', { name: '积分商城' }).click();
     const flash = page.locator('li', { hasText: '限时秒杀' }).getByRole('button');
-    await expect.poll(() => flash.textContent()).toMatch(/^0:0\d 后开兑$/);
+    await expect.poll(() => flash.textContent()).toMatch(/^0:0\d 后开兑 限时秒杀$/);
     expect(await flash.isDisabled()).toBe(true);
-    expect(await page.locator('li', { hasText: '往期活动' }).getByRole('button').textContent()).toBe('已结束');
+    expect(await page.locator('li', { hasText: '往期活动' }).getByRole('button').textContent()).toBe('已结束 往期活动');
     expect(await page.locator('li', { hasText: '往期活动' }).getByRole('button').isDisabled()).toBe(true);
-    await expect.poll(() => flash.textContent(), { timeout: 10_000 }).toBe('兑换');
+    await expect.poll(() => flash.textContent(), { timeout: 10_000 }).toBe('兑换 限时秒杀');
     await flash.click();
     await expect.poll(() => page.getByTestId('outcome').textContent()).toContain('兑换成功');
     expect(app.misbehaviour).toEqual([]);

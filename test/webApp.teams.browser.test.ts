@@ -67,7 +67,9 @@ describe('a group-buy team', () => {
     await buyer.getByRole('link', { name: '拼团奶茶' }).waitFor();
     await app.screenshot(buyer, 'group-buy-activities');
     await buyer.getByRole('link', { name: '拼团奶茶' }).click();
-    await buyer.getByRole('link', { name: /^参团/ }).waitFor();
+    // Each team's link says whose team it is (others' ids are aliases), and the struck-through price that it is the original one.
+    await buyer.getByRole('link', { name: /^参团（2 个空位）：拼友 [\w-]{4} 的团$/ }).waitFor();
+    expect(await buyer.locator('s').textContent()).toMatch(/^原价 ¥\d+\.\d\d$/);
     await app.screenshot(buyer, 'group-buy-teams');
     await buyer.getByRole('link', { name: /^参团/ }).click();
     await buyer.waitForURL(leader.url());

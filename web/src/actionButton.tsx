@@ -2,12 +2,14 @@ import type { JSX } from 'preact';
 
 /**
  * A button whose action may take a while: while it is on its way the button says so, in
- * words (处理中…) and to assistive tools (aria-busy), not only by fading.
+ * words (处理中…) and to assistive tools (aria-busy), not only by fading. `context` (what it
+ * acts on, when a list has a button per row) follows the label for screen readers only.
  */
-export function ActionButton({ acting, children, ...button }: JSX.ButtonHTMLAttributes<HTMLButtonElement> & { acting: boolean }) {
+export function ActionButton({ acting, context, children, ...button }: JSX.ButtonHTMLAttributes<HTMLButtonElement> & { acting: boolean; context?: string }) {
   return (
     <button type="button" {...button} aria-busy={acting || undefined}>
       {acting ? '处理中…' : children}
+      {context && <span class="visually-hidden"> {context}</span>}
     </button>
   );
 }

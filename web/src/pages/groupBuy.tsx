@@ -6,6 +6,7 @@ import type { WebGroupBuyActivitiesQuery, WebGroupBuyTeamsQuery } from '../gql/g
 import { graphql } from '../gql/index.ts';
 import { Loading, unlessNetwork, useReloadWhenOnline } from '../loading.tsx';
 import { useOneAtATime } from '../oneAtATime.ts';
+import { handle } from '../users.ts';
 
 const ActivitiesQuery = graphql(`
   query WebGroupBuyActivities {
@@ -36,6 +37,7 @@ const TeamsQuery = graphql(`
       id
       capacity
       freeSeats
+      leaderId
       members {
         userId
       }
@@ -133,7 +135,13 @@ export function GroupBuyTeams({ activityId }: { activityId: string }) {
         <h2>{activity.title}</h2>
         {activity.description && <p class="muted">{activity.description}</p>}
         <p>
-          <span class="big">¥{yuan(activity.groupPriceCents)}</span> <s class="muted">¥{yuan(activity.priceCents)}</s> · {activity.capacity} 人成团
+          {/* A screen reader does not say a strikethrough: the prices are named for it. */}
+          <span class="visually-hidden">拼团价 </span>
+          <span class="big">¥{yuan(activity.groupPriceCents)}</span>{' '}
+          <s class="muted">
+            <span class="visually-hidden">原价 </span>¥{yuan(activity.priceCents)}
+          </s>{' '}
+          · {activity.capacity} 人成团
         </p>
         <ActionButton onClick={open} disabled={busy} acting={busy}>
           我要开团
@@ -148,16 +156,20 @@ export function GroupBuyTeams({ activityId }: { activityId: string }) {
         <h3>正在拼团</h3>
         {data.teams.length === 0 && <p class="muted">还没有人开团</p>}
         <ul class="plain" data-testid="open-teams">
-          {data.teams.map((team) => (
-            <li key={team.id} data-testid="open-team">
-              <span>
-                {team.members.length}/{team.capacity} 人
-              </span>
-              <a class="pill" href={`#/team/${team.id}`}>
-                {team.freeSeats > 0 ? `参团（${team.freeSeats} 个空位）` : '查看'}
-              </a>
-            </li>
-          ))}
+          {data.teams.map((team) => {
+            const label = team.freeSeats > 0 ? `参团（${team.freeSeats} 个空位）` : '查看';
+            return (
+              <li key={team.id} data-testid="open-team">
+                <span>
+                  {team.members.length}/{team.capacity} 人
+                </span>
+                {/* Every row's link reads alike: its name says whose team it opens. */}
+                <a class="pill" href={`#/team/${team.id}`} aria-label={`${label}：${handle(team.leaderId, '拼友')} 的团`}>
+                  {label}
+                </a>
+              </li>
+            );
+          })}
         </ul>
       </div>
     </>

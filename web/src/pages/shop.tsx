@@ -138,6 +138,7 @@ export function Shop() {
         </p>
       </div>
       <div class="card">
+        <h2>兑换商品</h2>
         <ul class="plain">
           {shop.goodsCatalog.edges.map(({ node }) => {
             const refusal = whyNot(node, now);
@@ -150,7 +151,7 @@ export function Shop() {
                     {node.pointsCost} 积分 · 剩 {node.remainingStock}
                   </span>
                 </span>
-                <ActionButton style={{ width: 'auto', marginTop: 0 }} disabled={busy || refusal !== null} onClick={() => redeem(node.id)} acting={redeeming === node.id}>
+                <ActionButton style={{ width: 'auto', marginTop: 0 }} disabled={busy || refusal !== null} onClick={() => redeem(node.id)} acting={redeeming === node.id} context={node.title}>
                   {refusal ?? '兑换'}
                 </ActionButton>
               </li>
