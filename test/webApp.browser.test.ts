@@ -228,8 +228,16 @@ describe('what a hurried user does', () => {
     const nav = page.getByRole('navigation');
     expect(await nav.getByRole('link', { name: '登录' }).count()).toBe(0);
     expect(await nav.locator('[aria-current="page"]').textContent()).toBe('红包');
+    // Each page has its <h1> and names the tab.
+    expect(await page.getByRole('heading', { level: 1 }).textContent()).toBe('发红包');
+    expect(await page.title()).toBe('发红包 · 活动 Campaigns');
+    await nav.getByRole('link', { name: '钱包' }).click();
+    await expect.poll(() => page.title()).toBe('钱包 · 活动 Campaigns');
     await page.getByRole('button', { name: '退出登录' }).click();
     await page.getByLabel('昵称 Name').waitFor();
+    // Signed out, the sign-in screen is the current page, whatever the link.
+    expect(await nav.locator('[aria-current="page"]').textContent()).toBe('登录');
+    expect(await page.getByRole('heading', { level: 1 }).textContent()).toBe('登录');
     expect(await page.evaluate(() => localStorage.getItem('campaign.session'))).toBeNull();
     expect(await page.getByTestId('sign-in-notice').count()).toBe(0);
   });

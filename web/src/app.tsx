@@ -36,6 +36,15 @@ const PAGES = [
   { path: 'signin', title: '登录' },
 ];
 
+/** What a page is called, in its <h1> and the tab's title; a shared link's page has its own name. */
+function pageTitle(page: string, id: string | undefined): string {
+  if (page === 'packets') return id ? '红包' : '发红包';
+  if (page === 'groupbuy' && id) return '拼团活动';
+  if (page === 'team' && id) return '拼团详情';
+  if (page === 'lottery' && id) return '抽奖';
+  return PAGES.find((item) => item.path === page)?.title ?? '没有这个页面';
+}
+
 export function App() {
   const [path, setPath] = useState(route());
   const [session, setSession] = useState<Session | null>(currentSession());
@@ -66,6 +75,12 @@ export function App() {
   };
 
   const [page = 'packets', id] = path;
+  // Signed out, every link shows the sign-in screen: that is the page the nav marks as current.
+  const shown = session ? page : 'signin';
+  const title = pageTitle(shown, id);
+  useEffect(() => {
+    document.title = `${title} · 活动 Campaigns`;
+  }, [title]);
   const body = !session ? (
     <SignIn onSignedIn={signedIn} notice={endedFor === null ? null : endedFor === 'EXPIRED' ? '登录已过期，请重新登录' : '登录已失效，请重新登录'} />
   ) : page === 'signin' ? (
@@ -98,7 +113,7 @@ export function App() {
       <nav>
         {/* Signed in, "登录" would only sign in again: the name line beneath offers to sign out instead. */}
         {PAGES.filter((item) => !(session && item.path === 'signin')).map((item) => {
-          const current = page === item.path || (page === 'team' && item.path === 'groupbuy');
+          const current = shown === item.path || (shown === 'team' && item.path === 'groupbuy');
           return (
             <a key={item.path} href={`#/${item.path}`} class={current ? 'active' : ''} aria-current={current ? 'page' : undefined}>
               {item.title}
@@ -107,6 +122,8 @@ export function App() {
         })}
       </nav>
       <main>
+        {/* The nav shows where one is; the heading says it to screen readers, whose users jump by headings. */}
+        <h1 class="visually-hidden">{title}</h1>
         {session && (
           <p class="muted account">
             <span>{session.name}</span>
