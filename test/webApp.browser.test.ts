@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { STEP_MS, startWebApp } from './support/browser.ts';
+import { STEP_MS, focused, startWebApp } from './support/browser.ts';
 import { testEnv } from './support/env.ts';
 import { lotteryAt, runningWindow } from './support/lottery.ts';
 import { webDocumentId } from './support/persistedDocuments.ts';
@@ -37,6 +37,8 @@ describe('red packets', () => {
     await Promise.all(grabbers.map((page) => page.goto(link!)));
     await Promise.all(grabbers.map((page) => page.getByRole('button', { name: '抢' }).click()));
     const shares = await Promise.all(grabbers.map(async (page) => Number(await page.getByTestId('my-share').textContent())));
+    // The grab button is disabled now: focus is on the share, not lost to <body>.
+    await expect.poll(() => focused(grabbers[0]!)).toMatch(/^P 你抢到/);
     expect(shares.reduce((sum, share) => sum + share, 0)).toBeCloseTo(6, 2);
     // The pushes reach every page, the sender's too, with no reload.
     for (const page of [sender, ...grabbers]) await expect.poll(() => page.getByTestId('remaining-count').textContent(), { timeout: STEP_MS }).toBe('0');
@@ -228,16 +230,18 @@ describe('what a hurried user does', () => {
     const nav = page.getByRole('navigation');
     expect(await nav.getByRole('link', { name: '登录' }).count()).toBe(0);
     expect(await nav.locator('[aria-current="page"]').textContent()).toBe('红包');
-    // Each page has its <h1> and names the tab.
+    // Each page has its <h1> and names the tab; signed in, or on another page, focus starts at that heading.
     expect(await page.getByRole('heading', { level: 1 }).textContent()).toBe('发红包');
     expect(await page.title()).toBe('发红包 · 活动 Campaigns');
+    await expect.poll(() => focused(page)).toBe('H1 发红包');
     await nav.getByRole('link', { name: '钱包' }).click();
     await expect.poll(() => page.title()).toBe('钱包 · 活动 Campaigns');
+    await expect.poll(() => focused(page)).toBe('H1 钱包');
     await page.getByRole('button', { name: '退出登录' }).click();
     await page.getByLabel('昵称 Name').waitFor();
     // Signed out, the sign-in screen is the current page, whatever the link.
     expect(await nav.locator('[aria-current="page"]').textContent()).toBe('登录');
-    expect(await page.getByRole('heading', { level: 1 }).textContent()).toBe('登录');
+    await expect.poll(() => focused(page)).toBe('H1 登录');
     expect(await page.evaluate(() => localStorage.getItem('campaign.session'))).toBeNull();
     expect(await page.getByTestId('sign-in-notice').count()).toBe(0);
   });
@@ -317,6 +321,8 @@ describe('the points shop', () => {
     await expect.poll(() => page.getByTestId('outcome').textContent()).toContain('兑换成功');
     await page.unroute('**/graphql');
     await expect.poll(() => redeem.getAttribute('aria-busy')).toBeNull();
+    // Disabled while the redemption was on its way, the button has focus back.
+    await expect.poll(() => focused(page)).toBe('BUTTON 兑换 奶茶券');
     // Live from redemptionUpdated: the default notifier delivers at once.
     await expect.poll(() => page.getByTestId('delivery').textContent()).toBe('已发放');
     await expect.poll(() => page.getByTestId('points-balance').textContent()).toBe('70');

@@ -1,7 +1,7 @@
 import type { Page, WebSocketRoute } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServerTimeDocument } from './gql/generated.ts';
-import { STEP_MS, startWebApp } from './support/browser.ts';
+import { STEP_MS, focused, startWebApp } from './support/browser.ts';
 import { requestsAt } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { webDocumentId } from './support/persistedDocuments.ts';
@@ -113,8 +113,11 @@ describe('a group-buy team', () => {
     const phones = [...watchers, third];
     await expectSeats([third], [1, 0, 2]);
     await buyer.getByRole('button', { name: '参团：锁定座位' }).click();
+    // Each button is replaced by the next step, which takes the focus: pay, then the message.
+    await expect.poll(() => focused(buyer)).toBe('BUTTON 沙箱支付 ¥9.90');
     await buyer.getByRole('button', { name: '沙箱支付 ¥9.90' }).click();
     await expect.poll(() => buyer.getByTestId('team-message').textContent()).toBe('支付成功，你已入团');
+    await expect.poll(() => focused(buyer)).toBe('P 支付成功，你已入团');
     await expectSeats(phones, [2, 0, 1]);
 
     // The last seat is held: the full team says when it frees, then its payment completes the team.

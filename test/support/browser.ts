@@ -88,6 +88,11 @@ export function watchPage(page: Page, origin: string, who: string, misbehaviour:
   });
 }
 
+/** The element that has focus, as its tag and text ("BUTTON 兑换 奶茶券"): where a keyboard or screen reader user is. */
+export function focused(page: Page): Promise<string> {
+  return page.evaluate(() => `${document.activeElement?.tagName} ${document.activeElement?.textContent?.trim()}`);
+}
+
 /** Saves a screenshot of the whole page as a test artifact and checks the page drew something; the PNG. */
 export async function saveScreenshot(page: Page, name: string): Promise<Buffer> {
   mkdirSync(ARTIFACTS, { recursive: true });

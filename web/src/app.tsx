@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { Reconnecting } from './live.tsx';
 import { GroupBuyActivities, GroupBuyTeams } from './pages/groupBuy.tsx';
 import { Lottery } from './pages/lottery.tsx';
@@ -81,6 +81,15 @@ export function App() {
   useEffect(() => {
     document.title = `${title} · 活动 Campaigns`;
   }, [title]);
+  // Another page (a link, signing in or out) starts at its heading, not at <body> where the
+  // link or form that led there was removed; the first page keeps the browser's own start.
+  const heading = useRef<HTMLHeadingElement>(null);
+  const arrived = useRef(false);
+  const where = `${session ? 'in' : 'out'}:${path.join('/')}`;
+  useEffect(() => {
+    if (arrived.current) heading.current?.focus();
+    arrived.current = true;
+  }, [where]);
   const body = !session ? (
     <SignIn onSignedIn={signedIn} notice={endedFor === null ? null : endedFor === 'EXPIRED' ? '登录已过期，请重新登录' : '登录已失效，请重新登录'} />
   ) : page === 'signin' ? (
@@ -123,7 +132,9 @@ export function App() {
       </nav>
       <main>
         {/* The nav shows where one is; the heading says it to screen readers, whose users jump by headings. */}
-        <h1 class="visually-hidden">{title}</h1>
+        <h1 class="visually-hidden" ref={heading} tabIndex={-1}>
+          {title}
+        </h1>
         {session && (
           <p class="muted account">
             <span>{session.name}</span>

@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { ActionButton } from '../actionButton.tsx';
 import { request, subscribe } from '../api.ts';
 import type { WebRedPacketFieldsFragment } from '../gql/graphql.ts';
@@ -77,6 +77,8 @@ export function RedPacketPage({ packetId }: { packetId: string }) {
   const [problem, setProblem] = useState<string | null>(null);
   const [loadProblem, setLoadProblem] = useState<string | null>(null);
   const [busy, oneAtATime] = useOneAtATime();
+  const shareLine = useRef<HTMLParagraphElement>(null);
+  const problemLine = useRef<HTMLParagraphElement>(null);
 
   const load = () =>
     request(RedPacketQuery, { id: packetId }).then(
@@ -102,17 +104,20 @@ export function RedPacketPage({ packetId }: { packetId: string }) {
   }, [packetId]);
 
   const grab = () =>
-    oneAtATime(async () => {
-      setProblem(null);
-      try {
-        const { grabRedPacket: result } = await request(Grab, { packetId });
-        if (result.__typename === 'GrabbedShare') setShare(result.amount);
-        else if (result.__typename === 'AlreadyGrabbed') setShare(result.share.amount);
-        else if ('message' in result) setProblem(result.message);
-      } catch (error) {
-        setProblem((error as Error).message);
-      }
-    });
+    oneAtATime(
+      async () => {
+        setProblem(null);
+        try {
+          const { grabRedPacket: result } = await request(Grab, { packetId });
+          if (result.__typename === 'GrabbedShare') setShare(result.amount);
+          else if (result.__typename === 'AlreadyGrabbed') setShare(result.share.amount);
+          else if ('message' in result) setProblem(result.message);
+        } catch (error) {
+          setProblem((error as Error).message);
+        }
+      },
+      { thenFocus: () => shareLine.current ?? problemLine.current },
+    );
 
   if (!packet) return <Loading problem={loadProblem ?? problem} retry={loadProblem ? load : undefined} />;
   return (
@@ -120,7 +125,7 @@ export function RedPacketPage({ packetId }: { packetId: string }) {
       <h2>{packet.greeting || '红包'}</h2>
       <Status>
         {share !== null && (
-          <p>
+          <p ref={shareLine} tabIndex={-1}>
             你抢到{' '}
             <span class="big" data-testid="my-share">
               {yuan(share)}
@@ -151,7 +156,7 @@ export function RedPacketPage({ packetId }: { packetId: string }) {
         分享链接：<span data-testid="share-link">{location.href}</span>
       </p>
       {problem && (
-        <p class="problem" role="alert">
+        <p class="problem" role="alert" ref={problemLine} tabIndex={-1}>
           {problem}
         </p>
       )}

@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { ActionButton } from '../actionButton.tsx';
 import { request, serverOffsetMs, subscribe } from '../api.ts';
 import { countdown, useServerNow } from '../clock.ts';
@@ -81,6 +81,7 @@ export function Shop() {
   const [outcome, setOutcome] = useState<string | null>(null);
   const [loadProblem, setLoadProblem] = useState<string | null>(null);
   const [busy, oneAtATime, redeeming] = useOneAtATime();
+  const outcomeLine = useRef<HTMLParagraphElement>(null);
   const oncePerIntent = useOncePerIntent();
   const [redemptionId, setRedemptionId] = useState<string | null>(null);
   const [delivery, setDelivery] = useState<RedemptionDelivery | null>(null);
@@ -113,20 +114,23 @@ export function Shop() {
 
   // One tap at a time: a second tap while the first is on its way would redeem twice.
   const redeem = (goodsId: string) =>
-    oneAtATime(async () => {
-      try {
-        // A tap again after a lost answer redeems this item under the same requestId: charged once.
-        const { redeemPoints: result } = await oncePerIntent(goodsId, (requestId) => request(Redeem, { goodsId, requestId }));
-        setOutcome(result.__typename === 'Redemption' ? `兑换成功 ${result.voucherCode ?? ''}` : result.message);
-        if (result.__typename === 'Redemption') {
-          setDelivery(null);
-          setRedemptionId(result.id);
+    oneAtATime(
+      async () => {
+        try {
+          // A tap again after a lost answer redeems this item under the same requestId: charged once.
+          const { redeemPoints: result } = await oncePerIntent(goodsId, (requestId) => request(Redeem, { goodsId, requestId }));
+          setOutcome(result.__typename === 'Redemption' ? `兑换成功 ${result.voucherCode ?? ''}` : result.message);
+          if (result.__typename === 'Redemption') {
+            setDelivery(null);
+            setRedemptionId(result.id);
+          }
+          await load();
+        } catch (error) {
+          setOutcome((error as Error).message);
         }
-        await load();
-      } catch (error) {
-        setOutcome((error as Error).message);
-      }
-    }, goodsId);
+      },
+      { name: goodsId, thenFocus: () => outcomeLine.current },
+    );
 
   if (!shop) return <Loading problem={loadProblem} retry={load} />;
   return (
@@ -159,7 +163,11 @@ export function Shop() {
           })}
         </ul>
         <Status>
-          {outcome && <p data-testid="outcome">{outcome}</p>}
+          {outcome && (
+            <p data-testid="outcome" ref={outcomeLine} tabIndex={-1}>
+              {outcome}
+            </p>
+          )}
           {delivery && (
             <p class="muted" data-testid="delivery">
               {DELIVERY_TEXT[delivery]}

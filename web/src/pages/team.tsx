@@ -1,4 +1,4 @@
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import { ActionButton } from '../actionButton.tsx';
 import { ApiError, NETWORK, request, serverOffsetMs, subscribe } from '../api.ts';
 import { countdown, useServerNow, yuan } from '../clock.ts';
@@ -166,6 +166,21 @@ export function TeamPage({ teamId }: { teamId: string }) {
   // A request that never reached the server: shown until the connection is back or a request gets through.
   const [networkProblem, setNetworkProblem] = useState<string | null>(null);
   const [busy, oneAtATime, acting] = useOneAtATime();
+  // Where focus goes when an action replaces its button: lock -> pay, pay -> the message, release -> lock.
+  const payButton = useRef<HTMLButtonElement>(null);
+  const lockButton = useRef<HTMLButtonElement>(null);
+  const messageLine = useRef<HTMLParagraphElement>(null);
+  const problemLine = useRef<HTMLParagraphElement>(null);
+  // The pay button shows once the team's state has my lock, which may be pushed after the
+  // lock's answer, when the action is over: a lock just taken gives it the focus as it appears.
+  const focusPayWhenShown = useRef(false);
+  const payButtonShown = useCallback((button: HTMLButtonElement | null) => {
+    payButton.current = button;
+    if (button && focusPayWhenShown.current) {
+      focusPayWhenShown.current = false;
+      button.focus();
+    }
+  }, []);
   // This team takes no more locks of mine: the button would only be refused again.
   const [lockLimitReached, setLockLimitReached] = useState(false);
   const liveDown = useLiveDown();
@@ -241,19 +256,23 @@ export function TeamPage({ teamId }: { teamId: string }) {
   }
 
   const act = (what: 'lock' | 'pay' | 'release', action: () => Promise<void>) =>
-    oneAtATime(async () => {
-      setMessage(null);
-      try {
-        await action();
-        setNetworkProblem(null);
-      } catch (error) {
-        showError(error as Error);
-      }
-    }, what);
+    oneAtATime(
+      async () => {
+        setMessage(null);
+        try {
+          await action();
+          setNetworkProblem(null);
+        } catch (error) {
+          showError(error as Error);
+        }
+      },
+      { name: what, thenFocus: () => ({ lock: payButton, pay: messageLine, release: lockButton })[what].current ?? messageLine.current ?? problemLine.current },
+    );
 
   const lock = () =>
     act('lock', async () => {
       const { lockTeamSeat: result } = await request(LockSeat, { teamId });
+      focusPayWhenShown.current = result.__typename === 'SeatLocked';
       if (result.__typename === 'SeatLocked') remember(result.payment);
       else if ('message' in result) setMessage(result.message);
       if (result.__typename === 'SeatLockLimitReached') setLockLimitReached(true);
@@ -333,7 +352,7 @@ export function TeamPage({ teamId }: { teamId: string }) {
       {team.status === 'OPEN' && !member && payable && (
         <>
           {/* Cut off from the live updates, the page cannot tell whether the lock still holds. */}
-          <ActionButton onClick={pay} disabled={busy || liveDown} acting={acting === 'pay'}>
+          <ActionButton onClick={pay} disabled={busy || liveDown} acting={acting === 'pay'} buttonRef={payButtonShown}>
             沙箱支付 ¥{yuan(payable.amountCents)}
           </ActionButton>
           {liveDown && (
@@ -347,20 +366,20 @@ export function TeamPage({ teamId }: { teamId: string }) {
         </>
       )}
       {team.status === 'OPEN' && !member && !payable && (
-        <ActionButton onClick={lock} disabled={busy || lockLimitReached || (!myLock && team.freeSeats === 0)} acting={acting === 'lock'}>
+        <ActionButton onClick={lock} disabled={busy || lockLimitReached || (!myLock && team.freeSeats === 0)} acting={acting === 'lock'} buttonRef={lockButton}>
           {myLock ? '继续支付' : team.freeSeats === 0 ? '暂无空位' : '参团：锁定座位'}
         </ActionButton>
       )}
       <Status>
         {message && (
-          <p class="notice" data-testid="team-message">
+          <p class="notice" data-testid="team-message" ref={messageLine} tabIndex={-1}>
             {message}
           </p>
         )}
       </Status>
       <TeamNews team={team} dueAt={dueAt} now={now} />
       {networkProblem && (
-        <p class="problem" role="alert" data-testid="team-network-problem">
+        <p class="problem" role="alert" data-testid="team-network-problem" ref={problemLine} tabIndex={-1}>
           {networkProblem}
         </p>
       )}
