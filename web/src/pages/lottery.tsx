@@ -75,6 +75,8 @@ type DrawRecord = WebLotteryQuery['me']['draws']['nodes'][number];
 type Sector = { id: string | null; title: string };
 
 const SPIN_MS = 3000;
+/** Whether the user asked for less motion: the wheel then rests on the result at once, with no five turns over 3 s. */
+const reducedMotion = () => matchMedia('(prefers-reduced-motion: reduce)').matches;
 const COLOURS = ['#ffd8a8', '#ffc9c9', '#d0ebff', '#d3f9d8', '#fff3bf', '#e5dbff'];
 
 function sectorsOf(activity: Activity): Sector[] {
@@ -141,7 +143,8 @@ export function Lottery({ activityId }: { activityId: string }) {
       setMessage(null);
       setLanded(null);
       setLastDraw(null);
-      setAnimated(true);
+      const spin = !reducedMotion();
+      setAnimated(spin);
       try {
         // A tap again after a lost answer is the same draw: the server draws (and charges) it once.
         const { drawLottery: result } = await oncePerIntent(activityId, (requestId) => request(Draw, { activityId, requestId }));
@@ -152,8 +155,8 @@ export function Lottery({ activityId }: { activityId: string }) {
         const sectors = sectorsOf(activity);
         const { index, angle } = landing(sectors, result.__typename === 'LotteryWin' ? result.prize.id : null);
         // Whole turns, then the sector's middle under the pointer at the top.
-        setTurn((previous) => previous - (previous % 360) + 5 * 360 + angle);
-        await new Promise((resolve) => setTimeout(resolve, SPIN_MS));
+        setTurn((previous) => previous - (previous % 360) + (spin ? 5 * 360 : 0) + angle);
+        if (spin) await new Promise((resolve) => setTimeout(resolve, SPIN_MS));
         setLanded(sectors[index]!);
       } catch (error) {
         setMessage((error as Error).message);
