@@ -299,9 +299,9 @@ describe('a team page cut off from its live updates', () => {
 });
 
 describe('long names on a 320px phone', () => {
-  it('the team page and the wallet do not scroll sideways', { timeout: 60_000 }, async () => {
+  it('the team page and the wallet do not scroll sideways; with large text a price stays whole', { timeout: 60_000 }, async () => {
     const leader = longName('olga');
-    const team = await teamsAt(server.url).open(leader, { activityId: 'web-narrow', title: '窄屏奶茶'.repeat(8), capacity: 3 });
+    const team = await teamsAt(server.url).open(leader, { activityId: 'web-narrow', title: '窄屏奶茶'.repeat(8), capacity: 3, priceCents: 5900, groupPriceCents: 4900 });
     await walletsAt(server.url).credit('web-operator', { userId: leader, amountCents: 500, reason: '超长备注'.repeat(10) });
     const page = await app.signedIn(leader);
     await page.setViewportSize({ width: 320, height: 640 });
@@ -310,6 +310,13 @@ describe('long names on a 320px phone', () => {
     await page.getByTestId('team-price').waitFor();
     expect(await scrollsSideways(page)).toBe(false);
     await app.screenshot(page, 'team-320-long-name');
+    // Text at 200% on this phone lays out as a 160px-wide page: "¥49.0" over "0" would read as another price.
+    await page.setViewportSize({ width: 160, height: 640 });
+    const price = page.getByTestId('team-price').locator('.big');
+    expect(await price.textContent()).toBe('¥49.00');
+    expect(await price.evaluate((element) => new Set([...element.getClientRects()].map((line) => line.top)).size)).toBe(1);
+    expect(await scrollsSideways(page)).toBe(false);
+    await page.setViewportSize({ width: 320, height: 640 });
     await page.getByRole('link', { name: '钱包' }).click();
     await expect.poll(() => page.getByTestId('wallet-balance').textContent()).toBe('5.00');
     expect(await scrollsSideways(page)).toBe(false);

@@ -152,7 +152,7 @@ export function Shop() {
                   {node.title}
                   <br />
                   <span class="muted">
-                    {node.pointsCost} 积分 · 剩 {node.remainingStock}
+                    <span class="nowrap">{node.pointsCost} 积分</span> · 剩 {node.remainingStock}
                   </span>
                 </span>
                 <ActionButton style={{ width: 'auto', marginTop: 0 }} disabled={busy || refusal !== null} onClick={() => redeem(node.id)} acting={redeeming === node.id} context={node.title}>

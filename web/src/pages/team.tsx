@@ -302,15 +302,19 @@ export function TeamPage({ teamId }: { teamId: string }) {
         </p>
       )}
       <p data-testid="team-status" data-status={team.status}>
-        {team.status === 'OPEN'
-          ? `还差 ${team.capacity - team.members.length} 人成团，${countdown(Date.parse(team.deadline), now)} 后截止`
-          : team.status === 'COMPLETE'
-            ? `${team.capacity} 人已成团`
-            : '未能成团，已付的钱会退回'}
+        {team.status === 'OPEN' ? (
+          <>
+            还差 {team.capacity - team.members.length} 人成团，<span class="nowrap">{countdown(Date.parse(team.deadline), now)}</span> 后截止
+          </>
+        ) : team.status === 'COMPLETE' ? (
+          `${team.capacity} 人已成团`
+        ) : (
+          '未能成团，已付的钱会退回'
+        )}
       </p>
       {team.status === 'OPEN' && team.freeSeats === 0 && team.nextUnlockAt && (
         <p class="notice" data-testid="next-unlock">
-          座位已满：下一个座位 {countdown(Date.parse(team.nextUnlockAt), now)} 后释放
+          座位已满：下一个座位 <span class="nowrap">{countdown(Date.parse(team.nextUnlockAt), now)}</span> 后释放
         </p>
       )}
       <ul class="plain seats">
