@@ -15,6 +15,8 @@ export interface MoneyBooks {
   refundsPending: number;
   /** Refunds of wallet money paid back out through the provider. */
   refundsPaidOut: number;
+  /** Refunds of provider payments (a failed team, a late payment) paid into wallets: money in, as F1 counts it. */
+  providerRefundsToWallets: number;
 }
 
 const one = async <T>(sql: pg.Pool, query: string): Promise<T> => (await sql.query(query)).rows[0] as T;
@@ -37,8 +39,9 @@ async function expectNone(sql: pg.Pool, what: string, query: string): Promise<vo
  * - conservation: the money put in (`moneyInCents`, what the test credited) plus what
  *   shops paid out equals the wallets, plus what wallet-funded packets still hold, plus
  *   refunds pending, plus refunds paid back out through the provider.
- * Refunds of provider payments (with a payment ref) never held wallet money and are left
- * to the payments' own books. Returns the books, for the test's report.
+ * Refunds of provider payments (with a payment ref) still owed, or paid back through the
+ * provider, never held wallet money and are left to the payments' own books. Returns the
+ * books, for the test's report.
  */
 export async function expectMoneyInvariants(sql: pg.Pool, moneyInCents: number): Promise<MoneyBooks> {
   await expectNone(
@@ -92,10 +95,13 @@ export async function expectMoneyInvariants(sql: pg.Pool, moneyInCents: number):
                             - (SELECT COALESCE(SUM(g.amount), 0) FROM red_packet_grab g WHERE g.packet_id = p.id)), 0)
           FROM red_packet p WHERE p.funded_by = 'WALLET')::float8 AS "heldByPackets",
        (SELECT COALESCE(SUM(amount_cents), 0) FROM refund WHERE payment_ref IS NULL AND status = 'PENDING')::float8 AS "refundsPending",
-       (SELECT COALESCE(SUM(amount_cents), 0) FROM refund WHERE payment_ref IS NULL AND status = 'PAID' AND paid_to = 'PROVIDER')::float8 AS "refundsPaidOut"`,
+       (SELECT COALESCE(SUM(amount_cents), 0) FROM refund WHERE payment_ref IS NULL AND status = 'PAID' AND paid_to = 'PROVIDER')::float8 AS "refundsPaidOut",
+       (SELECT COALESCE(SUM(amount_cents), 0) FROM refund WHERE payment_ref IS NOT NULL AND status = 'PAID' AND paid_to = 'WALLET')::float8 AS "providerRefundsToWallets"`,
   );
   expect(books.creditedIn, 'the ledger holds exactly the credits put in').toBe(moneyInCents);
   expect(books.heldByPackets, 'no wallet-funded packet holds less than nothing').toBeGreaterThanOrEqual(0);
-  expect(books.wallets + books.heldByPackets + books.refundsPending + books.refundsPaidOut, `money is conserved: ${JSON.stringify(books)}`).toBe(moneyInCents + books.shopPaidOut);
+  expect(books.wallets + books.heldByPackets + books.refundsPending + books.refundsPaidOut, `money is conserved: ${JSON.stringify(books)}`).toBe(
+    moneyInCents + books.providerRefundsToWallets + books.shopPaidOut,
+  );
   return books;
 }
