@@ -87,6 +87,9 @@ describe('what a hurried user does', () => {
       prizes: [{ title: '奖', weight: 1, totalStock: 10 }],
     });
     const page = await app.signedIn('lost-points');
+    // As a page served over plain HTTP at a LAN address has it: no crypto.randomUUID.
+    await page.addInitScript(() => Object.defineProperty(Crypto.prototype, 'randomUUID', { value: undefined }));
+    await page.reload();
     // The server acts on the first `operation`; its answer never reaches the phone.
     const loseFirstAnswer = async (operation: string) => {
       let lost = false;

@@ -1,6 +1,14 @@
 import { useRef } from 'preact/hooks';
 
 /**
+ * A fresh requestId: 128 random bits in hex. Not crypto.randomUUID, which browsers offer
+ * only to secure pages, and a phone trying the app over plain HTTP at a LAN address is not one.
+ */
+export function newRequestId(): string {
+  return Array.from(crypto.getRandomValues(new Uint8Array(16)), (byte) => byte.toString(16).padStart(2, '0')).join('');
+}
+
+/**
  * One requestId per user intent (this packet, this goods item, a draw here). A tap again
  * after an answer that never came (offline, a reset connection, a 5xx) may follow an action
  * the server committed: it goes under the same requestId, which the server acts on once.
@@ -10,7 +18,7 @@ import { useRef } from 'preact/hooks';
 export function useOncePerIntent(): <Answer>(intent: string, send: (requestId: string) => Promise<Answer>) => Promise<Answer> {
   const unanswered = useRef(new Map<string, string>());
   return async (intent, send) => {
-    const requestId = unanswered.current.get(intent) ?? crypto.randomUUID();
+    const requestId = unanswered.current.get(intent) ?? newRequestId();
     unanswered.current.set(intent, requestId);
     // request() throws for every outcome it cannot tell: the id is kept for the retry.
     const answer = await send(requestId);

@@ -5,6 +5,7 @@ import { yuan } from '../clock.ts';
 import type { WebGroupBuyActivitiesQuery, WebGroupBuyTeamsQuery } from '../gql/graphql.ts';
 import { graphql } from '../gql/index.ts';
 import { Loading, unlessNetwork, useReloadWhenOnline } from '../loading.tsx';
+import { newRequestId } from '../oncePerIntent.ts';
 import { useOneAtATime } from '../oneAtATime.ts';
 import { handle } from '../users.ts';
 
@@ -101,7 +102,7 @@ export function GroupBuyTeams({ activityId }: { activityId: string }) {
   const [busy, oneAtATime] = useOneAtATime();
   // One per visit to the page (app.tsx keys it by activity): a tap again after an answer was
   // lost on the way gets the team the first tap opened, not a second one.
-  const [openRequestId] = useState(() => crypto.randomUUID());
+  const [openRequestId] = useState(newRequestId);
   const load = () =>
     request(TeamsQuery, { activityId }).then(
       (answer) => {
