@@ -11,11 +11,13 @@ import { TEST_JWT_SECRET, testEnv } from './support/env.ts';
 import { lotteryAt } from './support/lottery.ts';
 import { sendNotify } from './support/payments.ts';
 import { webDocumentId } from './support/persistedDocuments.ts';
+import { pointsAt, voucherCodes } from './support/points.ts';
 import { waitFor } from './support/poll.ts';
 import { redPacketsAt } from './support/redPackets.ts';
 import { type ServerProcess, startServerProcesses } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
 import { type As, tokenOf } from './support/tokens.ts';
+import { WebhookReceiver } from './support/webhookReceiver.ts';
 
 // Anonymous reads are limited to 2 per window, so the third within it is RATE_LIMITED.
 const env = testEnv('metrics', { LOG_LEVEL: 'debug', RATE_LIMIT_ANONYMOUS: '2', RATE_LIMIT_WINDOW_MS: '60000' });
@@ -23,15 +25,20 @@ const METRICS_TOKEN = 'metrics-token-of-the-test-0123456789';
 let server: ServerProcess;
 let production: ServerProcess;
 let stores: Stores;
+// Takes the vouchers of both servers; a test holds one to keep its redemption waiting.
+const fulfilment = new WebhookReceiver<unknown>();
 
 beforeAll(async () => {
   stores = openStores(env);
+  env.vars.POINTS_DELIVERY_WEBHOOK_URL = await fulfilment.start('/vouchers');
+  env.vars.POINTS_DELIVERY_WEBHOOK_SECRET = 'metrics-voucher-webhook-secret-0123456789';
   // The production server counts no anonymous budget: it shares the other's, which the rate-limit test uses up.
   [server, production] = await startServerProcesses([env.vars, { ...env.vars, NODE_ENV: 'production', LOG_LEVEL: 'info', METRICS_TOKEN, RATE_LIMIT_ANONYMOUS: '0' }]);
 }, 90_000);
 
 afterAll(async () => {
   await Promise.all([server?.stop(), production?.stop()]);
+  await fulfilment.close();
   await stores?.cleanup();
 });
 
@@ -177,6 +184,51 @@ describe('GET /metrics', () => {
       .filter((line) => line.includes('"payment notify refused"'))
       .at(-1)!;
     expect(JSON.parse(last)).toMatchObject({ status: 400, reason: expect.stringMatching(/^malformed notify/) });
+  });
+
+  it('shows the vouchers waiting for delivery and the age of the oldest, back to 0 once delivered', async () => {
+    const pending = 'outbox_pending{outbox="redemption"}';
+    const oldest = 'outbox_oldest_pending_seconds{outbox="redemption"}';
+    const points = pointsAt(server.url);
+    const goods = await points.createGoods('metrics-operator', { title: 'voucher', pointsCost: 10, stock: 1, voucherCodes: voucherCodes('METRICS', 1) });
+    await points.award('metrics-operator', { userId: 'metrics-redeemer', amount: 10 });
+    const before = (await scrape()).split('\n');
+    for (const series of [pending, 'outbox_pending{outbox="refund"}']) expect(before).toContain(`${series} 0`);
+
+    fulfilment.answer = () => 'hang';
+    try {
+      expect((await points.tryRedeem('metrics-redeemer', goods.id, 'metrics-redemption')).result?.__typename).toBe('Redemption');
+      await waitFor('the voucher held by the webhook', () => fulfilment.requests.length === 1);
+      const held = await scrape();
+      expect(held.split('\n')).toContain(`${pending} 1`);
+      expect(sample(held, oldest)).toBeGreaterThan(0);
+      expect(sample(held, oldest)).toBeLessThan(60);
+      expect(held.split('\n')).toContain('outbox_pending{outbox="refund"} 0');
+    } finally {
+      fulfilment.answer = () => 'ok';
+      fulfilment.answerHanging('ok');
+    }
+    await waitFor('the voucher delivered', async () => (await scrape()).split('\n').includes(`${pending} 0`));
+    expect((await scrape()).split('\n')).toContain(`${oldest} 0`);
+  });
+
+  it('serves the outbox gauges as they were within a scrape timeout while PostgreSQL makes their read wait', async () => {
+    expect((await scrape()).split('\n')).toContain('outbox_pending{outbox="redemption"} 0');
+    // Held by hand, as a migration would: the read waits for DATABASE_LOCK_TIMEOUT_MS (10 s).
+    const holder = await stores.sql.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('LOCK TABLE redemption, refund IN ACCESS EXCLUSIVE MODE');
+      for (let i = 0; i < 3; i++) {
+        const started = performance.now();
+        const text = await scrape();
+        expect(performance.now() - started, `scrape ${i}`).toBeLessThan(2_500);
+        expect(text.split('\n')).toContain('outbox_pending{outbox="redemption"} 0');
+      }
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
   });
 
   it('is off in production without METRICS_TOKEN, and cannot be turned on there without one', () => {

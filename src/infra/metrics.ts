@@ -1,13 +1,14 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { VERSION } from '../version.ts';
 import { AuthFailure } from './auth/tokens.ts';
+import { BACKLOG_COUNT_MAX, type OutboxBacklog } from './outbox/outbox.ts';
 
 /**
  * The process's Prometheus metrics, served at GET /metrics (src/metricsEndpoint.ts). One
  * registry per process: a metric belongs to the process (a cluster worker is scraped on
  * its own), and a module-level one is reachable from the infrastructure without plumbing.
  * Recording is a synchronous increment or observation: nothing here touches Redis on a
- * request; what needs Redis (journal depth and lag) is read when Prometheus scrapes.
+ * request; what needs a store (journal depth and lag, outbox backlogs) is read when Prometheus scrapes.
  */
 export const registry = new Registry();
 collectDefaultMetrics({ register: registry });
@@ -146,31 +147,36 @@ export interface JournalProbe {
   backlog(): Promise<{ depth: number; lagMs: number }>;
 }
 
-/** How long a scrape waits for the journal's backlog before serving the gauges as they were. */
-const BACKLOG_WAIT_MS = 1000;
+/** How long a scrape waits for a store's answer before serving the gauges that show it as they were. */
+const STORE_WAIT_MS = 1000;
 
-/** Registers the journal gauges, read from Redis on each scrape only. */
-export function watchJournal(probe: JournalProbe): void {
-  type Backlog = { depth: number; lagMs: number } | undefined;
-  let reading: Promise<Backlog> | undefined;
-  let scraping: Promise<Backlog> | undefined;
-  // One Redis read at a time for both gauges. Without Redis they keep their last value:
-  // the other metrics (the outage counted among them) must still be served, and a hung
-  // Redis holds a read for the whole command timeout, longer than a scrape may take.
-  const read = () =>
-    (scraping ??= (async (): Promise<Backlog> => {
-      reading ??= probe
-        .backlog()
-        .catch((): Backlog => undefined)
+/**
+ * Reads a store for a scrape: once for all the gauges that show it, one read at a time.
+ * Without an answer (the store down, or hung past STORE_WAIT_MS) it gives undefined and the
+ * gauges keep their last value: the other metrics (the outage counted among them) must
+ * still be served, and a hung store holds a read for its whole timeout, longer than a scrape may take.
+ */
+function readOnScrape<T>(probe: () => Promise<T>): () => Promise<T | undefined> {
+  let reading: Promise<T | undefined> | undefined;
+  let scraping: Promise<T | undefined> | undefined;
+  return () =>
+    (scraping ??= (async (): Promise<T | undefined> => {
+      reading ??= probe()
+        .catch(() => undefined)
         .finally(() => (reading = undefined));
       let timer: NodeJS.Timeout | undefined;
-      const givenUp = new Promise<Backlog>((resolve) => (timer = setTimeout(resolve, BACKLOG_WAIT_MS, undefined)));
+      const givenUp = new Promise<undefined>((resolve) => (timer = setTimeout(resolve, STORE_WAIT_MS, undefined)));
       try {
         return await Promise.race([reading, givenUp]);
       } finally {
         clearTimeout(timer);
       }
     })().finally(() => setImmediate(() => (scraping = undefined))));
+}
+
+/** Registers the journal gauges, read from Redis on each scrape only. */
+export function watchJournal(probe: JournalProbe): void {
+  const read = readOnScrape(() => probe.backlog());
   registry.removeSingleMetric('journal_depth');
   registry.removeSingleMetric('journal_lag_seconds');
   new Gauge({
@@ -189,6 +195,39 @@ export function watchJournal(probe: JournalProbe): void {
     async collect() {
       const backlog = await read();
       if (backlog) this.set(backlog.lagMs / 1000);
+    },
+  });
+}
+
+/** Registers the outbox gauges, one series per outbox (its table), read from the database on each scrape only. */
+export function watchOutboxes(outboxes: Record<string, () => Promise<OutboxBacklog>>): void {
+  const reads = Object.entries(outboxes).map(([outbox, backlog]) => ({ outbox, read: readOnScrape(backlog) }));
+  const show = async (gauge: Gauge<'outbox'>, value: (backlog: OutboxBacklog) => number) => {
+    await Promise.all(
+      reads.map(async ({ outbox, read }) => {
+        const backlog = await read();
+        if (backlog) gauge.set({ outbox }, value(backlog));
+      }),
+    );
+  };
+  registry.removeSingleMetric('outbox_pending');
+  registry.removeSingleMetric('outbox_oldest_pending_seconds');
+  new Gauge({
+    name: 'outbox_pending',
+    help: `Rows waiting for delivery in each outbox (redemption: vouchers, refund: refunds), counted up to ${BACKLOG_COUNT_MAX}: that value means at least as many`,
+    labelNames: ['outbox'] as const,
+    registers: [registry],
+    collect() {
+      return show(this, (backlog) => backlog.pending);
+    },
+  });
+  new Gauge({
+    name: 'outbox_oldest_pending_seconds',
+    help: `Age of the oldest row waiting in each outbox (0 when none waits); past ${BACKLOG_COUNT_MAX} waiting, the oldest of the ${BACKLOG_COUNT_MAX} most due`,
+    labelNames: ['outbox'] as const,
+    registers: [registry],
+    collect() {
+      return show(this, (backlog) => backlog.oldestAgeMs / 1000);
     },
   });
 }

@@ -4,7 +4,7 @@
 import type { PrismaClient, Refund, RefundStatus } from '../../generated/prisma/client.ts';
 import { type KeysetPage, keysetArgs } from '../../infra/db/pages.ts';
 import type { Logger } from '../../infra/logger.ts';
-import type { Outbox, OutboxOptions } from '../../infra/outbox/outbox.ts';
+import type { Outbox, OutboxBacklog, OutboxOptions } from '../../infra/outbox/outbox.ts';
 import { type LeasedRefund, type RefundProvider, refundDelivery } from './refundDelivery.ts';
 
 export class RefundService {
@@ -60,6 +60,11 @@ export class RefundService {
   /** One round of the delivery worker over the refunds due. */
   deliverDue(stopping?: AbortSignal): Promise<number> {
     return this.delivery.deliverDue(stopping);
+  }
+
+  /** The refunds waiting to be paid, for /metrics. */
+  deliveryBacklog(): Promise<OutboxBacklog> {
+    return this.delivery.backlog();
   }
 
   private page(where: { userId?: string; status?: RefundStatus }, page: KeysetPage): Promise<Refund[]> {

@@ -17,7 +17,7 @@
  */
 import type { PrismaClient } from '../../generated/prisma/client.ts';
 import { type Logger, logRepeating } from '../../infra/logger.ts';
-import { Outbox, type OutboxOptions, type OutboxTable, markDone, dueClaim as outboxDueClaim } from '../../infra/outbox/outbox.ts';
+import { Outbox, type OutboxBacklog, type OutboxOptions, type OutboxTable, markDone, dueClaim as outboxDueClaim } from '../../infra/outbox/outbox.ts';
 import type { VoucherNotifier } from './notifiers.ts';
 
 export interface DeliveryOptions extends OutboxOptions {
@@ -133,6 +133,11 @@ export class VoucherDeliveryWorker {
   /** One due round (Outbox.deliverDue): retries, and redemptions whose process died. */
   deliverDue(stopping?: AbortSignal): Promise<number> {
     return this.outbox.deliverDue(stopping);
+  }
+
+  /** The redemptions waiting for delivery (Outbox.backlog). */
+  backlog(): Promise<OutboxBacklog> {
+    return this.outbox.backlog();
   }
 
   /** Finishes the fresh batch in hand and hands the rest back, so another instance delivers them without waiting for the leases to run out. */

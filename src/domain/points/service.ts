@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Goods, Prisma, Redemption, RedemptionStatus } from '../../generated/prisma/client.ts';
 import { ruleInputIssue } from '../../i18n/issues.ts';
 import { Campaign } from '../../infra/campaign/campaign.ts';
+import type { OutboxBacklog } from '../../infra/outbox/outbox.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
 import type { CampaignDeps } from '../deps.ts';
 import { BadInputError, ServiceUnavailableError } from '../errors.ts';
@@ -325,6 +326,11 @@ export class PointsService {
   /** One round of the delivery worker over what is due (retries, and redemptions whose process died). */
   deliverDue(stopping?: AbortSignal): Promise<number> {
     return this.delivery.deliverDue(stopping);
+  }
+
+  /** The redemptions waiting for their voucher's delivery, for /metrics. */
+  deliveryBacklog(): Promise<OutboxBacklog> {
+    return this.delivery.backlog();
   }
 
   /** Call after the journal's last commit: fresh deliveries in hand finish, the rest go back to the due rounds. */
