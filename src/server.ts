@@ -27,7 +27,7 @@ import { useSubscriptionLimits } from './guards/subscriptionLimits.ts';
 import { useTokenExpiry } from './guards/tokenExpiry.ts';
 import { createCorsPolicy, hygienePlugins } from './httpHygiene.ts';
 import type { Logger } from './infra/logger.ts';
-import { watchJournal, watchOutboxes, wsConnections } from './infra/metrics.ts';
+import { watchJournal, watchOutboxes, watchPool, wsConnections } from './infra/metrics.ts';
 import { StartupError, describeCause } from './infra/startupError.ts';
 import { METRICS_PATH, metricsAccess, serveMetrics, useMetrics } from './metrics.ts';
 import { NOTIFY_PATH, servePaymentNotify } from './paymentNotify.ts';
@@ -145,6 +145,7 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
   if (metrics.enabled) {
     watchJournal(app.journal);
     watchOutboxes({ redemption: () => app.points.deliveryBacklog(), refund: () => app.refunds.deliveryBacklog() });
+    watchPool(app.db.pool);
   }
   // While stopping, every response ends its connection (`Connection: close`): a client keeping
   // a busy keep-alive connection would otherwise send request after request on it, the

@@ -43,9 +43,10 @@ describe('the embedded database', () => {
     server = await startServerProcess(env.vars);
     expect(server.output()).toContain('"database":"pglite"');
     expect(appliedMigrations(server.output()).length).toBeGreaterThan(0);
-    // The outboxes are read from PGlite as from PostgreSQL.
+    // The outboxes are read from PGlite as from PostgreSQL; there is no pool to show.
     const metrics = (await (await fetch(new URL('/metrics', server.url))).text()).split('\n');
     for (const outbox of ['redemption', 'refund']) expect(metrics).toContain(`outbox_pending{outbox="${outbox}"} 0`);
+    expect(metrics.filter((line) => line.includes('postgres_pool_'))).toEqual([]);
 
     let redPackets = redPacketsAt(server.url);
     const packet = await redPackets.create(sender, { totalAmount: 900, count: 3, mode: 'EQUAL' });

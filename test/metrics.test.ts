@@ -212,6 +212,17 @@ describe('GET /metrics', () => {
     expect((await scrape()).split('\n')).toContain(`${oldest} 0`);
   });
 
+  it('shows how busy the PostgreSQL pool is', async () => {
+    const text = await scrape();
+    for (const name of ['postgres_pool_connections', 'postgres_pool_idle_connections', 'postgres_pool_waiting_requests']) expect(text).toMatch(new RegExp(`^${name} \\d+$`, 'm'));
+    const total = sample(text, 'postgres_pool_connections');
+    // The default DATABASE_POOL_SIZE; idle, the server uses fewer connections than it has.
+    expect(total).toBeGreaterThanOrEqual(1);
+    expect(total).toBeLessThanOrEqual(10);
+    expect(sample(text, 'postgres_pool_idle_connections')).toBeLessThanOrEqual(total);
+    expect(sample(text, 'postgres_pool_waiting_requests')).toBe(0);
+  });
+
   it('serves the outbox gauges as they were within a scrape timeout while PostgreSQL makes their read wait', async () => {
     expect((await scrape()).split('\n')).toContain('outbox_pending{outbox="redemption"} 0');
     // Held by hand, as a migration would: the read waits for DATABASE_LOCK_TIMEOUT_MS (10 s).
@@ -224,6 +235,8 @@ describe('GET /metrics', () => {
         const text = await scrape();
         expect(performance.now() - started, `scrape ${i}`).toBeLessThan(2_500);
         expect(text.split('\n')).toContain('outbox_pending{outbox="redemption"} 0');
+        // The first scrape's read still waits on the lock, on a connection of its own.
+        if (i > 0) expect(sample(text, 'postgres_pool_connections') - sample(text, 'postgres_pool_idle_connections'), `scrape ${i}`).toBeGreaterThanOrEqual(1);
       }
     } finally {
       await holder.query('ROLLBACK');

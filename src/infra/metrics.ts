@@ -1,6 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { VERSION } from '../version.ts';
 import { AuthFailure } from './auth/tokens.ts';
+import type { PoolCounts } from './db/database.ts';
 import { BACKLOG_COUNT_MAX, type OutboxBacklog } from './outbox/outbox.ts';
 
 /**
@@ -230,4 +231,25 @@ export function watchOutboxes(outboxes: Record<string, () => Promise<OutboxBackl
       return show(this, (backlog) => backlog.oldestAgeMs / 1000);
     },
   });
+}
+
+/** Registers the gauges of the PostgreSQL pool, or none on PGlite, which has no pool. */
+export function watchPool(pool: PoolCounts | undefined): void {
+  const gauges = [
+    { name: 'postgres_pool_connections', help: 'Connections the PostgreSQL pool holds, busy or idle (at most DATABASE_POOL_SIZE)', count: 'totalCount' },
+    { name: 'postgres_pool_idle_connections', help: 'Connections of the PostgreSQL pool that wait for work', count: 'idleCount' },
+    { name: 'postgres_pool_waiting_requests', help: 'Queries and transactions waiting for a connection of the PostgreSQL pool, all of them busy', count: 'waitingCount' },
+  ] as const;
+  for (const { name, help, count } of gauges) {
+    registry.removeSingleMetric(name);
+    if (!pool) continue;
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        this.set(pool[count]);
+      },
+    });
+  }
 }

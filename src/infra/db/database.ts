@@ -15,9 +15,14 @@ export interface SqlSession {
   query<Row>(sql: string, params?: unknown[]): Promise<Row[]>;
 }
 
+/** How busy a pg pool is, as /metrics shows it. */
+export type PoolCounts = Pick<pg.Pool, 'totalCount' | 'idleCount' | 'waitingCount'>;
+
 export interface Database {
   readonly prisma: PrismaClient;
   readonly kind: 'postgresql' | 'pglite';
+  /** The pool every query goes through, Prisma's included; PGlite has none (one connection, in process). */
+  readonly pool?: PoolCounts;
   /**
    * One raw statement through the driver itself, for what runs with every request of a
    * flash crowd (the journal's batch statements, the payment notify's lookup): on
@@ -105,6 +110,7 @@ async function openPostgres(config: Config, databaseUrl: string): Promise<Databa
   return {
     prisma,
     kind: 'postgresql',
+    pool,
     query: async <Row>(sql: Prisma.Sql) => (await pool.query(sql.text, sql.values)).rows as Row[],
     async withMigrationSession(fn) {
       const client = await pool.connect();
