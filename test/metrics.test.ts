@@ -12,7 +12,7 @@ import { lotteryAt } from './support/lottery.ts';
 import { sendNotify } from './support/payments.ts';
 import { webDocumentId } from './support/persistedDocuments.ts';
 import { pointsAt, voucherCodes } from './support/points.ts';
-import { waitFor } from './support/poll.ts';
+import { sleep, waitFor } from './support/poll.ts';
 import { redPacketsAt } from './support/redPackets.ts';
 import { type ServerProcess, startServerProcesses } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
@@ -242,6 +242,16 @@ describe('GET /metrics', () => {
       await holder.query('ROLLBACK');
       holder.release();
     }
+  });
+
+  it('samples the event loop delay finer than every 10 ms, so an idle loop reads below 10 ms', async () => {
+    // A scrape starts the delays afresh: the next one shows a second of idling.
+    await scrape();
+    await sleep(1_000);
+    const text = await scrape();
+    expect(text).toContain('# HELP nodejs_eventloop_lag_p50_seconds The 50th percentile of the recorded event loop delays. Sampled every 5 ms');
+    expect(sample(text, 'nodejs_eventloop_lag_p50_seconds')).toBeGreaterThan(0);
+    expect(sample(text, 'nodejs_eventloop_lag_p50_seconds')).toBeLessThan(0.01);
   });
 
   it('is off in production without METRICS_TOKEN, and cannot be turned on there without one', () => {

@@ -12,7 +12,19 @@ import { BACKLOG_COUNT_MAX, type OutboxBacklog } from './outbox/outbox.ts';
  * request; what needs a store (journal depth and lag, outbox backlogs) is read when Prometheus scrapes.
  */
 export const registry = new Registry();
-collectDefaultMetrics({ register: registry });
+
+/**
+ * The event loop's delay is sampled by a timer this often, and each sample includes the
+ * interval: at prom-client's default of 10 ms an idle loop read as 10 ms late. Each sample
+ * wakes the process; at 5 ms that costs about half a percent of a core more than at 10 ms.
+ */
+const EVENT_LOOP_RESOLUTION_MS = 5;
+collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: EVENT_LOOP_RESOLUTION_MS });
+// prom-client takes no help text for its own metrics: the sampling is said after theirs.
+for (const statistic of ['min', 'max', 'mean', 'stddev', 'p50', 'p90', 'p99']) {
+  const metric = registry.getSingleMetric(`nodejs_eventloop_lag_${statistic}_seconds`) as unknown as { help: string };
+  metric.help += ` Sampled every ${EVENT_LOOP_RESOLUTION_MS} ms; a sample counts that interval too, so an idle loop reads about ${EVENT_LOOP_RESOLUTION_MS / 1000}.`;
+}
 
 // Which release each instance runs, as the Upgrading steps need to know.
 new Gauge({
