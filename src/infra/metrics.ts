@@ -5,7 +5,7 @@ import type { PoolCounts } from './db/database.ts';
 import { BACKLOG_COUNT_MAX, type OutboxBacklog } from './outbox/outbox.ts';
 
 /**
- * The process's Prometheus metrics, served at GET /metrics (src/metricsEndpoint.ts). One
+ * The process's Prometheus metrics, served at GET /metrics (src/metrics.ts). One
  * registry per process: a metric belongs to the process (a cluster worker is scraped on
  * its own), and a module-level one is reachable from the infrastructure without plumbing.
  * Recording is a synchronous increment or observation: nothing here touches Redis on a
