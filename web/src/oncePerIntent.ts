@@ -4,7 +4,7 @@ import { useRef } from 'preact/hooks';
  * A fresh requestId: 128 random bits in hex. Not crypto.randomUUID, which browsers offer
  * only to secure pages, and a phone trying the app over plain HTTP at a LAN address is not one.
  */
-export function newRequestId(): string {
+function newRequestId(): string {
   return Array.from(crypto.getRandomValues(new Uint8Array(16)), (byte) => byte.toString(16).padStart(2, '0')).join('');
 }
 

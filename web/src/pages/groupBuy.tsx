@@ -5,7 +5,7 @@ import { yuan } from '../clock.ts';
 import type { WebGroupBuyActivitiesQuery, WebGroupBuyTeamsQuery } from '../gql/graphql.ts';
 import { graphql } from '../gql/index.ts';
 import { Loading, unlessNetwork, useReloadWhenOnline } from '../loading.tsx';
-import { newRequestId } from '../oncePerIntent.ts';
+import { useOncePerIntent } from '../oncePerIntent.ts';
 import { useOneAtATime } from '../oneAtATime.ts';
 import { handle } from '../users.ts';
 
@@ -100,9 +100,8 @@ export function GroupBuyTeams({ activityId }: { activityId: string }) {
   const [problem, setProblem] = useState<string | null>(null);
   const [loadProblem, setLoadProblem] = useState<string | null>(null);
   const [busy, oneAtATime] = useOneAtATime();
-  // One per visit to the page (app.tsx keys it by activity): a tap again after an answer was
-  // lost on the way gets the team the first tap opened, not a second one.
-  const [openRequestId] = useState(newRequestId);
+  // A tap again after an answer was lost on the way gets the team the first tap opened.
+  const oncePerIntent = useOncePerIntent();
   const load = () =>
     request(TeamsQuery, { activityId }).then(
       (answer) => {
@@ -120,7 +119,7 @@ export function GroupBuyTeams({ activityId }: { activityId: string }) {
     oneAtATime(async () => {
       setProblem(null);
       try {
-        const { openTeam: result } = await request(OpenTeam, { activityId, requestId: openRequestId });
+        const { openTeam: result } = await oncePerIntent(activityId, (requestId) => request(OpenTeam, { activityId, requestId }));
         if (result.__typename === 'Team') location.hash = `#/team/${result.id}`;
         else if ('message' in result) setProblem(result.message);
       } catch (error) {
