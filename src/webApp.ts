@@ -49,12 +49,32 @@ async function readBody(req: IncomingMessage): Promise<string | null> {
   return body;
 }
 
+/** Headers a reverse proxy adds when it relays someone's request. */
+const PROXY_HEADERS = ['forwarded', 'x-forwarded-for', 'x-real-ip'];
+
+/**
+ * Whether a request comes from a browser on this machine, addressing it as such: from
+ * loopback, naming localhost or a loopback address. A page whose domain was re-pointed at
+ * 127.0.0.1 (DNS rebinding) also comes from loopback, same-origin, but names its own domain;
+ * a proxy on this machine relays anyone from loopback, but says so in its headers.
+ */
+function fromThisMachinesBrowser(req: IncomingMessage): boolean {
+  if (!isLoopback(req.socket.remoteAddress) || PROXY_HEADERS.some((name) => req.headers[name] !== undefined)) return false;
+  let host: string;
+  try {
+    host = new URL(`http://${req.headers.host ?? ''}`).hostname.replace(/^\[(.*)\]$/, '$1');
+  } catch {
+    return false;
+  }
+  return host === 'localhost' || host.endsWith('.localhost') || isLoopback(host);
+}
+
 async function mintDevToken(config: Config, req: IncomingMessage, res: ServerResponse): Promise<void> {
   if (!config.devTokens) return answer(res, 404, { error: 'this server mints no development tokens (DEV_TOKENS)' });
   // On by default only for a fresh clone's own browser: the server listens on every
   // interface, and anyone on the network could otherwise mint an operator's token.
-  if (config.DEV_TOKENS !== '1' && !isLoopback(req.socket.remoteAddress)) {
-    return answer(res, 403, { error: 'development tokens are minted for this machine only; set DEV_TOKENS=1 to mint them for others' });
+  if (config.DEV_TOKENS !== '1' && !fromThisMachinesBrowser(req)) {
+    return answer(res, 403, { error: 'development tokens are minted for a browser on this machine, at localhost or 127.0.0.1, only; set DEV_TOKENS=1 to mint them for others' });
   }
   const body = await readBody(req);
   let parsed: z.ZodSafeParseResult<z.infer<typeof devTokenRequest>> | null = null;

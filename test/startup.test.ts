@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { cp, mkdtemp, readFile, readdir, readlink, rm } from 'node:fs/promises';
-import { createServer as createHttpServer } from 'node:http';
+import { createServer as createHttpServer, request } from 'node:http';
 import { type AddressInfo, connect } from 'node:net';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -445,6 +445,24 @@ describe('what a development server gives away, and a production one does not', 
         .flat()
         .find((address) => address?.family === 'IPv4' && !address.internal)?.address;
       if (lan) expect((await mint(lan)).status).toBe(403);
+      // From this machine, but a page whose domain was re-pointed at 127.0.0.1 (DNS
+      // rebinding), or relayed by a proxy on this machine.
+      const mintFromLoopback = (headers: Record<string, string>) =>
+        new Promise<number>((resolve, reject) => {
+          const body = JSON.stringify({ name: 'rebound', operator: true });
+          request({ host: '127.0.0.1', port: development.port, path: '/app/dev-token', method: 'POST', headers: { 'content-type': 'application/json', ...headers } }, (res) => {
+            res.resume();
+            resolve(res.statusCode ?? 0);
+          })
+            .on('error', reject)
+            .end(body);
+        });
+      expect(await mintFromLoopback({ host: `localhost:${development.port}` })).toBe(200);
+      expect(await mintFromLoopback({ host: `[::1]:${development.port}` })).toBe(200);
+      expect(await mintFromLoopback({ host: `attacker.example:${development.port}`, origin: `http://attacker.example:${development.port}` })).toBe(403);
+      expect(await mintFromLoopback({ host: `127.0.0.1.attacker.example:${development.port}` })).toBe(403);
+      expect(await mintFromLoopback({ host: `localhost:${development.port}`, 'x-forwarded-for': '203.0.113.7' })).toBe(403);
+      expect(await mintFromLoopback({ host: `localhost:${development.port}`, forwarded: 'for=203.0.113.7' })).toBe(403);
 
       const map = (await readdir(projectFile('dist', 'web', 'assets'))).find((file) => file.endsWith('.map'))!;
       expect((await fetch(`http://127.0.0.1:${development.port}/app/assets/${map}`)).status).toBe(200);
