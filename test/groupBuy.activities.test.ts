@@ -13,6 +13,7 @@ import {
 import { type GraphqlResponse, errorCodes, gql } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
+import { cursorOf, expectInvalidCursor } from './support/paging.ts';
 import { paymentViolations } from './support/paymentInvariants.ts';
 import { waitFor } from './support/poll.ts';
 import { startServerProcess } from './support/server.ts';
@@ -164,6 +165,7 @@ describe('reading activities', () => {
     for (const variables of [{ first: -1 }, { first: 101 }, { after: 'garbage' }, { after: '' }]) {
       expect(errorCodes(await gql(url(), GroupBuyActivitiesDocument, variables, user)), JSON.stringify(variables)).toEqual(['BAD_USER_INPUT']);
     }
+    expectInvalidCursor(await gql(url(), GroupBuyActivitiesDocument, { first: 2, after: cursorOf('no-such-activity') }, user), 'no activity');
   });
 });
 

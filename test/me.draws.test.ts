@@ -5,6 +5,7 @@ import { errorCodes, gql, requestsAt } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
 import { lotteryAt } from './support/lottery.ts';
+import { cursorOf, expectInvalidCursor } from './support/paging.ts';
 import { waitFor } from './support/poll.ts';
 import { redPacketsAt } from './support/redPackets.ts';
 import { teamsAt } from './support/teams.ts';
@@ -119,6 +120,7 @@ describe('Me.draws', () => {
     expect(errorCodes(await raw(MyDrawsDocument, { first: 5, after: newest.pageInfo.endCursor }, 'gina'))).toEqual(['BAD_USER_INPUT']);
     const chinese = await gql(started.server.url, MyDrawsDocument, { first: 5, after: newest.pageInfo.endCursor }, await tokenOf('gina'), { 'accept-language': 'zh-CN' });
     expect(chinese.body.errors?.[0]?.message).toBe('after 不是该列表的游标');
+    expectInvalidCursor(await raw(MyDrawsDocument, { first: 5, after: cursorOf(randomUUID()) }, 'hana'), 'no draw');
   });
 });
 

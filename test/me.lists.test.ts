@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { GoodsCatalogDocument, MyPointsLedgerDocument, type MyPointsLedgerQueryVariables, MyRedPacketsDocument } from './gql/generated.ts';
+import { GoodsCatalogDocument, MyPointsLedgerDocument, type MyPointsLedgerQueryVariables, MyRedPacketsDocument, type MyRedPacketsQuery } from './gql/generated.ts';
 import { errorCodes, requestsAt } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
-import { expectRefusedAsMixed, mixedPages } from './support/paging.ts';
+import { cursorOf, expectInvalidCursor, expectRefusedAsMixed, mixedPages } from './support/paging.ts';
 import { pointsAt } from './support/points.ts';
 import { redPacketsAt } from './support/redPackets.ts';
 
@@ -48,6 +48,29 @@ describe('Me.pointsLedger', () => {
     expect(errorCodes(await raw(MyPointsLedgerDocument, { first: 5 }))).toEqual(['UNAUTHENTICATED']);
     // A page is at most 100 rows.
     expect(errorCodes(await raw(MyPointsLedgerDocument, { first: 101 }, user))).toEqual(['BAD_USER_INPUT']);
+  });
+});
+
+describe('Me.pointsLedger cursors', () => {
+  it("takes only a cursor of my own ledger: another user's entry, or none, is INVALID_CURSOR", async () => {
+    const points = pointsAt(started.server.url);
+    // Awarded in turn, so each of Alice's entries falls between two of Bob's.
+    for (let i = 1; i <= 3; i++) {
+      await points.award(OPERATOR, { userId: 'ledger-bob', amount: i });
+      await points.award(OPERATOR, { userId: 'ledger-alice', amount: i });
+    }
+    const { data, raw } = requestsAt(started.server.url);
+    // Bob's own cursors page his ledger one entry at a time, none skipped or repeated.
+    const bobs = await everyPage(async (after) => (await data(MyPointsLedgerDocument, { first: 1, after }, 'ledger-bob')).me.pointsLedger);
+    expect(bobs.map((entry) => entry.delta)).toEqual([3, 2, 1]);
+    const alices = (await data(MyPointsLedgerDocument, { first: 3 }, 'ledger-alice')).me.pointsLedger.edges;
+    for (const [what, after] of [
+      ["Alice's entry", alices[1]!.cursor],
+      ['no entry', cursorOf('999999999')],
+    ] as const) {
+      expectInvalidCursor(await raw(MyPointsLedgerDocument, { first: 5, after }, 'ledger-bob'), what);
+    }
+    expectInvalidCursor(await raw(MyPointsLedgerDocument, { last: 5, before: alices[1]!.cursor }, 'ledger-bob'), "Alice's entry, before", 'before');
   });
 });
 
@@ -98,6 +121,37 @@ describe('Me.redPacketsSent and Me.sharesGrabbed', () => {
     expect(grabbed.sharesGrabbed.edges.map((edge) => edge.node.packetId)).toEqual([sent[2]!.id, sent[0]!.id]);
     expect(grabbed.redPacketsSent.edges).toEqual([]);
   });
+
+  it("take only a cursor of my own list: another user's packet or share, or none, is INVALID_CURSOR", async () => {
+    const packets = redPacketsAt(started.server.url);
+    // Sent and grabbed in turn, so each of Alice's falls between two of Bob's.
+    for (let i = 0; i < 3; i++) {
+      for (const user of ['rp-bob', 'rp-alice']) await packets.create(user, { totalAmount: 300, count: 3 });
+    }
+    const { data, raw } = requestsAt(started.server.url);
+    type Mine = MyRedPacketsQuery['me'];
+    const sentIds = (await data(MyRedPacketsDocument, { first: 10 }, 'rp-bob')).me.redPacketsSent.edges.map((edge) => edge.node.id);
+    for (const packetId of [...sentIds, ...(await data(MyRedPacketsDocument, { first: 10 }, 'rp-alice')).me.redPacketsSent.edges.map((edge) => edge.node.id)]) {
+      for (const user of ['rp-bob', 'rp-alice']) await packets.grab(user, packetId);
+    }
+    const bobs: Mine = (await data(MyRedPacketsDocument, { first: 10 }, 'rp-bob')).me;
+    expect(bobs.redPacketsSent.edges).toHaveLength(3);
+    expect(bobs.sharesGrabbed.edges).toHaveLength(6);
+    // Bob's own cursors page each list one row at a time, none skipped or repeated.
+    const sent = await everyPage(async (after) => (await data(MyRedPacketsDocument, { first: 1, sentAfter: after }, 'rp-bob')).me.redPacketsSent);
+    expect(sent).toEqual(bobs.redPacketsSent.edges.map((edge) => edge.node));
+    const grabbed = await everyPage(async (after) => (await data(MyRedPacketsDocument, { first: 1, grabbedAfter: after }, 'rp-bob')).me.sharesGrabbed);
+    expect(grabbed).toEqual(bobs.sharesGrabbed.edges.map((edge) => edge.node));
+
+    const alices: Mine = (await data(MyRedPacketsDocument, { first: 10 }, 'rp-alice')).me;
+    const refused: [string, { sentAfter?: string; grabbedAfter?: string }][] = [
+      ["Alice's packet", { sentAfter: alices.redPacketsSent.edges[1]!.cursor }],
+      ['no packet', { sentAfter: cursorOf('no-such-packet') }],
+      ["Alice's share", { grabbedAfter: alices.sharesGrabbed.edges[1]!.cursor }],
+      ['no share', { grabbedAfter: cursorOf('no-such-share') }],
+    ];
+    for (const [what, cursors] of refused) expectInvalidCursor(await raw(MyRedPacketsDocument, { first: 5, ...cursors }, 'rp-bob'), what);
+  });
 });
 
 describe('goodsCatalog', () => {
@@ -109,5 +163,6 @@ describe('goodsCatalog', () => {
     const goods = await everyPage(async (after) => (await data(GoodsCatalogDocument, { first: 2, after }, 'shopper')).goodsCatalog);
     expect(goods.map((item) => item.title)).toEqual([...titles].reverse());
     expect(errorCodes(await raw(GoodsCatalogDocument, { first: 2 }))).toEqual(['UNAUTHENTICATED']);
+    expectInvalidCursor(await raw(GoodsCatalogDocument, { first: 2, after: cursorOf('no-such-goods') }, 'shopper'), 'no goods');
   });
 });

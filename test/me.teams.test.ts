@@ -3,6 +3,7 @@ import { MyTeamsDocument, type MyTeamsQuery, TeamMyLockDocument } from './gql/ge
 import { errorCodes, requestsAt } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
+import { cursorOf, expectInvalidCursor } from './support/paging.ts';
 import { waitFor } from './support/poll.ts';
 import { teamsAt } from './support/teams.ts';
 
@@ -64,6 +65,26 @@ describe('Me.teams', () => {
 
     expect(ids(await everyTeam('bob', 10))).toEqual(await membershipsInPostgres('bob'));
     expect(await everyTeam('nobody-at-all', 10)).toEqual([]);
+    // Page by page one team at a time, by Alice's own cursors: none skipped or repeated.
+    expect(ids(await everyTeam('alice', 1))).toEqual(expected);
+  });
+
+  it("takes only a cursor of a team of mine: another's team, or none, is INVALID_CURSOR", async () => {
+    const teams = teamsAt(started.server.url);
+    // Opened in turn, so each of Carol's teams falls between two of Alice's.
+    for (let i = 0; i < 3; i++) {
+      for (const user of ['cursor-alice', 'cursor-carol']) await teams.open(user, { activityId: 'mine-cursors' });
+    }
+    const carols = await membershipsInPostgres('cursor-carol');
+    const { raw } = requestsAt(started.server.url);
+    for (const [what, id] of [
+      ["Carol's team", carols[1]!],
+      ['no team', 'no-such-team'],
+    ] as const) {
+      expectInvalidCursor(await raw(MyTeamsDocument, { first: 5, after: cursorOf(id) }, 'cursor-alice'), what);
+      expectInvalidCursor(await raw(MyTeamsDocument, { last: 5, before: cursorOf(id) }, 'cursor-alice'), what, 'before');
+    }
+    expect(ids(await everyTeam('cursor-alice', 1))).toEqual(await membershipsInPostgres('cursor-alice'));
   });
 
   it('shows the lock I hold, where it moved, and drops it once released', async () => {
@@ -102,6 +123,9 @@ describe('Me.teams', () => {
     if (locked.__typename !== 'SeatLocked') throw new Error(`lockTeamSeat answered ${locked.__typename}`);
     expect((await everyTeam('erin', 10)).map((listed) => listed.myLock?.expiresAt)).toEqual([locked.lock.expiresAt]);
     await waitFor('the lock to run out of the list', async () => (await everyTeam('erin', 10)).length === 0, { timeoutMs: 5_000 });
+    // The team a page of hers ended on while she held the lock still keeps her place.
+    const { data } = requestsAt(started.server.url);
+    expect((await data(MyTeamsDocument, { first: 10, after: cursorOf(team.id) }, 'erin')).me.teams.edges).toEqual([]);
 
     const { notified } = await teams.pay('frank', team.id);
     expect(notified?.status).toBe(200);

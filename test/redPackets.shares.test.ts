@@ -4,6 +4,7 @@ import { RedPacketMyShareDocument, RedPacketSharesDocument, type RedPacketShares
 import { errorCodes, requestsAt, subscribeWs } from './support/client.ts';
 import { TEST_REDIS_URL, testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
+import { cursorOf, expectInvalidCursor } from './support/paging.ts';
 import { waitFor } from './support/poll.ts';
 import { redPacketsAt } from './support/redPackets.ts';
 import { tokenOf } from './support/tokens.ts';
@@ -64,6 +65,35 @@ describe('RedPacket.sharesConnection and latestShares', () => {
       expect(errorCodes(await raw(RedPacketSharesDocument, { id: packet.id, ...variables }, VIEWER)), JSON.stringify(variables)).toEqual(['BAD_USER_INPUT']);
     }
     expect(errorCodes(await raw(RedPacketSharesDocument, { id: packet.id }))).toEqual(['UNAUTHENTICATED']);
+  });
+
+  it("take only a cursor of the packet's own shares: another packet's share, or none, is INVALID_CURSOR", async () => {
+    const packets = redPacketsAt(started.server.url);
+    const [mine, other] = [await packetWith(4, 0), await packetWith(4, 0)];
+    // Grabbed in turn, so each share of the other packet falls between two of this one's.
+    for (let i = 0; i < 3; i++) {
+      for (const packet of [mine, other]) expect((await packets.grab(`turn-grabber-${i}`, packet.id)).__typename).toBe('GrabbedShare');
+    }
+    const { data, raw } = requestsAt(started.server.url);
+    const shares = async (id: string, after: string | null) => (await data(RedPacketSharesDocument, { id, first: 1, after }, VIEWER)).redPacket!.sharesConnection;
+    // The packet's own cursors page it one share at a time, none skipped or repeated.
+    const paged = [];
+    for (let after: string | null = null, pages = 0; pages < 10; pages++) {
+      const { edges, pageInfo }: Connection = await shares(mine.id, after);
+      paged.push(...edges.map((edge) => edge.node));
+      if (!pageInfo.hasNextPage) break;
+      after = pageInfo.endCursor ?? null;
+    }
+    expect(paged).toEqual((await redPacketsAt(started.server.url).packet(VIEWER, mine.id))!.shares);
+    expect(paged).toHaveLength(3);
+    const otherShare = (await shares(other.id, null)).edges[0]!.cursor;
+    for (const [what, after] of [
+      ["another packet's share", otherShare],
+      ['no share', cursorOf('no-such-share')],
+    ] as const) {
+      expectInvalidCursor(await raw(RedPacketSharesDocument, { id: mine.id, first: 5, after }, VIEWER), what);
+      expectInvalidCursor(await raw(RedPacketSharesDocument, { id: mine.id, last: 5, before: after }, VIEWER), what, 'before');
+    }
   });
 });
 

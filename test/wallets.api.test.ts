@@ -10,6 +10,7 @@ import { CreditWalletDocument, type CreditWalletMutationVariables, MyRefundsDocu
 import { errorCodes, gql } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
+import { cursorOf, expectInvalidCursor } from './support/paging.ts';
 import { sleep, waitFor } from './support/poll.ts';
 import { snapshotStores } from './support/stores.ts';
 import { tokenOf } from './support/tokens.ts';
@@ -171,6 +172,35 @@ describe('me.wallet', () => {
     expect(empty).toEqual({ balanceCents: 0, entries: { nodes: [], pageInfo: { hasNextPage: false, endCursor: null } } });
   });
 
+  it("takes only a cursor of my own ledger: another user's entry, or none, is INVALID_CURSOR, changing nothing", async () => {
+    const [bob, alice] = [`bob-${randomUUID()}`, `alice-${randomUUID()}`];
+    // Credited in turn, so each of Alice's entries falls between two of Bob's.
+    for (let i = 1; i <= 3; i++) {
+      await wallets.credit('operator', { userId: bob, amountCents: i });
+      await wallets.credit('operator', { userId: alice, amountCents: i });
+    }
+    const bobs = (await wallets.wallet(bob)).entries.nodes.map((entry) => entry.id);
+    const alices = (await wallets.wallet(alice)).entries.nodes.map((entry) => entry.id);
+    expect(bobs).toHaveLength(3);
+    // Bob's own cursors page his ledger one entry at a time, none skipped or repeated.
+    const paged: string[] = [];
+    let after: string | null = null;
+    for (let pages = 0; pages < 10; pages++) {
+      const { entries }: Awaited<ReturnType<typeof wallets.wallet>> = await wallets.wallet(bob, { first: 1, after });
+      paged.push(...entries.nodes.map((entry) => entry.id));
+      if (!entries.pageInfo.hasNextPage) break;
+      after = entries.pageInfo.endCursor;
+    }
+    expect(paged).toEqual(bobs);
+    const bobToken = await tokenOf(bob);
+    for (const [what, id] of [
+      ["Alice's entry", alices[1]!],
+      ['no entry', '999999999'],
+    ] as const) {
+      expectInvalidCursor(await unchanged(() => gql(started.server.url, MyWalletDocument, { first: 5, after: cursorOf(id) }, bobToken)), what);
+    }
+  });
+
   it.each([
     ['a negative first', { first: -1 }],
     ['first 101', { first: 101 }],
@@ -223,6 +253,48 @@ describe('refunds', () => {
     expect(paid.nodes.filter((refund) => refund.userId === user)).toHaveLength(5);
     expect((await wallets.refunds('operator', { status: 'PENDING', first: 100 })).nodes).toEqual([]);
     await expectWalletInvariants(started.stores);
+  });
+
+  it("takes only a cursor of the caller's own refunds, and keeps an operator's place in a status the cursor's refund left", async () => {
+    const [bob, alice] = [`bob-${randomUUID()}`, `alice-${randomUUID()}`];
+    const owe = async (userId: string, amountCents: number) => {
+      const sourceKey = `packet:${randomUUID()}`;
+      await oweRefunds(db.prisma, [{ sourceKey, userId, amountCents, reason: 'PACKET_EXPIRED', paymentRef: null }]);
+      await sleep(2);
+      return (await db.prisma.refund.findFirstOrThrow({ where: { userId, amountCents }, select: { id: true } })).id;
+    };
+    // Owed in turn, so each of Alice's refunds falls between two of Bob's.
+    const bobs: string[] = [];
+    const alices: string[] = [];
+    for (let i = 1; i <= 3; i++) {
+      bobs.unshift(await owe(bob, i));
+      alices.unshift(await owe(alice, i));
+    }
+    // Bob's own cursors page his refunds one at a time, none skipped or repeated.
+    const paged: string[] = [];
+    let after: string | null = null;
+    for (let pages = 0; pages < 10; pages++) {
+      const page: Awaited<ReturnType<typeof wallets.myRefunds>> = await wallets.myRefunds(bob, { first: 1, after });
+      paged.push(...page.nodes.map((refund) => refund.id));
+      if (!page.pageInfo.hasNextPage) break;
+      after = page.pageInfo.endCursor;
+    }
+    expect(paged).toEqual(bobs);
+    const bobToken = await tokenOf(bob);
+    for (const [what, id] of [
+      ["Alice's refund", alices[1]!],
+      ['no refund', randomUUID()],
+    ] as const) {
+      expectInvalidCursor(await unchanged(() => gql(started.server.url, MyRefundsDocument, { first: 5, after: cursorOf(id) }, bobToken)), what);
+    }
+    expectInvalidCursor(await unchanged(() => gql(started.server.url, RefundsDocument, { first: 5, after: cursorOf(randomUUID()) }, admin)), 'no refund, for operators');
+
+    // The refund an operator's page of PENDING ended on is paid before the next page: the next starts after it all the same.
+    const pending = await wallets.refunds('operator', { status: 'PENDING', first: 1 });
+    expect(pending.nodes.map((refund) => refund.id)).toEqual([alices[0]]);
+    await db.prisma.refund.update({ where: { id: alices[0]! }, data: { status: 'PAID', paidTo: 'PROVIDER', paidAt: new Date(), attempts: 1 } });
+    const next = await wallets.refunds('operator', { status: 'PENDING', first: 2, after: pending.pageInfo.endCursor });
+    expect(next.nodes.map((refund) => refund.id)).toEqual([bobs[0], alices[1]]);
   });
 
   it.each([

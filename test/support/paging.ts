@@ -33,3 +33,16 @@ export function expectRefusedAsMixed(response: GraphqlResponse<unknown>, { forwa
     },
   ]);
 }
+
+/** A cursor as the lists write it, naming the row `id`: to hand a list a row of another list, or no row at all. */
+export function cursorOf(id: string): string {
+  return Buffer.from(`c1:${id}`).toString('base64url');
+}
+
+/** The response refuses the cursor in `argument` as no cursor of the list (INVALID_CURSOR), rather than answering a page placed by it. */
+export function expectInvalidCursor(response: GraphqlResponse<unknown>, what: string, argument: 'after' | 'before' = 'after'): void {
+  expect(errorCodes(response), what).toEqual(['BAD_USER_INPUT']);
+  expect(response.body.errors?.[0]?.extensions?.issues, what).toEqual([
+    { path: [argument], code: 'INVALID_CURSOR', message: `${argument} is not a cursor of this list`, values: { argument } },
+  ]);
+}

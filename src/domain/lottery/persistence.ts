@@ -1,5 +1,5 @@
 import type { Prisma, PrismaClient } from '../../generated/prisma/client.ts';
-import { type KeysetPage, keysetArgsFromAnyRow, notACursorOfTheList } from '../../infra/db/pages.ts';
+import { type KeysetPage, keysetPageArgs } from '../../infra/db/pages.ts';
 import { type OperatorRequest, recordRequest } from '../operatorRequests.ts';
 import type { LotterySettings, LotteryStatus } from './settings.ts';
 import type { LotterySnapshot, PrizeSnapshot } from './store.ts';
@@ -163,15 +163,13 @@ export async function recentWins(prisma: PrismaClient, activityId: string, limit
  * list to one prize keeps its place), anything else is refused.
  */
 export async function winsPage(prisma: PrismaClient, activityId: string, prizeId: string | null, page: KeysetPage): Promise<WinRecordView[]> {
-  if (page.cursor !== undefined) {
-    const at = await prisma.lotteryDraw.findUnique({ where: { id: page.cursor }, select: { activityId: true, prizeId: true } });
-    if (at?.activityId !== activityId || at.prizeId === null) throw notACursorOfTheList(page);
-  }
-  const { notCursor, args } = keysetArgsFromAnyRow(page, [{ drawnAt: 'asc' }, { id: 'asc' }]);
   const rows = await prisma.lotteryDraw.findMany({
-    where: { activityId, prizeId: prizeId ?? { not: null }, ...notCursor },
     select: { id: true, userId: true, requestId: true, prizeSnapshot: true, drawnAt: true, settingsVersion: true, costPoints: true },
-    ...args,
+    ...(await keysetPageArgs(prisma.lotteryDraw, page, {
+      where: { activityId, prizeId: prizeId ?? { not: null } },
+      cursorScope: { activityId, prizeId: { not: null } },
+      orderBy: [{ drawnAt: 'asc' }, { id: 'asc' }],
+    })),
   });
   return rows.map(({ id, prizeSnapshot, ...row }) => ({ ...row, drawId: id, activityId, prize: prizeView(activityId, prizeSnapshot as PrizeSnapshot) }));
 }
@@ -228,13 +226,14 @@ function statusFilter(status: LotteryStatus, now: Date): Prisma.LotteryActivityW
 
 /** A page of the activities' ids, newest first, of one status at `nowMs` (or all). */
 export async function lotteryActivityIds(prisma: PrismaClient, status: LotteryStatus | null, nowMs: number, page: KeysetPage): Promise<string[]> {
-  // A status changes with time and with a pause: the cursor's activity may have left it since.
-  if (page.cursor !== undefined && !(await prisma.lotteryActivity.findUnique({ where: { id: page.cursor }, select: { id: true } }))) throw notACursorOfTheList(page);
-  const { notCursor, args } = keysetArgsFromAnyRow(page, [{ createdAt: 'desc' }, { id: 'desc' }]);
   const rows = await prisma.lotteryActivity.findMany({
-    where: { ...(status === null ? {} : statusFilter(status, new Date(nowMs))), ...notCursor },
     select: { id: true },
-    ...args,
+    // A status changes with time and with a pause: the cursor's activity may have left it since.
+    ...(await keysetPageArgs(prisma.lotteryActivity, page, {
+      where: status === null ? {} : statusFilter(status, new Date(nowMs)),
+      cursorScope: {},
+      orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
+    })),
   });
   return rows.map((row) => row.id);
 }

@@ -1,5 +1,5 @@
 import type { PrismaClient } from '../../generated/prisma/client.ts';
-import { type KeysetPage, keysetArgs, keysetArgsFromAnyRow, notACursorOfTheList, numericId } from '../../infra/db/pages.ts';
+import { type KeysetPage, keysetPageArgs, numericId } from '../../infra/db/pages.ts';
 import type { PrizeSnapshot } from '../lottery/store.ts';
 import { type PrizeView, prizeView } from '../lottery/views.ts';
 import type { RedPacketShareView } from '../redPackets/store.ts';
@@ -28,47 +28,43 @@ export interface UserDrawView {
 export class UserHistory {
   constructor(private readonly prisma: PrismaClient) {}
 
-  pointsLedger(userId: string, page: KeysetPage) {
-    return this.prisma.pointsLedger.findMany({ where: { userId }, ...keysetArgs(page, [{ id: 'desc' }], (id) => ({ id: numericId(id) })) });
+  async pointsLedger(userId: string, page: KeysetPage) {
+    return this.prisma.pointsLedger.findMany(await keysetPageArgs(this.prisma.pointsLedger, page, { where: { userId }, orderBy: [{ id: 'desc' }], idOf: numericId }));
   }
 
   /** The ids of the red packets the user sent. */
   async redPacketsSent(userId: string, page: KeysetPage): Promise<string[]> {
     const rows = await this.prisma.redPacket.findMany({
-      where: { senderId: userId },
       select: { id: true },
-      ...keysetArgs(page, [{ createdAt: 'desc' }, { id: 'asc' }], (id) => ({ id })),
+      ...(await keysetPageArgs(this.prisma.redPacket, page, { where: { senderId: userId }, orderBy: [{ createdAt: 'desc' }, { id: 'asc' }] })),
     });
     return rows.map((row) => row.id);
   }
 
-  sharesGrabbed(userId: string, page: KeysetPage): Promise<GrabbedShareView[]> {
+  async sharesGrabbed(userId: string, page: KeysetPage): Promise<GrabbedShareView[]> {
     return this.prisma.redPacketGrab.findMany({
-      where: { userId },
       select: { id: true, packetId: true, userId: true, amount: true, grabbedAt: true },
-      ...keysetArgs(page, [{ grabbedAt: 'desc' }, { id: 'asc' }], (id) => ({ id })),
+      ...(await keysetPageArgs(this.prisma.redPacketGrab, page, { where: { userId }, orderBy: [{ grabbedAt: 'desc' }, { id: 'asc' }] })),
     });
   }
 
   /**
-   * The user's draws, of one activity or all. A cursor must name a draw of the user's: one
+   * The user's draws, of one activity or all. A cursor may name any draw of the user's: one
    * of another activity places the page by its time (a client narrowing the list keeps its place).
    */
   async draws(userId: string, activityId: string | null, page: KeysetPage): Promise<UserDrawView[]> {
-    if (page.cursor !== undefined) {
-      const at = await this.prisma.lotteryDraw.findUnique({ where: { id: page.cursor }, select: { userId: true } });
-      if (at?.userId !== userId) throw notACursorOfTheList(page);
-    }
-    const { notCursor, args } = keysetArgsFromAnyRow(page, [{ drawnAt: 'desc' }, { id: 'asc' }]);
     const rows = await this.prisma.lotteryDraw.findMany({
-      where: { userId, ...(activityId === null ? {} : { activityId }), ...notCursor },
       select: { id: true, activityId: true, prizeSnapshot: true, drawnAt: true, costPoints: true, settingsVersion: true },
-      ...args,
+      ...(await keysetPageArgs(this.prisma.lotteryDraw, page, {
+        where: { userId, ...(activityId === null ? {} : { activityId }) },
+        cursorScope: { userId },
+        orderBy: [{ drawnAt: 'desc' }, { id: 'asc' }],
+      })),
     });
     return rows.map(({ prizeSnapshot, ...draw }) => ({ ...draw, prize: prizeSnapshot === null ? null : prizeView(draw.activityId, prizeSnapshot as PrizeSnapshot) }));
   }
 
-  goodsCatalog(page: KeysetPage) {
-    return this.prisma.goods.findMany(keysetArgs(page, [{ createdAt: 'desc' }, { id: 'asc' }], (id) => ({ id })));
+  async goodsCatalog(page: KeysetPage) {
+    return this.prisma.goods.findMany(await keysetPageArgs(this.prisma.goods, page, { where: {}, orderBy: [{ createdAt: 'desc' }, { id: 'asc' }] }));
   }
 }

@@ -2,7 +2,7 @@
  * Refunds as users and operators see them, and their delivery (refundDelivery.ts).
  */
 import type { PrismaClient, Refund, RefundStatus } from '../../generated/prisma/client.ts';
-import { type KeysetPage, keysetArgs } from '../../infra/db/pages.ts';
+import { type KeysetPage, keysetPageArgs } from '../../infra/db/pages.ts';
 import type { Logger } from '../../infra/logger.ts';
 import type { Outbox, OutboxBacklog, OutboxOptions } from '../../infra/outbox/outbox.ts';
 import { type LeasedRefund, type RefundProvider, refundDelivery } from './refundDelivery.ts';
@@ -21,7 +21,7 @@ export class RefundService {
 
   /** A user's refunds, newest first. */
   refundsOf(userId: string, page: KeysetPage): Promise<Refund[]> {
-    return this.page({ userId }, page);
+    return this.page({ userId }, { userId }, page);
   }
 
   /** The refund a wallet entry paid in ('refund:<id>'); null for an entry of anything else. */
@@ -34,7 +34,8 @@ export class RefundService {
 
   /** Operators: every refund, or those of one status, newest first. */
   list(status: RefundStatus | null | undefined, page: KeysetPage): Promise<Refund[]> {
-    return this.page(status ? { status } : {}, page);
+    // A cursor's refund may have left the status since (paid): it still keeps the operator's place.
+    return this.page(status ? { status } : {}, {}, page);
   }
 
   /**
@@ -67,7 +68,7 @@ export class RefundService {
     return this.delivery.backlog();
   }
 
-  private page(where: { userId?: string; status?: RefundStatus }, page: KeysetPage): Promise<Refund[]> {
-    return this.prisma.refund.findMany({ where, ...keysetArgs(page, [{ createdAt: 'desc' }, { id: 'desc' }], (id) => ({ id })) });
+  private async page(where: { userId?: string; status?: RefundStatus }, cursorScope: { userId?: string }, page: KeysetPage): Promise<Refund[]> {
+    return this.prisma.refund.findMany(await keysetPageArgs(this.prisma.refund, page, { where, cursorScope, orderBy: [{ createdAt: 'desc' }, { id: 'desc' }] }));
   }
 }

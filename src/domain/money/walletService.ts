@@ -4,7 +4,7 @@
  */
 import { Prisma, type PrismaClient, type WalletLedger } from '../../generated/prisma/client.ts';
 import { ruleInputIssue } from '../../i18n/issues.ts';
-import { type KeysetPage, keysetArgs, numericId } from '../../infra/db/pages.ts';
+import { type KeysetPage, keysetPageArgs, numericId } from '../../infra/db/pages.ts';
 import type { Logger } from '../../infra/logger.ts';
 import { BadInputError } from '../errors.ts';
 import type { CreditWallet } from './input.ts';
@@ -21,8 +21,8 @@ export class WalletService {
   }
 
   /** The user's ledger, newest first; the cursor is an entry's id. */
-  entries(userId: string, page: KeysetPage): Promise<WalletLedger[]> {
-    return this.prisma.walletLedger.findMany({ where: { userId }, ...keysetArgs(page, [{ id: 'desc' }], (id) => ({ id: numericId(id) })) });
+  async entries(userId: string, page: KeysetPage): Promise<WalletLedger[]> {
+    return this.prisma.walletLedger.findMany(await keysetPageArgs(this.prisma.walletLedger, page, { where: { userId }, orderBy: [{ id: 'desc' }], idOf: numericId }));
   }
 
   /**

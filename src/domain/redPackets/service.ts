@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { ruleInputIssue } from '../../i18n/issues.ts';
 import { Campaign } from '../../infra/campaign/campaign.ts';
-import { type KeysetPage, keysetArgs } from '../../infra/db/pages.ts';
+import { type KeysetPage, keysetPageArgs } from '../../infra/db/pages.ts';
 import { retainUntil } from '../../infra/redis/keys.ts';
 import { redisTimeMs } from '../../infra/redis/time.ts';
 import type { CampaignDeps } from '../deps.ts';
@@ -212,7 +212,7 @@ export class RedPacketService {
    * with `committedShares` (a subscriber's state), only those of that snapshot.
    */
   shares(packetId: string, committedShares?: string): Promise<RedPacketShareView[]> {
-    const all = () => this.deps.prisma.redPacketGrab.findMany({ where: { packetId }, orderBy: [{ grabbedAt: 'asc' }, { shareIndex: 'asc' }] });
+    const all = () => this.deps.prisma.redPacketGrab.findMany({ where: { packetId }, orderBy: [{ grabbedAt: 'asc' }, { shareIndex: 'asc' }, { id: 'asc' }] });
     if (committedShares === undefined) return all();
     // Every subscriber of an event renders it at about the same time: they share one read.
     const key = `${packetId}:${committedShares}`;
@@ -227,9 +227,13 @@ export class RedPacketService {
     return read;
   }
 
-  /** A page of the grabbed shares, oldest first (share indexes are unique in a packet, so the keyset is whole); a cursor is a grant id. */
-  sharesPage(packetId: string, page: KeysetPage) {
-    return this.deps.prisma.redPacketGrab.findMany({ where: { packetId }, ...keysetArgs(page, [{ grabbedAt: 'asc' }, { shareIndex: 'asc' }], (id) => ({ id })) });
+  /**
+   * A page of the grabbed shares, oldest first; a cursor is a grant id. Share indexes are
+   * unique in a packet, yet the id ends the order: Prisma knows only it as unique (keysetPageArgs).
+   */
+  async sharesPage(packetId: string, page: KeysetPage) {
+    const { prisma } = this.deps;
+    return prisma.redPacketGrab.findMany(await keysetPageArgs(prisma.redPacketGrab, page, { where: { packetId }, orderBy: [{ grabbedAt: 'asc' }, { shareIndex: 'asc' }, { id: 'asc' }] }));
   }
 
   /** The newest `count` grabbed shares, newest first. */

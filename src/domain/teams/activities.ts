@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { Prisma } from '../../generated/prisma/client.ts';
 import { type RuleInputIssue, requireAChange, ruleInputIssue, ruleIssue } from '../../i18n/issues.ts';
 import { rebuildOnce } from '../../infra/campaign/rebuild.ts';
-import { type KeysetPage, keysetArgs } from '../../infra/db/pages.ts';
+import { type KeysetPage, keysetPageArgs } from '../../infra/db/pages.ts';
 import { keysExpireAt, retainUntil } from '../../infra/redis/keys.ts';
 import { BadInputError } from '../errors.ts';
 import { activityId, requestId } from '../ids.ts';
@@ -169,8 +169,9 @@ export class GroupBuyActivities {
   }
 
   /** Newest first, by keyset. */
-  list(page: KeysetPage): Promise<GroupBuyActivity[]> {
-    return this.deps.prisma.groupBuyActivity.findMany(keysetArgs(page, [{ createdAt: 'desc' }, { id: 'desc' }], (id) => ({ id })));
+  async list(page: KeysetPage): Promise<GroupBuyActivity[]> {
+    const { prisma } = this.deps;
+    return prisma.groupBuyActivity.findMany(await keysetPageArgs(prisma.groupBuyActivity, page, { where: {}, orderBy: [{ createdAt: 'desc' }, { id: 'desc' }] }));
   }
 
   /** Writes the activity's keys if they are missing; false if there is no such activity. */

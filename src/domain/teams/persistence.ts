@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { Prisma, type PrismaClient } from '../../generated/prisma/client.ts';
 import type { InputRule } from '../../i18n/messages.ts';
-import { type KeysetPage, keysetArgs, keysetArgsFromAnyRow, notACursorOfTheList } from '../../infra/db/pages.ts';
+import { type KeysetPage, keysetPageArgs } from '../../infra/db/pages.ts';
 import { unnest } from '../../infra/db/unnest.ts';
 import { conflictingEntries, entryKind } from '../../infra/journal/entryKind.ts';
 import type { JournalEntry } from '../../infra/journal/journal.ts';
@@ -367,15 +367,13 @@ export async function listTeams(prisma: PrismaClient, activityId: string, status
  * status since (an OPEN team that filled) still keeps the client's place.
  */
 export async function teamsPage(prisma: PrismaClient, activityId: string, status: TeamStatus | null, page: KeysetPage): Promise<TeamRef[]> {
-  if (page.cursor !== undefined) {
-    const at = await prisma.team.findUnique({ where: { id: page.cursor }, select: { activityId: true } });
-    if (at?.activityId !== activityId) throw notACursorOfTheList(page);
-  }
-  const { notCursor, args } = keysetArgsFromAnyRow(page, [{ createdAt: 'asc' }, { id: 'asc' }]);
   const rows = await prisma.team.findMany({
-    where: { activityId, ...(status === null ? {} : { status }), ...notCursor },
     select: { id: true },
-    ...args,
+    ...(await keysetPageArgs(prisma.team, page, {
+      where: { activityId, ...(status === null ? {} : { status }) },
+      cursorScope: { activityId },
+      orderBy: [{ createdAt: 'asc' }, { id: 'asc' }],
+    })),
   });
   return rows.map((row) => ({ activityId, teamId: row.id }));
 }
@@ -395,12 +393,20 @@ export async function recentlyLockedTeams(prisma: PrismaClient, userId: string, 
   return [...teams.values()];
 }
 
-/** A page of the teams the user is a member of (the leader is one) or among `lockedTeamIds`, newest first. */
+/**
+ * A page of the teams the user is a member of (the leader is one) or among `lockedTeamIds`,
+ * newest first. A cursor may name any team the user ever locked a seat in: a lock that ran
+ * out between two pages keeps the client's place.
+ */
 export async function teamsOfUser(prisma: PrismaClient, userId: string, lockedTeamIds: string[], page: KeysetPage): Promise<TeamRef[]> {
+  const member = { members: { some: { userId } } };
   const rows = await prisma.team.findMany({
-    where: { OR: [{ members: { some: { userId } } }, { id: { in: lockedTeamIds } }] },
     select: { id: true, activityId: true },
-    ...keysetArgs(page, [{ createdAt: 'desc' }, { id: 'desc' }], (id) => ({ id })),
+    ...(await keysetPageArgs(prisma.team, page, {
+      where: { OR: [member, { id: { in: lockedTeamIds } }] },
+      cursorScope: { OR: [member, { seatEvents: { some: { userId } } }] },
+      orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
+    })),
   });
   return rows.map((row) => ({ activityId: row.activityId, teamId: row.id }));
 }

@@ -16,47 +16,67 @@ export interface KeysetPage {
 type Direction = 'asc' | 'desc';
 type Order = Record<string, Direction>[];
 
-/**
- * Prisma findMany arguments for the page over rows ordered by `orderBy`, whose last key
- * is unique: Prisma's cursor finds the row by `cursorOf(id)` and continues the order from
- * its values, so a page never skips or repeats rows written in the meantime.
- */
-export function keysetArgs<Cursor>(page: KeysetPage, orderBy: Order, cursorOf: (id: string) => Cursor) {
-  const flip = (direction: Direction): Direction => (direction === 'asc' ? 'desc' : 'asc');
-  return {
-    orderBy: page.inverted ? orderBy.map((key) => Object.fromEntries(Object.entries(key).map(([field, direction]) => [field, flip(direction)]))) : orderBy,
-    take: page.take,
-    ...(page.cursor === undefined ? {} : { cursor: cursorOf(page.cursor), skip: 1 }),
-  };
-}
-
-/** A cursor's id for a table whose ids are numbers (a BIGSERIAL); a client's garbage is bad input, not a crash. */
-export function numericId(id: string): bigint {
+/** A cursor's id for a table whose ids are numbers (a BIGSERIAL); null for a client's garbage, which names no row rather than crashing the query. */
+export function numericId(id: string): bigint | null {
   const value = /^\d{1,19}$/.test(id) ? BigInt(id) : null;
-  if (value === null || value > BIGINT_MAX) throw new BadInputError('the cursor is not one of this list', [{ message: 'not a cursor of this list', code: 'INVALID_CURSOR' }]);
-  return value;
+  return value === null || value > BIGINT_MAX ? null : value;
 }
 
 /** PostgreSQL's bigint: a larger number is an out-of-range error there, not a cursor. */
 const BIGINT_MAX = 2n ** 63n - 1n;
 
+/** Of a Prisma model's delegate, what a keyset page needs: whether a row of the list has the cursor's id. */
+interface Rows<Where> {
+  findFirst(args: { where: Where; select: { id: true } }): PromiseLike<unknown>;
+}
+
+/** How a list reads its rows: a page of the rows of `where` in `orderBy`. */
+interface KeysetList<Where, Id> {
+  where: Where;
+  /**
+   * The rows a cursor may name: those of the list's owner (a user's, a packet's), which may
+   * be more than `where` (a row that has left a status since; one of a wider list the client
+   * narrowed). By default, `where`.
+   */
+  cursorScope?: Where;
+  /**
+   * Ends with the id: Prisma places a cursor in SQL only in an order it knows is unique;
+   * in any other it reads every row past the cursor and places it in memory.
+   */
+  orderBy: Order;
+  /** The id a cursor names, as the table types it (null: none); by default the cursor itself. */
+  idOf?: (cursor: string) => Id | null;
+}
+
+/** What keysetPageArgs answers, to spread into findMany (with a select, if any). */
+interface KeysetPageArgs<Where, Id> {
+  where: Where;
+  orderBy: Order;
+  take: number;
+  cursor?: { id: Id };
+}
+
 /**
- * keysetArgs over rows with a string `id`, for a list whose filter a row may leave while a
- * client pages (a team's status), or that takes the cursor of a wider list (all of an
- * activity's wins, then one prize's). Prisma continues from the cursor row's place in the
- * order whether or not that row matches the filter, but its `skip: 1` then skips the next
- * row instead of the cursor's: so the cursor row is left out by id (`notCursor`, for the
- * where), and nothing is skipped.
+ * Prisma findMany arguments for a page of `list`, after one lookup by id (only with a
+ * cursor) that the cursor names a row of `cursorScope`. Anything else, another user's row
+ * or none, is refused (INVALID_CURSOR): a page placed by it would tell the caller that the
+ * row exists and when it was written. Prisma's cursor continues the order from the cursor
+ * row's values, so a page never skips or repeats rows written in the meantime; the cursor
+ * row is left out by id rather than by Prisma's `skip: 1`, which skips the next row instead
+ * once the cursor row is not in `where`.
  */
-export function keysetArgsFromAnyRow(page: KeysetPage, orderBy: Order) {
-  return {
-    notCursor: page.cursor === undefined ? {} : { NOT: { id: page.cursor } },
-    args: { ...keysetArgs(page, orderBy, (id) => ({ id })), skip: 0 },
-  };
+export async function keysetPageArgs<Where, Id = string>(rows: Rows<Where>, page: KeysetPage, list: KeysetList<Where, Id>): Promise<KeysetPageArgs<Where, Id>> {
+  const flip = (direction: Direction): Direction => (direction === 'asc' ? 'desc' : 'asc');
+  const orderBy = page.inverted ? list.orderBy.map((key) => Object.fromEntries(Object.entries(key).map(([field, direction]) => [field, flip(direction)]))) : list.orderBy;
+  if (page.cursor === undefined) return { where: list.where, orderBy, take: page.take };
+  const id = list.idOf ? list.idOf(page.cursor) : (page.cursor as Id);
+  const atCursor = { id } as Where;
+  if (id === null || !(await rows.findFirst({ where: { AND: [list.cursorScope ?? list.where, atCursor] } as Where, select: { id: true } }))) throw notACursorOfTheList(page);
+  return { where: { AND: [list.where, { NOT: atCursor }] } as Where, orderBy, take: page.take, cursor: { id } };
 }
 
 /** A cursor that names no row of its list (forged, or of another list): bad input, worded in English until error masking words it (badInputInLocale). */
-export function notACursorOfTheList(page: KeysetPage): BadInputError {
+function notACursorOfTheList(page: KeysetPage): BadInputError {
   const argument = page.cursorArgument ?? (page.inverted ? 'before' : 'after');
   return BadInputError.of([ruleInputIssue([argument], 'INVALID_CURSOR', { argument })]);
 }
