@@ -2,8 +2,10 @@ import { createClient } from 'graphql-ws';
 import { describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { wxWebSocket } from '../clients/miniprogram/wxWebSocket.js';
+import { gql } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
+import { runReadmeOperations } from './support/readme.ts';
 import { redPacketsAt } from './support/redPackets.ts';
 import { freePort } from './support/server.ts';
 import { tokenOf } from './support/tokens.ts';
@@ -88,5 +90,22 @@ describe('the mini-program adapter', () => {
     );
     expect(JSON.stringify(outcome)).toContain('UNAUTHENTICATED');
     await client.dispose();
+  });
+});
+
+// On this file's server, as a server start of their own would cost more than they do: the
+// campaigns they make touch nothing the mini-program tests read. test/readme.test.ts
+// checks the blocks against the schema without a server.
+describe("the README's first campaigns", () => {
+  it('run as written, in order, on a fresh server', async () => {
+    const ids = await runReadmeOperations(started.server.url);
+    // bob's sandbox payment seated him beside alice, the team's leader.
+    const { body } = await gql<{ team: { members: { userId: string }[] } }, { id: string }>(
+      started.server.url,
+      'query ($id: ID!) { team(id: $id) { members { userId } } }',
+      { id: ids.teamId! },
+      await tokenOf('ops', { admin: true }),
+    );
+    expect(body.data?.team.members.map((member) => member.userId)).toEqual(['alice', 'bob']);
   });
 });
