@@ -1,9 +1,11 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aliasScope } from '../src/domain/privacy.ts';
+import { DATA_DIR_LOCK_FILE } from '../src/infra/db/dataDirLock.ts';
 import { TEST_REDIS_URL, testEnv } from './support/env.ts';
 import { stopAll, stopWithin } from './support/lifecycle.ts';
 import { aliasOf } from './support/privacy.ts';
@@ -116,5 +118,33 @@ describe('the embedded database', () => {
     expect(result.code).not.toBe(0);
     expect(result.stderr).toContain('belong to another database (postgresql:00000000-0000-0000-0000-000000000000');
     expect(await redis.get('{shop}:balance:someone')).toBe('10');
+  });
+});
+
+describe('one data directory, one process', () => {
+  it("refuses a second server on a PGLITE_DIR another has open, which serves on; a dead process's lock is taken over", async () => {
+    // The directory the tests above left, migrated: a start on it is quick. Their keys go,
+    // so that this database owns the prefix.
+    await deleteKeys(redis, env.keyPrefix);
+    mkdirSync(dir, { recursive: true });
+    const lockFile = join(dir, DATA_DIR_LOCK_FILE);
+    // The lock of a process that is gone, as a SIGKILL leaves it.
+    writeFileSync(lockFile, `${spawnSync(process.execPath, ['-e', '']).pid}\n`);
+    server = await startServerProcess(env.vars);
+    const redPackets = redPacketsAt(server.url);
+    const packet = await redPackets.create('lock-sender', { totalAmount: 200, count: 2, mode: 'EQUAL' });
+
+    // PORT=0: another port, so nothing but the directory stops it.
+    const second = await runUntilExit(env.vars, 30_000);
+    expect(second.code, second.output).toBe(78);
+    expect(second.stderr.trim()).toBe(
+      `cannot start: the embedded database in PGLITE_DIR=${dir} is open in process ${server.child.pid}, and PGlite serves one process: stop that one, or give this one another PGLITE_DIR`,
+    );
+
+    // A grab is committed in PGlite before it is answered: the first still writes there.
+    expect(await redPackets.grab('lock-grabber', packet.id)).toMatchObject({ __typename: 'GrabbedShare', amount: 100, remainingCount: 1 });
+    expect(await stopWithin(server)).toBe(0);
+    server = undefined;
+    expect(existsSync(lockFile)).toBe(false);
   });
 });

@@ -8,6 +8,7 @@ import { isStoreOutage } from '../../errorMasking.ts';
 import { type Prisma, PrismaClient } from '../../generated/prisma/client.ts';
 import { storeErrors } from '../metrics.ts';
 import { StartupError, StoreUnreachableError, describeCause } from '../startupError.ts';
+import { type DataDirLock, lockDataDir } from './dataDirLock.ts';
 
 /** A connection that can run multi-statement SQL; what the migration runner needs. */
 export interface SqlSession {
@@ -163,10 +164,21 @@ async function createSchema(client: pg.PoolClient, schema: string): Promise<void
 
 async function openPglite(dir: string): Promise<Database> {
   let client: PGlite;
+  let lock: DataDirLock;
   try {
     mkdirSync(dir, { recursive: true });
+    lock = lockDataDir(dir);
+  } catch (error) {
+    throw new StartupError(`cannot open the embedded database in PGLITE_DIR=${dir}: ${describeCause(error)}`);
+  }
+  if ('heldBy' in lock) {
+    throw new StartupError(`the embedded database in PGLITE_DIR=${dir} is open in process ${lock.heldBy}, and PGlite serves one process: stop that one, or give this one another PGLITE_DIR`);
+  }
+  const { release } = lock;
+  try {
     client = await PGlite.create(dir);
   } catch (error) {
+    release();
     throw new StartupError(`cannot open the embedded database in PGLITE_DIR=${dir}: ${describeCause(error)}`);
   }
   const prisma = new PrismaClient({ adapter: new PrismaPGlite(client), transactionOptions: TRANSACTION_OPTIONS });
@@ -184,8 +196,12 @@ async function openPglite(dir: string): Promise<Database> {
       await client.query('SELECT 1');
     },
     async close() {
-      await prisma.$disconnect();
-      await client.close();
+      try {
+        await prisma.$disconnect();
+        await client.close();
+      } finally {
+        release();
+      }
     },
   };
 }
