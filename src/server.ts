@@ -180,7 +180,11 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
   // ws takes frames of up to 100 MiB by default, and graphql-ws keeps connection_init's
   // payload for the life of the socket: a few anonymous frames would fill the heap.
   const wsLimits = new WebSocketLimits(app);
-  const wsServer = new WebSocketServer({ server: httpServer, path: GRAPHQL_PATH, verifyClient: wsLimits.verifyClient(), maxPayload: WS_MAX_FRAME_BYTES });
+  // Upgrades handed over here rather than with `server: httpServer`: ws would take the HTTP
+  // server's errors as its own, and graphql-ws print them with a stack (a port in use, before
+  // the one-line refusal below), then close every socket.
+  const wsServer = new WebSocketServer({ noServer: true, path: GRAPHQL_PATH, verifyClient: wsLimits.verifyClient(), maxPayload: WS_MAX_FRAME_BYTES });
+  httpServer.on('upgrade', (req, socket, head) => wsServer.handleUpgrade(req, socket, head, (ws) => wsServer.emit('connection', ws, req)));
   wsLimits.watch(wsServer);
   wsServer.on('connection', (socket) => {
     wsConnections.inc();
@@ -252,12 +256,17 @@ export async function startServer(config: Config, log: Logger): Promise<RunningS
   try {
     await new Promise<void>((resolve, reject) => {
       httpServer.once('error', reject);
-      httpServer.listen(config.PORT, config.HOST, resolve);
+      httpServer.listen(config.PORT, config.HOST, () => {
+        httpServer.off('error', reject);
+        resolve();
+      });
     });
   } catch (error) {
     await app.close();
     throw new StartupError(`cannot listen on ${config.HOST}:${config.PORT} (${describeCause(error)}); set PORT or HOST`);
   }
+  // Listening, the server reports only a failed accept (EMFILE, say), and listens on.
+  httpServer.on('error', (error) => log.error({ err: error }, 'the HTTP server could not accept a connection'));
   const acceptors = await extraAcceptors.attach(httpServer);
   const { port } = httpServer.address() as AddressInfo;
   const host = config.HOST === '0.0.0.0' || config.HOST === '::' ? 'localhost' : config.HOST;

@@ -561,3 +561,20 @@ describe('SIGTERM', () => {
     }
   });
 });
+
+describe('a port already in use', () => {
+  it('is refused in one line naming PORT, without the WebSocket library printing its stack first', async () => {
+    const taken = createHttpServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const env = testEnv('startup_port_taken', { PORT: String((taken.address() as AddressInfo).port) });
+    const stores = openStores(env);
+    try {
+      const result = await runUntilExit(env.vars, 60_000);
+      expect(expectOneLineRefusal(result, 'EADDRINUSE')).toContain('set PORT or HOST');
+      expect(result.code).toBe(78);
+    } finally {
+      taken.close();
+      await stores.cleanup();
+    }
+  });
+});
