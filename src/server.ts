@@ -63,6 +63,29 @@ function armorPlugins(config: Config): Plugin[] {
   ];
 }
 
+/**
+ * The text GraphiQL opens with. Yoga's own puts the page's title where "GraphiQL" belongs
+ * ("Campaign backend is an in-browser tool…"); this one also tells how to sign in.
+ */
+const GRAPHIQL_WELCOME = `# Welcome to GraphiQL, on the campaign backend.
+#
+# GraphiQL is an in-browser tool for writing, validating and
+# testing GraphQL queries. Type them here: fields are suggested
+# and errors marked as you type; the Docs button (left) shows
+# the schema. Lines that start with # are ignored.
+#
+# To sign in, mint a token with \`npm run token -- alice\`
+# (add --admin for an operator), then put
+#   {"authorization": "Bearer <token>"}
+# in the Headers tab below.
+#
+# Keyboard shortcuts:
+#   Prettify query:  Shift-Ctrl-P
+#      Merge query:  Shift-Ctrl-M
+#        Run query:  Ctrl-Enter (or the play button)
+#    Auto complete:  Ctrl-Space
+`;
+
 function createGraphqlServer(app: App, maskError: MaskErrorFunction, corsHeaders: ReturnType<typeof createCorsPolicy>, trusted: TrustedDocuments) {
   const { config } = app;
   return createYoga<{ connectionParams?: Record<string, unknown> }, Context>({
@@ -74,7 +97,7 @@ function createGraphqlServer(app: App, maskError: MaskErrorFunction, corsHeaders
     extraParamNames: ['documentId'],
     healthCheckEndpoint: '/health',
     landingPage: false,
-    graphiql: config.NODE_ENV === 'production' ? false : { subscriptionsProtocol: 'WS', title: 'Campaign backend' },
+    graphiql: config.NODE_ENV === 'production' ? false : { subscriptionsProtocol: 'WS', title: 'Campaign backend', defaultQuery: GRAPHIQL_WELCOME },
     // The page carries 9 MB of script, which took half a second of every start to parse:
     // loaded when a browser first asks for GraphiQL instead.
     renderGraphiQL: async (options) => (await import('@graphql-yoga/render-graphiql')).renderGraphiQL(options),
