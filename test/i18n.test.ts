@@ -324,16 +324,19 @@ describe('over HTTP, the refusals the catalog words since the review', () => {
     const user = await tokenOf('i18n-user');
     const grab = { packetId: 'no-such-packet' };
     expect(refusalOf(await gql(url, GrabRedPacketDocument, grab))).toMatchObject({
-      message: 'sign in: send Authorization: Bearer <token> (over graphql-ws, as connectionParams.authorization)',
+      message:
+        'sign in: send the HTTP header Authorization: Bearer <token> (in GraphiQL, {"authorization": "Bearer <token>"} in the Headers tab; from a graphql-ws client, connectionParams.authorization)',
       code: 'UNAUTHENTICATED',
     });
     expect(refusalOf(await gql(url, GrabRedPacketDocument, grab, undefined, ZH))).toMatchObject({
-      message: '请先登录：发送 Authorization: Bearer <token>（graphql-ws 放在 connectionParams.authorization 中）',
+      message:
+        '请先登录：发送 HTTP 请求头 Authorization: Bearer <token>（GraphiQL 中在 Headers 标签页填写 {"authorization": "Bearer <token>"}；graphql-ws 客户端放在 connectionParams.authorization 中）',
       code: 'UNAUTHENTICATED',
     });
     expect((await gql(url, GrabRedPacketDocument, grab, undefined, ZH)).body.errors?.[0]?.extensions?.reason).toBe('MISSING');
     expect(refusalOf(await gql(url, GrabRedPacketDocument, grab, undefined, { ...ZH, authorization: 'Basic x' }))).toMatchObject({
-      message: '请按 Authorization: Bearer <token> 的格式发送令牌（graphql-ws 放在 connectionParams.authorization 中）',
+      message:
+        '请按 HTTP 请求头 Authorization: Bearer <token> 的格式发送令牌（GraphiQL 中在 Headers 标签页填写 {"authorization": "Bearer <token>"}；graphql-ws 客户端放在 connectionParams.authorization 中）',
       code: 'UNAUTHENTICATED',
     });
     expect(refusalOf(await gql(url, GrabRedPacketDocument, grab, 'not-a-jwt'))).toMatchObject({ message: 'the token is not a well-formed JWT', code: 'UNAUTHENTICATED' });
@@ -351,8 +354,14 @@ describe('over HTTP, the refusals the catalog words since the review', () => {
 
     const query = 'subscription { redemptionUpdated(redemptionId: "no-such-redemption") { id } }';
     for (const [connectionParams, message] of [
-      [{}, 'sign in: send Authorization: Bearer <token> (over graphql-ws, as connectionParams.authorization)'],
-      [{ 'Accept-Language': 'zh-CN' }, '请先登录：发送 Authorization: Bearer <token>（graphql-ws 放在 connectionParams.authorization 中）'],
+      [
+        {},
+        'sign in: send the HTTP header Authorization: Bearer <token> (in GraphiQL, {"authorization": "Bearer <token>"} in the Headers tab; from a graphql-ws client, connectionParams.authorization)',
+      ],
+      [
+        { 'Accept-Language': 'zh-CN' },
+        '请先登录：发送 HTTP 请求头 Authorization: Bearer <token>（GraphiQL 中在 Headers 标签页填写 {"authorization": "Bearer <token>"}；graphql-ws 客户端放在 connectionParams.authorization 中）',
+      ],
     ] as const) {
       const socket = openWs(url, connectionParams);
       try {

@@ -330,14 +330,19 @@ export const boundMessages = {
  * The English wording is the default, as it always was.
  */
 export const errorMessages = {
-  // Worded for every transport: over graphql-ws the header goes in connectionParams.
+  // The HTTP header first, as GraphiQL's Headers tab sends it (over HTTP and graphql-ws alike);
+  // connectionParams only for a graphql-ws client of one's own.
   SIGN_IN: {
-    en: () => 'sign in: send Authorization: Bearer <token> (over graphql-ws, as connectionParams.authorization)',
-    'zh-CN': () => '请先登录：发送 Authorization: Bearer <token>（graphql-ws 放在 connectionParams.authorization 中）',
+    en: () =>
+      'sign in: send the HTTP header Authorization: Bearer <token> (in GraphiQL, {"authorization": "Bearer <token>"} in the Headers tab; from a graphql-ws client, connectionParams.authorization)',
+    'zh-CN': () =>
+      '请先登录：发送 HTTP 请求头 Authorization: Bearer <token>（GraphiQL 中在 Headers 标签页填写 {"authorization": "Bearer <token>"}；graphql-ws 客户端放在 connectionParams.authorization 中）',
   },
   BEARER_EXPECTED: {
-    en: () => 'send Authorization: Bearer <token> (over graphql-ws, as connectionParams.authorization)',
-    'zh-CN': () => '请按 Authorization: Bearer <token> 的格式发送令牌（graphql-ws 放在 connectionParams.authorization 中）',
+    en: () =>
+      'send the token as the HTTP header Authorization: Bearer <token> (in GraphiQL, {"authorization": "Bearer <token>"} in the Headers tab; from a graphql-ws client, connectionParams.authorization)',
+    'zh-CN': () =>
+      '请按 HTTP 请求头 Authorization: Bearer <token> 的格式发送令牌（GraphiQL 中在 Headers 标签页填写 {"authorization": "Bearer <token>"}；graphql-ws 客户端放在 connectionParams.authorization 中）',
   },
   SIGN_IN_TO_RESERVE_STREAM: { en: () => 'reserving a stream needs a signed-in caller', 'zh-CN': () => '预留事件流需要先登录' },
   SIGN_IN_TO_RESERVED_STREAM: { en: () => 'a reserved stream answers only the user who reserved it', 'zh-CN': () => '预留的事件流只应答预留它的用户，请先登录' },
