@@ -74,6 +74,8 @@ export function prepareAcceptors(count: number, log: Logger): Acceptors {
           const listening = once(listener, 'listening');
           listener.listen(duplicate);
           await listening;
+          // A failed accept (EMFILE) is for the server to log; with no listener it would crash the process.
+          listener.on('error', (error) => server.emit('error', error));
           listeners.push(listener);
         }
       } catch (error) {
