@@ -37,7 +37,9 @@ function expectOneLineRefusal(result: { code: number | null; stderr: string }, n
   return lines[0]!;
 }
 
-describe('refusing to start', () => {
+// Up to the running server below, each test has its own schema and key prefix (or Redis),
+// and most wait on server processes of their own: they run side by side.
+describe.concurrent('refusing to start', () => {
   it('names REDIS_URL when Redis is unreachable, in one line without a stack', async () => {
     const env = testEnv('startup_noredis', { REDIS_URL: `redis://127.0.0.1:${await freePort()}` });
     const result = await runUntilExit(env.vars, 20_000);
@@ -142,7 +144,7 @@ describe('refusing to start', () => {
   });
 });
 
-describe('instances of a new deployment starting at once', () => {
+describe.concurrent('instances of a new deployment starting at once', () => {
   it('all open the database and migrate it once, though their CREATE SCHEMA calls race', async () => {
     // Eight at once make PostgreSQL's catalog race (a unique violation for the losers) in
     // nearly every round; an instance that lost it once hung in its start for good.
@@ -163,7 +165,7 @@ describe('instances of a new deployment starting at once', () => {
   });
 });
 
-describe('a database upgraded from before one seat refund per payment', () => {
+describe.concurrent('a database upgraded from before one seat refund per payment', () => {
   it('keeps one refund per seat payment, a paid one first, so the unique index builds', async () => {
     const env = testEnv('startup_double_refunds');
     const config = loadConfig({ ...env.vars, LOG_LEVEL: 'silent' });
@@ -210,7 +212,7 @@ describe('a database upgraded from before one seat refund per payment', () => {
   });
 });
 
-describe('the key prefix, while the server runs', () => {
+describe.concurrent('the key prefix, while the server runs', () => {
   it('is claimed again after Redis lost its keys, so another database still cannot start on it', async () => {
     const first = testEnv('startup_reclaim_a', { SWEEP_INTERVAL_MS: '100' });
     const second = testEnv('startup_reclaim_b', { REDIS_KEY_PREFIX: first.keyPrefix });
@@ -425,7 +427,15 @@ describe('what a development server gives away, and a production one does not', 
     });
     server.listen(0, '0.0.0.0');
     await once(server, 'listening');
-    return { port: (server.address() as AddressInfo).port, close: () => new Promise((resolve) => server.close(resolve)) };
+    return {
+      port: (server.address() as AddressInfo).port,
+      close: () => {
+        const closed = new Promise((resolve) => server.close(resolve));
+        // fetch keeps its connections alive, and close() would wait seconds for them to time out.
+        server.closeAllConnections();
+        return closed;
+      },
+    };
   }
 
   it('mints development tokens for this machine only, and serves source maps outside production only', async () => {
