@@ -21,19 +21,28 @@ const RETRY_MS = 200;
 const fast = { SWEEP_INTERVAL_MS: '100', REFUND_WEBHOOK_TIMEOUT_MS: '1000', REFUND_RETRY_MS: String(RETRY_MS) };
 const racingEnv = testEnv('refunds_racing', fast);
 const webhookEnv = testEnv('refunds_webhook', fast);
+const cutEnv = testEnv('refunds_cut', fast);
 const killEnv = testEnv('refunds_kill', fast);
 const racing = twoInstances(racingEnv);
+// The tests run side by side (describe.concurrent), each on its own schema and key prefix,
+// the two of REFUND_WEBHOOK_URL each with a provider of its own.
 const receiver = new WebhookReceiver<ProviderRefund>();
+const cutReceiver = new WebhookReceiver<ProviderRefund>();
 const servers: ServerProcess[] = [];
 const opened = new Map<TestEnv, { stores: Stores; db: Database }>();
 
 beforeAll(async () => {
-  webhookEnv.vars.REFUND_WEBHOOK_URL = await receiver.start('/refunds');
-  webhookEnv.vars.REFUND_WEBHOOK_SECRET = SECRET;
+  for (const [env, provider] of [
+    [webhookEnv, receiver],
+    [cutEnv, cutReceiver],
+  ] as const) {
+    env.vars.REFUND_WEBHOOK_URL = await provider.start('/refunds');
+    env.vars.REFUND_WEBHOOK_SECRET = SECRET;
+  }
 });
 afterAll(async () => {
   await stopAll(...servers);
-  await receiver.close();
+  await Promise.all([receiver.close(), cutReceiver.close()]);
   for (const { stores, db } of opened.values()) {
     await db.close();
     await stores.cleanup();
@@ -76,7 +85,7 @@ async function refundRows(stores: Stores, ids: string[]) {
 
 const allPaid = (stores: Stores, keys: string[]) => async () => (await refundRows(stores, keys)).filter((row) => row.status === 'PAID').length === keys.length;
 
-describe('refunds to wallets, with two instances delivering', () => {
+describe.concurrent('refunds to wallets, with two instances delivering', () => {
   it("pays each refund exactly once, into its user's wallet", async () => {
     const { db } = await storesOf(racingEnv);
     const users = Array.from({ length: 60 }, (_, i) => `racer-${i}`);
@@ -105,7 +114,7 @@ describe('refunds to wallets, with two instances delivering', () => {
   });
 });
 
-describe('refunds to the provider through REFUND_WEBHOOK_URL', () => {
+describe.concurrent('refunds to the provider through REFUND_WEBHOOK_URL', () => {
   it('retry with growing delays under one Idempotency-Key, signed, until a 2xx; then PAID, and never sent again', async () => {
     const { stores, db } = await storesOf(webhookEnv);
     const server = await start(webhookEnv);
@@ -144,35 +153,35 @@ describe('refunds to the provider through REFUND_WEBHOOK_URL', () => {
   });
 
   it('retry a call that timed out or was cut off by a SIGKILL, with the same key, and pay once', async () => {
-    const { stores, db } = await storesOf(webhookEnv);
-    const first = await start(webhookEnv);
+    const { stores, db } = await storesOf(cutEnv);
+    const first = await start(cutEnv);
     // The first call gets no answer (beyond the 1 s timeout: retried); the second is slow but in time.
-    receiver.answer = (_key, nth) => (nth === 1 ? 'hang' : nth === 2 ? 'slow' : 'ok');
+    cutReceiver.answer = (_key, nth) => (nth === 1 ? 'hang' : nth === 2 ? 'slow' : 'ok');
     const slow = owed('slow-payer', 700, `pay-${randomUUID()}`);
     await oweRefunds(db.prisma, [slow]);
     await waitFor('the slow refund to be paid', allPaid(stores, [slow.sourceKey]), { timeoutMs: 15_000 });
     const [slowRow] = await refundRows(stores, [slow.sourceKey]);
     expect(slowRow).toMatchObject({ paid_to: 'PROVIDER', attempts: 2 });
-    expect(receiver.of(slowRow!.id).map((request) => request.key)).toEqual([slowRow!.id, slowRow!.id]);
+    expect(cutReceiver.of(slowRow!.id).map((request) => request.key)).toEqual([slowRow!.id, slowRow!.id]);
 
     // Cut off: the server dies while the provider holds the call.
-    receiver.answer = (_key, nth) => (nth === 1 ? 'hang' : 'ok');
+    cutReceiver.answer = (_key, nth) => (nth === 1 ? 'hang' : 'ok');
     const cut = owed('cut-payer', 800, `pay-${randomUUID()}`);
     await oweRefunds(db.prisma, [cut]);
     const [cutRow] = await refundRows(stores, [cut.sourceKey]);
-    await waitFor('the cut-off refund to be sent', () => receiver.of(cutRow!.id).length === 1);
+    await waitFor('the cut-off refund to be sent', () => cutReceiver.of(cutRow!.id).length === 1);
     await first.kill();
     expect((await refundRows(stores, [cut.sourceKey]))[0]!.status).toBe('PENDING');
-    await start(webhookEnv);
+    await start(cutEnv);
     await waitFor('the cut-off refund to be paid after the restart', allPaid(stores, [cut.sourceKey]), { timeoutMs: 15_000 });
-    const requests = receiver.of(cutRow!.id);
+    const requests = cutReceiver.of(cutRow!.id);
     expect(requests).toHaveLength(2);
     expect(requests[1]!.raw).toBe(requests[0]!.raw);
     await expectWalletInvariants(stores);
   });
 });
 
-describe('a server SIGKILLed while it pays refunds into wallets', () => {
+describe.concurrent('a server SIGKILLed while it pays refunds into wallets', () => {
   it('rolls back what it was paying, and another instance pays each refund once', async () => {
     const { stores, db } = await storesOf(killEnv);
     const first = await start(killEnv);
@@ -197,7 +206,9 @@ describe('a server SIGKILLed while it pays refunds into wallets', () => {
       await first.kill();
       // Another instance meanwhile: the dead one's leases run out, but its statement still holds the refunds.
       const second = await start(killEnv);
-      await sleep(3500);
+      // Until the leases have run out (by the database's clock), then ten of the other instance's rounds.
+      const { rows: leased } = await stores.sql.query<{ ms: number }>('SELECT GREATEST(0, EXTRACT(EPOCH FROM max(locked_until) - now()) * 1000)::int AS ms FROM refund');
+      await sleep(leased[0]!.ms + 1000);
       const keys = refunds.map((refund) => refund.sourceKey);
       expect((await refundRows(stores, keys)).map((row) => row.status)).toEqual(Array(keys.length).fill('PENDING'));
       // PostgreSQL ends the dead client's statement (as it does once it notices): its transaction rolls back.
