@@ -27,7 +27,9 @@ import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores, stateKeys } from './support/stores.ts';
 import { tokenOf } from './support/tokens.ts';
 
-const env = testEnv('points_input');
+// The journal sweeper commits an entry no request waits on 1.5 s after it was made (3 s by
+// default): time enough for a price change to come first (a test below), and soon after.
+const env = testEnv('points_input', { JOURNAL_SWEEP_AFTER_MS: '1500', SWEEP_INTERVAL_MS: '200' });
 let server: ServerProcess;
 let stores: Stores;
 let points: PointsClient;
@@ -51,25 +53,10 @@ afterAll(async () => {
   await stores?.cleanup();
 });
 
-/** Everything a request could change: every points table, every Redis key under the prefix and its value. */
-async function state() {
-  const tables = await Promise.all(
-    [
-      'points_account ORDER BY user_id',
-      'points_ledger ORDER BY id',
-      'goods ORDER BY id',
-      'voucher_code ORDER BY code',
-      'redemption ORDER BY id',
-      'goods_restock ORDER BY id',
-      'goods_change ORDER BY id',
-      'goods_stock_transfer ORDER BY id',
-      'goods_bucket_stock ORDER BY goods_id',
-      'redemption_refusal ORDER BY user_id, request_id',
-      'operator_request ORDER BY request_id',
-    ].map(async (table) => (await stores.sql.query(`SELECT * FROM ${table}`)).rows),
-  );
+/** Every Redis key under the prefix and its value. */
+async function redisValues() {
   const keys = await stateKeys(stores.redis, env.keyPrefix);
-  const values = await Promise.all(
+  return Promise.all(
     keys.map(async (key) => {
       switch (await stores.redis.type(key)) {
         case 'string':
@@ -85,9 +72,36 @@ async function state() {
       }
     }),
   );
-  // Delivery moves redemptions on by itself; it is not what these requests could change.
-  const [accounts, ledger, goods, codes, redemptions, ...stockAndHistory] = tables;
-  return { accounts, ledger, goods, codes, redemptions: redemptions!.map(({ id, user_id, voucher_code }) => ({ id, user_id, voucher_code })), stockAndHistory, values };
+}
+
+/**
+ * Everything a request could change: every points table, every Redis key under the prefix and its value.
+ * Each table as one text, a row a line, made by PostgreSQL: the 10,000-code pools below would
+ * otherwise be read and compared as objects, row by row, around every refused request.
+ */
+async function state() {
+  const tables: [table: string, order: string, row?: string][] = [
+    ['points_account', 'user_id'],
+    ['points_ledger', 'id'],
+    ['goods', 'id'],
+    ['voucher_code', 'code'],
+    // Delivery moves redemptions on by itself; it is not what these requests could change.
+    ['redemption', 'id', '(id, user_id, voucher_code)'],
+    ['goods_restock', 'id'],
+    ['goods_change', 'id'],
+    ['goods_stock_transfer', 'id'],
+    ['goods_bucket_stock', 'goods_id'],
+    ['redemption_refusal', 'user_id, request_id'],
+    ['operator_request', 'request_id'],
+  ];
+  const [{ rows }, values] = await Promise.all([
+    stores.sql.query<Record<string, string | null>>(
+      `SELECT ${tables.map(([table, order, row = 't']) => `(SELECT string_agg(${row}::text, E'\\n' ORDER BY ${order}) FROM ${table} t) AS ${table}`).join(', ')}`,
+    ),
+    redisValues(),
+  ]);
+  const [accounts, ledger, goods, codes, redemptions, ...stockAndHistory] = tables.map(([table]) => rows[0]![table] ?? '');
+  return { accounts, ledger, goods, codes, redemptions, stockAndHistory, values };
 }
 
 async function unchanged<T>(request: () => Promise<T>): Promise<T> {
@@ -460,6 +474,7 @@ describe('updateGoods', () => {
     const store = new PointsStore(stores.redis, new Scripts(stores.redis), 1);
     expect((await store.redeem('soap-buyer', soap.id, 'before-change', randomUUID(), false)).kind).toBe('redeemed');
     await points.updateGoods('operator', soap.id, { pointsCost: 25 });
+    expect((await stores.sql.query('SELECT 1 FROM redemption WHERE goods_id = $1', [soap.id])).rowCount, 'committed only after the price change').toBe(0);
     await waitFor('the sweeper to commit the redemption', async () => (await stores.sql.query('SELECT 1 FROM redemption WHERE goods_id = $1', [soap.id])).rowCount === 1, {
       timeoutMs: 15_000,
     });
@@ -515,11 +530,12 @@ describe('updateGoods', () => {
   });
 
   it('opens and closes the sale at its window, by the server clock: GoodsOffSale with opensAt before, endedAt after the end', async () => {
-    const startsAtMs = Date.now() + 3_000;
-    const window = { saleStartsAt: new Date(startsAtMs).toISOString(), saleEndsAt: new Date(startsAtMs + 1_500).toISOString() };
+    await points.award('operator', { userId: 'kite-buyer', amount: 10 });
+    // Time for the refusals below before the start, and for a redemption before the end.
+    const startsAtMs = Date.now() + 2_000;
+    const window = { saleStartsAt: new Date(startsAtMs).toISOString(), saleEndsAt: new Date(startsAtMs + 1_000).toISOString() };
     const kite = await points.createGoods('operator', { title: 'kite', pointsCost: 2, stock: 3, ...window });
     expect(kite).toMatchObject({ onSale: true, ...window });
-    await points.award('operator', { userId: 'kite-buyer', amount: 10 });
     const early = await unchanged(() => points.tryRedeem('kite-buyer', kite.id, 'k1'));
     expect(early.result).toMatchObject({ __typename: 'GoodsOffSale', opensAt: window.saleStartsAt, endedAt: null });
     // Also after Redis lost the item: the rebuild reads the window from PostgreSQL.
@@ -532,7 +548,7 @@ describe('updateGoods', () => {
     await waitFor('the sale to open', async () => (await points.tryRedeem('kite-buyer', kite.id, 'k1')).result?.__typename === 'Redemption', { timeoutMs: 5_000, intervalMs: 50 });
     const { rows } = await stores.sql.query<{ created_at: Date }>('SELECT created_at FROM redemption WHERE goods_id = $1', [kite.id]);
     expect(rows.map((row) => row.created_at.getTime() >= startsAtMs)).toEqual([true]);
-    await new Promise((resolve) => setTimeout(resolve, startsAtMs + 1_500 - Date.now()));
+    await new Promise((resolve) => setTimeout(resolve, startsAtMs + 1_000 - Date.now()));
     expect((await unchanged(() => points.tryRedeem('kite-buyer', kite.id, 'k2'))).result).toMatchObject({
       __typename: 'GoodsOffSale',
       opensAt: null,
