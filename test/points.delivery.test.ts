@@ -9,7 +9,7 @@ import { LogVoucherNotifier, VOUCHER_DELIVERED_TOPIC, type VoucherDelivery, type
 import { createLogger } from '../src/infra/logger.ts';
 import { RECORDED } from '../src/infra/outbox/outbox.ts';
 import { TEST_JWT_SECRET, TEST_REDIS_URL, testEnv } from './support/env.ts';
-import { stopAll, stopWithin } from './support/lifecycle.ts';
+import { stopAll } from './support/lifecycle.ts';
 import { type PointsClient, pointsAt, voucherCodes } from './support/points.ts';
 import { expectPointsInvariants } from './support/pointsInvariants.ts';
 import { waitFor } from './support/poll.ts';
@@ -17,7 +17,7 @@ import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
 import { WebhookReceiver } from './support/webhookReceiver.ts';
 
-const RETRY_MS = 200;
+const RETRY_MS = 100;
 const DELIVERY_SECRET = 'delivery-webhook-secret-of-at-least-32-chars';
 const receiver = new WebhookReceiver<VoucherDelivery>();
 // A short webhook timeout gives a short lease (3 × timeout): a dead worker's claim runs out in 3 s.
@@ -25,12 +25,13 @@ const webhookEnv = testEnv('points_webhook', { SWEEP_INTERVAL_MS: '100', POINTS_
 const noticeEnv = testEnv('points_notice', { SWEEP_INTERVAL_MS: '100' });
 // No delivery round of its own: the test runs them.
 const backlogEnv = testEnv('points_backlog', { SWEEP_INTERVAL_MS: '600000' });
-// A longer webhook timeout than webhookEnv's: the hung first delivery holds the queue long enough to stop behind it.
 // A long history of its own: the other tests here reset every redemption of their schema.
 const historyEnv = testEnv('points_history', { SWEEP_INTERVAL_MS: '600000' });
-// Its leases (3 × 4 s) outlast the hung delivery's stop plus an in-process instance's start
-// on a loaded machine, so a delivery before they end shows the hand-back, not a lease running out.
-const handBackEnv = testEnv('points_handback', { SWEEP_INTERVAL_MS: '100', POINTS_DELIVERY_TIMEOUT_MS: '4000', POINTS_DELIVERY_RETRY_MS: String(RETRY_MS) });
+// A longer webhook timeout than webhookEnv's: the hung first delivery holds the queue long
+// enough to stop behind it. Its leases (3 × 2.5 s) outlast that stop plus an in-process
+// instance's start by seconds, even on a loaded machine, so a delivery before they end shows
+// the hand-back, not a lease running out.
+const handBackEnv = testEnv('points_handback', { SWEEP_INTERVAL_MS: '100', POINTS_DELIVERY_TIMEOUT_MS: '2500', POINTS_DELIVERY_RETRY_MS: String(RETRY_MS) });
 let webhookStores: Stores;
 let noticeStores: Stores;
 let backlogStores: Stores;
@@ -68,6 +69,18 @@ async function start(vars: Record<string, string>): Promise<ServerProcess> {
   return server;
 }
 
+/** Starts a server of `vars` the first time it is asked for, and hands out that one after. */
+function sharedServer(vars: Record<string, string>): () => Promise<ServerProcess> {
+  let server: Promise<ServerProcess> | undefined;
+  return () => (server ??= start(vars));
+}
+
+// A server start is most of a test here. The first webhook server delivers the retried
+// vouchers, then is the one that dies with deliveries in hand; backlogEnv's runs no delivery
+// rounds, so the tests that only redeem through it need no fresh process each.
+const firstWebhookServer = sharedServer(webhookEnv.vars);
+const backlogServer = sharedServer(backlogEnv.vars);
+
 async function statuses(stores: Stores, ids: string[]) {
   const { rows } = await stores.sql.query<{ id: string; status: string; delivery_attempts: number; delivered_at: Date | null; last_error: string | null }>(
     'SELECT id, status, delivery_attempts, delivered_at, last_error FROM redemption WHERE id = ANY($1)',
@@ -92,7 +105,7 @@ async function redeemFor(points: PointsClient, users: string[]) {
 
 describe('a delivery webhook that fails', () => {
   it('is retried with growing delays until it succeeds, then the redemption is DELIVERED', async () => {
-    const server = await start(webhookEnv.vars);
+    const server = await firstWebhookServer();
     const points = pointsAt(server.url);
     receiver.answer = (_key, nth) => (nth <= 3 ? 'fail' : 'ok');
     const redemptions = await redeemFor(points, ['flaky-0', 'flaky-1', 'flaky-2']);
@@ -117,11 +130,10 @@ describe('a delivery webhook that fails', () => {
     const me = await points.me('flaky-0');
     expect(me.redemptions).toEqual([expect.objectContaining({ id: ids[0], status: 'DELIVERED', deliveryAttempts: 4, deliveredAt: expect.any(String) })]);
     await expectPointsInvariants(webhookStores);
-    await stopWithin(server);
   });
 
   it('is not delivered again after a restart once it was marked DELIVERED; a delivery cut off by the crash is retried with the same key', async () => {
-    const first = await start(webhookEnv.vars);
+    const first = await firstWebhookServer();
     const points = pointsAt(first.url);
     receiver.answer = () => 'ok';
     const done = (
@@ -203,7 +215,7 @@ describe('the default notifier', () => {
 
 describe('a delivery worker told to stop', () => {
   it('finishes the batch in hand and leaves the rest of the backlog PENDING', async () => {
-    const server = await start(backlogEnv.vars);
+    const server = await backlogServer();
     const ids = (
       await redeemFor(
         pointsAt(server.url),
@@ -280,7 +292,7 @@ describe('an instance that stops with fresh deliveries queued', () => {
 
 describe('a delivery that fails after its lease ran out', () => {
   it('leaves the retry to the worker that holds the lease now', async () => {
-    const server = await start(backlogEnv.vars);
+    const server = await backlogServer();
     const [id] = (await redeemFor(pointsAt(server.url), ['late-0'])).map((redemption) => redemption.id);
     await waitFor('the fresh delivery', allDelivered(backlogStores, [id!]));
     await backlogStores.sql.query("UPDATE redemption SET status = 'PENDING', delivery_attempts = 0, locked_until = NULL, next_attempt_at = now(), delivered_at = NULL WHERE id = $1", [id]);
@@ -306,7 +318,7 @@ describe('a delivery that fails after its lease ran out', () => {
 
 describe('a delivery that fails with an error quoting its URL', () => {
   it('stores and logs the error without the credentials or the query string of the URL', async () => {
-    const server = await start(backlogEnv.vars);
+    const server = await backlogServer();
     const [id] = (await redeemFor(pointsAt(server.url), ['quoted-0'])).map((redemption) => redemption.id);
     await waitFor('the fresh delivery', allDelivered(backlogStores, [id!]));
     await backlogStores.sql.query("UPDATE redemption SET status = 'PENDING', delivery_attempts = 0, locked_until = NULL, next_attempt_at = now(), delivered_at = NULL WHERE id = $1", [id]);
