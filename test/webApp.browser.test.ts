@@ -1,3 +1,4 @@
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STEP_MS, focused, startWebApp } from './support/browser.ts';
 import { testEnv } from './support/env.ts';
@@ -21,19 +22,40 @@ beforeAll(async () => {
 
 afterAll(() => web?.close());
 
+/** How long the wheel spins: the page's timer that lands it, and the CSS transition that turns it. */
+const SPIN_MS = 3_000;
+
+/**
+ * Ends at once a spin that has begun, on a page whose clock is installed: the clock jumps
+ * over the timer that lands the wheel, and the turn is finished, so a screenshot shows where
+ * the wheel stopped. The wheel still lands only when its timer fires, as it would in 3 s.
+ */
+async function endSpin(page: Page): Promise<void> {
+  const wheel = page.getByTestId('wheel');
+  // The turn runs once the result is in, and the timer is set with it.
+  await expect.poll(() => wheel.evaluate((element) => element.getAnimations().length > 0 || element.dataset.landed !== '')).toBe(true);
+  await page.clock.fastForward(SPIN_MS);
+  await wheel.evaluate((element) => {
+    for (const animation of element.getAnimations()) animation.finish();
+  });
+}
+
 describe('red packets', () => {
   it('three people grab one packet: each sees their own share, all the same remaining count', { timeout: 120_000 }, async () => {
     await walletsAt(server.url).credit('web-operator', { userId: 'alice', amountCents: 600 });
-    const sender = await app.signedIn('alice');
-    await sender.getByLabel('总金额（元）').fill('6');
-    await sender.getByLabel('红包个数').fill('3');
-    await app.screenshot(sender, 'red-packet-send');
-    await sender.getByRole('button', { name: '塞钱进红包' }).click();
-    const link = await sender.getByTestId('share-link').textContent();
-    expect(link).toMatch(/#\/packets\/[\w-]+$/);
-    await app.screenshot(sender, 'red-packet-sent');
-
-    const grabbers = await Promise.all(['bob', 'carol', 'dave'].map((name) => app.signedIn(name)));
+    const send = async () => {
+      const sender = await app.signedIn('alice');
+      await sender.getByLabel('总金额（元）').fill('6');
+      await sender.getByLabel('红包个数').fill('3');
+      await app.screenshot(sender, 'red-packet-send');
+      await sender.getByRole('button', { name: '塞钱进红包' }).click();
+      const link = await sender.getByTestId('share-link').textContent();
+      expect(link).toMatch(/#\/packets\/[\w-]+$/);
+      await app.screenshot(sender, 'red-packet-sent');
+      return { sender, link };
+    };
+    // The grabbers sign in while the packet is sent.
+    const [{ sender, link }, grabbers] = await Promise.all([send(), Promise.all(['bob', 'carol', 'dave'].map((name) => app.signedIn(name)))]);
     await Promise.all(grabbers.map((page) => page.goto(link!)));
     await Promise.all(grabbers.map((page) => page.getByRole('button', { name: '抢' }).click()));
     const shares = await Promise.all(grabbers.map(async (page) => Number(await page.getByTestId('my-share').textContent())));
@@ -90,6 +112,7 @@ describe('what a hurried user does', () => {
     // As a page served over plain HTTP at a LAN address has it: no crypto.randomUUID.
     await page.addInitScript(() => Object.defineProperty(Crypto.prototype, 'randomUUID', { value: undefined }));
     await page.reload();
+    await page.clock.install();
     // The server acts on the first `operation`; its answer never reaches the phone.
     const loseFirstAnswer = async (operation: string) => {
       let lost = false;
@@ -117,6 +140,7 @@ describe('what a hurried user does', () => {
     await page.getByRole('button', { name: '抽奖' }).click();
     await expect.poll(() => page.getByTestId('draw-problem').textContent()).toBe('网络连接失败，请检查网络后重试');
     await page.getByRole('button', { name: '抽奖' }).click();
+    await endSpin(page);
     await expect.poll(() => page.getByTestId('wheel').getAttribute('data-landed'), { timeout: STEP_MS }).not.toBe('');
     expect(await balance()).toBe(200);
     expect(app.misbehaviour.filter((line) => !line.includes('ERR_CONNECTION_RESET'))).toEqual([]);
@@ -157,7 +181,9 @@ describe('what a hurried user does', () => {
 
   it('a double tap sends one packet; another packet opened in the same tab shows that packet', { timeout: 90_000 }, async () => {
     await walletsAt(server.url).credit('web-operator', { userId: 'frank', amountCents: 2_000 });
-    const page = await app.signedIn('frank');
+    await walletsAt(server.url).credit('web-operator', { userId: 'gina', amountCents: 1_000 });
+    // gina's phone signs in alongside frank's, for later.
+    const [page, gina] = await Promise.all([app.signedIn('frank'), app.signedIn('gina')]);
     await page.getByLabel('总金额（元）').fill('5');
     await page.getByLabel('红包个数').fill('1');
     // Two clicks in one task, before any re-render disables the button (a script, an assistive tool).
@@ -172,8 +198,6 @@ describe('what a hurried user does', () => {
     // frank grabs his own packet, then opens gina's link in the same tab: gina's, grabbable.
     await page.getByRole('button', { name: '抢' }).click();
     await expect.poll(() => page.getByTestId('my-share').textContent()).toBe('5.00');
-    await walletsAt(server.url).credit('web-operator', { userId: 'gina', amountCents: 1_000 });
-    const gina = await app.signedIn('gina');
     await gina.getByLabel('总金额（元）').fill('3');
     await gina.getByLabel('红包个数').fill('1');
     await gina.getByRole('button', { name: '塞钱进红包' }).click();
@@ -345,13 +369,14 @@ describe('the points shop', () => {
   it('counts down to a flash sale on the server clock, opens it then, and says when a sale has ended', { timeout: 60_000 }, async () => {
     const points = pointsAt(server.url);
     await points.award('web-operator', { userId: 'frank', amount: 100 });
-    const startsAt = new Date(Date.now() + 4_000).toISOString();
-    await points.createGoods('web-operator', { title: '限时秒杀', pointsCost: 10, stock: 1, saleStartsAt: startsAt });
     const ended = await points.createGoods('web-operator', { title: '往期活动', pointsCost: 10, stock: 1 });
     await points.updateGoods('web-operator', ended.id, { saleEndsAt: new Date(Date.now() - 1_000).toISOString() });
     // Paused as well: the end is final and outranks a pause, as the server's refusal does.
     await points.updateGoods('web-operator', ended.id, { onSale: false });
     const page = await app.signedIn('frank');
+    // Put on the shelf last, signed in already: the sale opens soon after the shop shows its countdown.
+    const startsAt = new Date(Date.now() + 2_500).toISOString();
+    await points.createGoods('web-operator', { title: '限时秒杀', pointsCost: 10, stock: 1, saleStartsAt: startsAt });
     await page.getByRole('link', { name: '积分商城' }).click();
     const flash = page.locator('li', { hasText: '限时秒杀' }).getByRole('button');
     await expect.poll(() => flash.textContent()).toMatch(/^0:0\d 后开兑 限时秒杀$/);
@@ -380,6 +405,7 @@ describe('the lottery', () => {
       ],
     });
     const page = await app.signedIn('frank');
+    await page.clock.install();
     await page.goto(`${appUrl}#/lottery/${activity.id}`);
     // The app sends its documents' ids, not their text (GRAPHQL_TRUSTED_DOCUMENTS).
     const drawId = webDocumentId('WebDrawLottery');
@@ -390,6 +416,7 @@ describe('the lottery', () => {
       await expect.poll(() => page.getByRole('button', { name: '处理中…' }).isDisabled()).toBe(true);
       const { data } = (await (await answered).json()) as { data: { drawLottery: { __typename: string; prize?: { id: string } } } };
       const expected = data.drawLottery.__typename === 'LotteryWin' ? data.drawLottery.prize!.id : 'none';
+      await endSpin(page);
       await expect.poll(() => page.getByTestId('wheel').getAttribute('data-landed'), { timeout: STEP_MS }).toBe(expected);
       // The pointer is over the landed sector: the wheel's angle puts that sector's middle at the top.
       await app.screenshot(page, `lottery-draw-${draw}`);
@@ -413,11 +440,13 @@ describe('the lottery', () => {
     });
     const name = `kate${'K'.repeat(60)}`;
     const page = await app.signedIn(name);
+    await page.clock.install();
     await page.setViewportSize({ width: 320, height: 640 });
     await page.goto(`${appUrl}#/lottery/${activity.id}`);
     // Every prize in full beside the wheel, which cuts long titles short.
     await expect.poll(() => page.getByTestId('prizes').locator('li').allTextContents()).toEqual([prize]);
     await page.getByRole('button', { name: '抽奖' }).click();
+    await endSpin(page);
     await expect.poll(() => page.getByTestId('wheel').getAttribute('data-landed'), { timeout: STEP_MS }).not.toBe('');
     await expect.poll(() => page.getByTestId('winners').locator('li').count()).toBe(1);
     const fits = await page.evaluate(() => {
