@@ -11,17 +11,20 @@ import { walletsAt } from './support/wallets.ts';
 // The web app's group-buy pages and wallet, in real browsers: each context is one person's phone.
 const env = testEnv('web_app_teams');
 /** Short enough to watch a lock run out; long enough to lock a seat and pay for it under load. */
-const LOCK_SECONDS = 8;
+const LOCK_SECONDS = 6;
 /** The skew of one phone's clock: its countdowns must still agree with the server's. */
 const CLOCK_AHEAD_MS = 90_000;
+/** How long a failing team has: time enough to open it, lock a seat and pay for it under load. */
+const FORMATION_SECONDS = 6;
 let web: Awaited<ReturnType<typeof startWebApp>>;
 let server: typeof web.server;
 let appUrl: string;
 let app: typeof web.app;
 
 beforeAll(async () => {
-  // Expired locks are swept often, so a page sees its seat free soon after the countdown ends.
-  web = await startWebApp(env, { TEAM_SWEEP_INTERVAL_MS: '50' });
+  // Expired locks are swept often, so a page sees its seat free soon after the countdown ends;
+  // and so are the teams past their deadline, and the refunds they leave.
+  web = await startWebApp(env, { TEAM_SWEEP_INTERVAL_MS: '50', SWEEP_INTERVAL_MS: '200' });
   ({ server, appUrl, app } = web);
 });
 
@@ -102,13 +105,13 @@ describe('a group-buy team', () => {
     }
     await app.screenshot(buyer, 'team-paying');
 
-    // Nobody pays: the seat frees itself on both phones when the server lets the lock go.
-    await expectSeats(watchers, [1, 0, 2], LOCK_SECONDS * 1000 + STEP_MS);
+    // Nobody pays: the seat frees itself on both phones when the server lets the lock go. A
+    // third phone signs in meanwhile.
+    const [third] = await Promise.all([app.signedIn('ivan'), expectSeats(watchers, [1, 0, 2], LOCK_SECONDS * 1000 + STEP_MS)]);
     await expect.poll(() => leaderNews.textContent()).toBe('1/3 人已入团，0 人支付中，2 个空位');
     for (const page of watchers) expect(await page.evaluate(() => 'notReloaded' in window)).toBe(true);
 
     // A lock paid through the sandbox provider becomes a seat on every phone.
-    const third = await app.signedIn('ivan');
     await third.goto(leader.url());
     const phones = [...watchers, third];
     await expectSeats([third], [1, 0, 2]);
@@ -178,19 +181,20 @@ describe('a team that fails', () => {
   it('a buyer who paid reads that it failed, not that they joined', { timeout: 90_000 }, async () => {
     const activityId = 'web-failing';
     const teams = teamsAt(server.url);
+    // Signed in first: the team's few seconds are left for locking a seat and paying for it.
+    const buyer = await app.signedIn('lena');
     // Two seats of three are taken by the deadline: the team fails, and the payment is refunded.
     // The lock would outlive the deadline: its payment is due by the deadline, and payable.
-    const team = await teams.open('kim', { activityId, title: '拼团失败的奶茶', capacity: 3, lockSeconds: 60, formationSeconds: 12 });
-    const buyer = await app.signedIn('lena');
+    const team = await teams.open('kim', { activityId, title: '拼团失败的奶茶', capacity: 3, lockSeconds: 60, formationSeconds: FORMATION_SECONDS });
     await buyer.goto(`${appUrl}#/team/${team.id}`);
     await buyer.getByRole('button', { name: '参团：锁定座位' }).click();
     // The seat's countdown runs to the deadline, not to the lock's expiry a minute away.
     const remainingMs = async () => Number(await buyer.getByTestId('seat-countdown').getAttribute('data-remaining-ms'));
     await expect.poll(remainingMs).toBeGreaterThan(0);
-    expect(await remainingMs()).toBeLessThanOrEqual(12_000);
+    expect(await remainingMs()).toBeLessThanOrEqual(FORMATION_SECONDS * 1000);
     await buyer.getByRole('button', { name: '沙箱支付 ¥9.90' }).click();
     await expect.poll(() => buyer.getByTestId('team-message').textContent()).toBe('支付成功，你已入团');
-    await expect.poll(() => buyer.getByTestId('team-status').getAttribute('data-status'), { timeout: 12_000 + STEP_MS }).toBe('FAILED');
+    await expect.poll(() => buyer.getByTestId('team-status').getAttribute('data-status'), { timeout: FORMATION_SECONDS * 1000 + STEP_MS }).toBe('FAILED');
     expect(await buyer.getByTestId('team-status').textContent()).toBe('未能成团，已付的钱会退回');
     expect(await buyer.getByTestId('team-message').count()).toBe(0);
     await app.screenshot(buyer, 'team-failed');
@@ -202,7 +206,7 @@ describe('a team that fails', () => {
           await buyer.reload();
           return (await buyer.getByTestId('wallet-entry').allTextContents()).join('\n');
         },
-        { timeout: 20_000, interval: 1_000 },
+        { timeout: 20_000, interval: 500 },
       )
       .toContain('退款 · 拼团未成功');
     expect(app.misbehaviour).toEqual([]);
@@ -241,6 +245,8 @@ describe('a team page cut off from its live updates', () => {
     const teams = teamsAt(server.url);
     const team = await teams.open('mona', { activityId, title: '断线奶茶', capacity: 3 });
     const buyer = await app.signedIn('nina');
+    // Installed before the page's live updates start, so their timers run on it (see below).
+    await buyer.clock.install();
     // Every socket of the page passes through here: `down` refuses new ones, as a server that
     // is gone would; `silent` drops every frame both ways without closing, as a dead network does.
     const sockets: WebSocketRoute[] = [];
@@ -285,9 +291,12 @@ describe('a team page cut off from its live updates', () => {
     await expectSeats([buyer], [1, 0, 2]);
 
     // A socket that stays open but carries nothing: its ping goes unanswered, so it is
-    // closed and replaced (ping every 5 s, 3 s for the pong).
+    // closed and replaced (ping every 5 s, 3 s for the pong). The page's clock jumps over
+    // both waits, each once its timer is set.
     await expect.poll(() => buyer.getByTestId('reconnecting').isVisible()).toBe(false);
     silent = true;
+    await buyer.clock.fastForward(5_000);
+    await buyer.clock.fastForward(3_000);
     await expect.poll(() => buyer.getByTestId('reconnecting').isVisible(), { timeout: 10_000 + STEP_MS }).toBe(true);
     silent = false;
     await expect.poll(() => buyer.getByTestId('reconnecting').isVisible(), { timeout: 10_000 + STEP_MS }).toBe(false);
