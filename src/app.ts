@@ -136,7 +136,8 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     cost: new RateLimiter(scripts, config.RATE_LIMIT_COST, config.RATE_LIMIT_WINDOW_MS),
     wsConnections: new RateLimiter(scripts, config.RATE_LIMIT_WS_CONNECTIONS, config.RATE_LIMIT_WINDOW_MS),
   };
-  const redPackets = new RedPacketService({ prisma: database.prisma, redis, scripts, journal, events, log });
+  const lockTtlMs = config.TEST_LOCK_TTL_MS;
+  const redPackets = new RedPacketService({ prisma: database.prisma, redis, scripts, journal, events, log, lockTtlMs });
   const points = new PointsService({
     prisma: database.prisma,
     redis,
@@ -144,6 +145,7 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     journal,
     events,
     log,
+    lockTtlMs,
     notifier: config.POINTS_DELIVERY_WEBHOOK_URL
       ? new WebhookVoucherNotifier(config.POINTS_DELIVERY_WEBHOOK_URL, config.POINTS_DELIVERY_WEBHOOK_SECRET!, config.POINTS_DELIVERY_TIMEOUT_MS)
       : new LogVoucherNotifier(database.prisma, events, log),
@@ -153,7 +155,7 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     buckets: config.POINTS_SHOP_BUCKETS,
     afterStockTake: hangAfter(config.TEST_HANG_AFTER_STOCK_TAKES),
   });
-  const teams = new TeamService({ prisma: database.prisma, redis, scripts, journal, events, log });
+  const teams = new TeamService({ prisma: database.prisma, redis, scripts, journal, events, log, lockTtlMs });
   const payments = new PaymentService({
     prisma: database.prisma,
     query: (sql) => database.query(sql),
@@ -179,6 +181,7 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     events,
     clock,
     log,
+    lockTtlMs,
     payments: points.draws,
     scheduleIntervalMs: config.LOTTERY_SCHEDULE_INTERVAL_MS,
     afterReservation: hangAfter(config.TEST_HANG_AFTER_DRAW_RESERVATIONS),

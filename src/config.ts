@@ -143,6 +143,12 @@ const envSchema = z.object({
   TEST_HANG_AFTER_DRAW_RESERVATIONS: z.coerce.number().int().min(0).optional(),
   /** Tests only (NODE_ENV=test): after this many stock transfers between buckets were taken, every later one stops for good before its give. */
   TEST_HANG_AFTER_STOCK_TAKES: z.coerce.number().int().min(0).optional(),
+  /**
+   * Tests only (NODE_ENV=test): the lease of the locks a rebuild, an operator's change or a
+   * stock transfer takes, 10 s otherwise: how long such a lock outlives a process killed
+   * holding it, as a crash test's is.
+   */
+  TEST_LOCK_TTL_MS: z.coerce.number().int().min(300).optional(),
 
   /** Keys the HMAC of the payment provider's notifies (POST /payments/notify); unset outside production: a generated development secret. */
   PAYMENT_WEBHOOK_SECRET: z.string().min(32, 'PAYMENT_WEBHOOK_SECRET must be at least 32 characters').optional(),
@@ -205,6 +211,9 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
   }
   if (env.TEST_HANG_AFTER_STOCK_TAKES !== undefined && env.NODE_ENV !== 'test') {
     throw new ConfigError('TEST_HANG_AFTER_STOCK_TAKES stops stock transfers on purpose and is only allowed when NODE_ENV=test');
+  }
+  if (env.TEST_LOCK_TTL_MS !== undefined && env.NODE_ENV !== 'test') {
+    throw new ConfigError('TEST_LOCK_TTL_MS shortens the leases of campaign locks and is only allowed when NODE_ENV=test');
   }
   if (env.TEST_CLOCK === '1' && env.NODE_ENV !== 'test') {
     throw new ConfigError('TEST_CLOCK=1 shifts the time scripts see and is only allowed when NODE_ENV=test');

@@ -183,7 +183,8 @@ describe('Redis lost in the middle of a bucketed storm', () => {
 
 describe('a server killed between the two halves of a stock transfer', () => {
   it('leaves the units in flight, durably, and the sweeper of another server gives them', async () => {
-    const hanging = await startServerProcess({ ...env.vars, TEST_HANG_AFTER_STOCK_TAKES: '0' });
+    // Its locks outlive it by 1.5 s, not 10 s: the other server's sweeper may take the item's transfer lock that much sooner.
+    const hanging = await startServerProcess({ ...env.vars, TEST_HANG_AFTER_STOCK_TAKES: '0', TEST_LOCK_TTL_MS: '1500' });
     killed.push(hanging);
     const goods = await points.createGoods('operator', { title: 'crash kettle', pointsCost: 10, stock: 8, perUserLimit: 0 });
     const [user] = skewedUsers('kettle', 1, [10, 0, 0, 0]);

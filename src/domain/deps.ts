@@ -16,4 +16,6 @@ export interface CampaignDeps {
   log: Logger;
   /** Node's crypto unless a test replays chosen numbers. */
   random?: RandomSource;
+  /** TEST_LOCK_TTL_MS: the lease of the locks rebuilds and changes take (src/infra/campaign/rebuild.ts). */
+  lockTtlMs?: number;
 }

@@ -4,9 +4,8 @@ import { campaignRebuilds } from '../metrics.ts';
 import type { RedisClient } from '../redis/connection.ts';
 import { type Scripts, defineScript } from '../redis/scripts.ts';
 
+/** How long a lock outlives a holder that died: its campaign waits that long, at most. */
 const LOCK_TTL_MS = 10_000;
-/** Renewed three times per lease, so a holder that runs long (a large rebuild, a change under a storm) keeps it. */
-const LOCK_RENEW_MS = LOCK_TTL_MS / 3;
 const WAIT_STEP_MS = 20;
 const WAIT_LIMIT_MS = 5_000;
 /** How long "not in PostgreSQL either" is remembered, so a crowd asking for an unknown id waits on no lock. */
@@ -23,6 +22,8 @@ export class RebuildTimeoutError extends ServiceUnavailableError {}
 export interface LockDeps {
   redis: RedisClient;
   scripts: Scripts;
+  /** Tests only: the lease, LOCK_TTL_MS unless set (a crash test's dead process holds its locks that long). */
+  lockTtlMs?: number;
 }
 
 /** The two keys a rebuild needs: the one whose absence calls for it, and its lock. */
@@ -71,17 +72,18 @@ export function underRebuildLock<T>(deps: LockDeps, lockKey: string, task: () =>
 }
 
 /** Waits for the lock and runs `task` under it, unless `answered` has an answer first. */
-async function underLock<T>({ redis, scripts }: LockDeps, lockKey: string, task: () => Promise<T>, answered: () => Promise<T | undefined>): Promise<T> {
+async function underLock<T>({ redis, scripts, lockTtlMs = LOCK_TTL_MS }: LockDeps, lockKey: string, task: () => Promise<T>, answered: () => Promise<T | undefined>): Promise<T> {
   const token = randomUUID();
   const deadline = Date.now() + WAIT_LIMIT_MS;
   while (Date.now() < deadline) {
     const answer = await answered();
     if (answer !== undefined) return answer;
-    if ((await redis.set(lockKey, token, 'PX', LOCK_TTL_MS, 'NX')) === 'OK') {
-      // A failed renewal is left to the next one: the lease outlasts two of them.
+    if ((await redis.set(lockKey, token, 'PX', lockTtlMs, 'NX')) === 'OK') {
+      // Renewed three times per lease, so a holder that runs long (a large rebuild, a change
+      // under a storm) keeps it. A failed renewal is left to the next one: the lease outlasts two of them.
       const renewal = setInterval(() => {
-        scripts.call(renewLock, { lock: lockKey }, [token, LOCK_TTL_MS]).catch(() => {});
-      }, LOCK_RENEW_MS);
+        scripts.call(renewLock, { lock: lockKey }, [token, lockTtlMs]).catch(() => {});
+      }, lockTtlMs / 3);
       try {
         // The holder before may have finished between the check above and the SET: a
         // rebuild run again then would overwrite keys that scripts are already changing.
