@@ -61,6 +61,8 @@ describe('red packets', () => {
     const shares = await Promise.all(grabbers.map(async (page) => Number(await page.getByTestId('my-share').textContent())));
     // The grab button is disabled now: focus is on the share, not lost to <body>.
     await expect.poll(() => focused(grabbers[0]!)).toMatch(/^P 你抢到/);
+    // The button says why it is disabled: mine is taken, not the packet empty.
+    expect(await grabbers[0]!.getByRole('button', { name: '已抢到', exact: true }).isDisabled()).toBe(true);
     expect(shares.reduce((sum, share) => sum + share, 0)).toBeCloseTo(6, 2);
     // The pushes reach every page, the sender's too, with no reload.
     for (const page of [sender, ...grabbers]) await expect.poll(() => page.getByTestId('remaining-count').textContent(), { timeout: STEP_MS }).toBe('0');

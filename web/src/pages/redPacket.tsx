@@ -150,7 +150,8 @@ export function RedPacketPage({ packetId }: { packetId: string }) {
         </ul>
       )}
       <ActionButton onClick={grab} disabled={busy || share !== null || packet.status !== 'ACTIVE'} acting={busy}>
-        {packet.status === 'ACTIVE' ? '抢' : packet.status === 'EMPTY' ? '已抢完' : '已过期'}
+        {/* Mine taken, the button says so, whatever the packet's state since: it would not grab again. */}
+        {share !== null ? '已抢到' : packet.status === 'ACTIVE' ? '抢' : packet.status === 'EMPTY' ? '已抢完' : '已过期'}
       </ActionButton>
       <p class="muted">
         分享链接：<span data-testid="share-link">{location.href}</span>
