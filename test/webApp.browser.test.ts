@@ -131,7 +131,7 @@ describe('what a hurried user does', () => {
     await page.getByRole('link', { name: '积分商城' }).click();
     const redeem = page.locator('li', { hasText: '丢失的答复' }).getByRole('button');
     await redeem.click();
-    await expect.poll(() => page.getByTestId('outcome').textContent()).toBe('网络连接失败，请检查网络后重试');
+    await expect.poll(() => page.getByTestId('outcome').textContent()).toBe('丢失的答复：网络连接失败，请检查网络后重试');
     await redeem.click();
     await expect.poll(() => page.getByTestId('outcome').textContent()).toContain('兑换成功');
     expect(await balance()).toBe(300);
@@ -321,7 +321,7 @@ describe('the points shop', () => {
   it('shows my balance and the goods, and redeems one', { timeout: 60_000 }, async () => {
     const points = pointsAt(server.url);
     await points.award('web-operator', { userId: 'erin', amount: 100 });
-    await points.createGoods('web-operator', { title: '奶茶券', pointsCost: 30, stock: 5 });
+    await points.createGoods('web-operator', { title: '奶茶券', pointsCost: 30, stock: 5, perUserLimit: 1 });
     const paused = await points.createGoods('web-operator', { title: '电影票', pointsCost: 10, stock: 5 });
     await points.updateGoods('web-operator', paused.id, { onSale: false });
     const page = await app.signedIn('erin');
@@ -347,7 +347,9 @@ describe('the points shop', () => {
     expect(await redeem.textContent()).toContain('处理中…');
     expect(await redeem.isDisabled()).toBe(true);
     answer();
-    await expect.poll(() => page.getByTestId('outcome').textContent()).toContain('兑换成功');
+    // The result shows under the item it is for, and names it (visually hidden) for a screen reader.
+    const outcome = page.locator('li', { hasText: '奶茶券' }).getByTestId('outcome');
+    await expect.poll(() => outcome.textContent()).toMatch(/^奶茶券：兑换成功/);
     await page.unroute('**/graphql');
     await expect.poll(() => redeem.getAttribute('aria-busy')).toBeNull();
     // Disabled while the redemption was on its way, the button has focus back.
@@ -356,12 +358,16 @@ describe('the points shop', () => {
     await expect.poll(() => page.getByTestId('delivery').textContent()).toBe('已发放');
     await expect.poll(() => page.getByTestId('points-balance').textContent()).toBe('70');
     await app.screenshot(page, 'points-shop');
+    // A refusal of the next attempt stands alone: the last redemption's delivery line is gone with it.
+    await redeem.click();
+    await expect.poll(() => outcome.textContent()).toBe('奶茶券：你兑换该商品的次数已达上限（1 次）');
+    expect(await page.getByTestId('delivery').count()).toBe(0);
     // An outage answer (here as the server words it, in English) reads in the app's language.
     await page.route('**/graphql', (route) =>
       route.fulfill({ status: 503, json: { errors: [{ message: 'the service is briefly unavailable; try again', extensions: { code: 'SERVICE_UNAVAILABLE', retryAfterMs: 1000 } }] } }),
     );
     await redeem.click();
-    await expect.poll(() => page.getByTestId('outcome').textContent()).toBe('服务繁忙，请稍后重试');
+    await expect.poll(() => outcome.textContent()).toBe('奶茶券：服务繁忙，请稍后重试');
     await page.unroute('**/graphql');
     // The browser logs the 503 itself (dropped, for the tests after this one); nothing else may be logged.
     expect(app.misbehaviour.filter((line) => !line.includes('503'))).toEqual([]);

@@ -78,12 +78,13 @@ const windowAhead = (goods: ShopGoods, nowMs: number) => [goods.saleStartsAt, go
 /** The points shop: my balance, the goods, and redeeming one, whose delivery is shown live. */
 export function Shop() {
   const [shop, setShop] = useState<WebShopQuery | null>(null);
-  const [outcome, setOutcome] = useState<string | null>(null);
+  // What the last attempt came to, under the item it was for; a page-wide problem (a failed load) is for no item.
+  const [outcome, setOutcome] = useState<{ goodsId: string; text: string } | null>(null);
   const [loadProblem, setLoadProblem] = useState<string | null>(null);
   const [busy, oneAtATime, redeeming] = useOneAtATime();
   const outcomeLine = useRef<HTMLParagraphElement>(null);
   const oncePerIntent = useOncePerIntent();
-  const [redemptionId, setRedemptionId] = useState<string | null>(null);
+  const [redemption, setRedemption] = useState<{ id: string; goodsId: string } | null>(null);
   const [delivery, setDelivery] = useState<RedemptionDelivery | null>(null);
   // The offset is taken as the answer arrives: serverTime is the server's now at that moment.
   const [offsetMs, setOffsetMs] = useState(0);
@@ -91,7 +92,7 @@ export function Shop() {
     request(ShopQuery, {}).then(
       (answer) => {
         setLoadProblem(null);
-        setOutcome(unlessNetwork);
+        setOutcome((shown) => (shown && unlessNetwork(shown.text) ? shown : null));
         setOffsetMs(serverOffsetMs(answer.serverTime));
         setShop(answer);
       },
@@ -103,30 +104,31 @@ export function Shop() {
 
   // The stream ends by itself once delivered; a newer redemption or leaving the page closes it.
   useEffect(() => {
-    if (!redemptionId) return;
+    if (!redemption) return;
     return subscribe(
       RedemptionUpdated,
-      { redemptionId },
+      { redemptionId: redemption.id },
       ({ redemptionUpdated }) => setDelivery(redemptionUpdated.delivery),
-      (error) => setOutcome(error.message),
+      (error) => setOutcome({ goodsId: redemption.goodsId, text: error.message }),
     );
-  }, [redemptionId]);
+  }, [redemption]);
 
   // One tap at a time: a second tap while the first is on its way would redeem twice.
   const redeem = (goodsId: string) =>
     oneAtATime(
       async () => {
+        // A new attempt: the last one's result and delivery are no longer the news, whichever item it was.
+        setOutcome(null);
+        setRedemption(null);
+        setDelivery(null);
         try {
           // A tap again after a lost answer redeems this item under the same requestId: charged once.
           const { redeemPoints: result } = await oncePerIntent(goodsId, (requestId) => request(Redeem, { goodsId, requestId }));
-          setOutcome(result.__typename === 'Redemption' ? `兑换成功 ${result.voucherCode ?? ''}` : result.message);
-          if (result.__typename === 'Redemption') {
-            setDelivery(null);
-            setRedemptionId(result.id);
-          }
+          setOutcome({ goodsId, text: result.__typename === 'Redemption' ? `兑换成功 ${result.voucherCode ?? ''}`.trim() : result.message });
+          if (result.__typename === 'Redemption') setRedemption({ id: result.id, goodsId });
           await load();
         } catch (error) {
-          setOutcome((error as Error).message);
+          setOutcome({ goodsId, text: (error as Error).message });
         }
       },
       { name: goodsId, thenFocus: () => outcomeLine.current },
@@ -148,13 +150,27 @@ export function Shop() {
             const refusal = whyNot(node, now);
             return (
               <li key={node.id}>
-                <span>
+                <div>
                   {node.title}
                   <br />
                   <span class="muted">
                     <span class="nowrap">{node.pointsCost} 积分</span> · 剩 {node.remainingStock}
                   </span>
-                </span>
+                  {/* Under the item it is about, named for a screen reader, which hears it without the list around it. */}
+                  <Status>
+                    {outcome?.goodsId === node.id && (
+                      <p class="item-result" data-testid="outcome" ref={outcomeLine} tabIndex={-1}>
+                        <span class="visually-hidden">{node.title}：</span>
+                        {outcome.text}
+                      </p>
+                    )}
+                    {delivery && redemption?.goodsId === node.id && (
+                      <p class="item-result muted" data-testid="delivery">
+                        {DELIVERY_TEXT[delivery]}
+                      </p>
+                    )}
+                  </Status>
+                </div>
                 <ActionButton style={{ width: 'auto', marginTop: 0 }} disabled={busy || refusal !== null} onClick={() => redeem(node.id)} acting={redeeming === node.id} context={node.title}>
                   {refusal ?? '兑换'}
                 </ActionButton>
@@ -162,18 +178,6 @@ export function Shop() {
             );
           })}
         </ul>
-        <Status>
-          {outcome && (
-            <p data-testid="outcome" ref={outcomeLine} tabIndex={-1}>
-              {outcome}
-            </p>
-          )}
-          {delivery && (
-            <p class="muted" data-testid="delivery">
-              {DELIVERY_TEXT[delivery]}
-            </p>
-          )}
-        </Status>
       </div>
     </>
   );
