@@ -225,6 +225,11 @@ describe('what a hurried user does', () => {
     expect(new URL(page.url()).hash).toBe('#/shop');
     // Said whether the refusal came before the reload or after it; a token that is no token did not expire.
     expect(await page.getByTestId('sign-in-notice').textContent()).toBe('登录已失效，请重新登录');
+    // A token that is no token is refused here, before it could "end" on the next page.
+    await page.getByLabel('或粘贴令牌 Or paste a token').fill('not.a.token');
+    await page.getByRole('button', { name: '登录', exact: true }).click();
+    await expect.poll(() => page.getByTestId('sign-in-problem').textContent()).toBe('这不是有效的登录令牌：请粘贴商城登录后得到的完整令牌');
+    expect(await page.evaluate(() => localStorage.getItem('campaign.session'))).toBeNull();
     // A pasted token signs in as whom it names.
     await page.getByLabel('或粘贴令牌 Or paste a token').fill(await tokenOf('汉克'));
     await page.getByRole('button', { name: '登录', exact: true }).click();

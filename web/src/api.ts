@@ -17,6 +17,8 @@ export class ApiError extends Error {
     message: string,
     readonly code: string | undefined,
     readonly issues: InputIssue[] = [],
+    /** UNAUTHENTICATED's extensions.reason (EXPIRED, BAD_SIGNATURE…), when the server gave one. */
+    readonly reason?: string,
   ) {
     super(message);
   }
@@ -29,8 +31,7 @@ const APP_LANGUAGE = 'zh-CN';
 export const NETWORK_PROBLEM = '网络连接失败，请检查网络后重试';
 export const NETWORK = 'NETWORK';
 
-function headers(): Record<string, string> {
-  const token = currentSession()?.token;
+function headers(token = currentSession()?.token): Record<string, string> {
   return { 'content-type': 'application/json', 'accept-language': APP_LANGUAGE, ...(token ? { authorization: `Bearer ${token}` } : {}) };
 }
 
@@ -50,19 +51,23 @@ const codeOf = (error: GraphqlError | undefined) => (typeof error?.extensions?.c
 /** What a SERVICE_UNAVAILABLE says here, in the shop's own words, whichever language the browser asked the server for. */
 export const UNAVAILABLE_PROBLEM = '服务繁忙，请稍后重试';
 
-/** An ApiError for the first GraphQL error; a refused token (expired, say) ends the session, so the user signs in again. */
-function apiError(error: GraphqlError | undefined, fallback: string): ApiError {
+/**
+ * An ApiError for the first GraphQL error; a refused token (expired, say) ends the session, so
+ * the user signs in again, unless the token was one being tried (`ofSession` false).
+ */
+function apiError(error: GraphqlError | undefined, fallback: string, ofSession = true): ApiError {
   const code = codeOf(error);
-  if (code === 'UNAUTHENTICATED' && currentSession()) endSession(typeof error?.extensions?.reason === 'string' ? error.extensions.reason : '');
+  const reason = typeof error?.extensions?.reason === 'string' ? error.extensions.reason : undefined;
+  if (code === 'UNAUTHENTICATED' && ofSession && currentSession()) endSession(reason ?? '');
   const issues = Array.isArray(error?.extensions?.issues) ? (error.extensions.issues as InputIssue[]) : [];
-  return new ApiError(code === 'SERVICE_UNAVAILABLE' ? UNAVAILABLE_PROBLEM : (error?.message ?? fallback), code, issues);
+  return new ApiError(code === 'SERVICE_UNAVAILABLE' ? UNAVAILABLE_PROBLEM : (error?.message ?? fallback), code, issues, reason);
 }
 
-async function post<Result>(payload: SubscribePayload): Promise<{ status: number; data?: Result; errors?: GraphqlError[] }> {
+async function post<Result>(payload: SubscribePayload, token?: string): Promise<{ status: number; data?: Result; errors?: GraphqlError[] }> {
   const { query, ...rest } = payload;
   let response: Response;
   try {
-    response = await fetch(GRAPHQL_PATH, { method: 'POST', headers: headers(), body: JSON.stringify(query ? payload : rest) });
+    response = await fetch(GRAPHQL_PATH, { method: 'POST', headers: headers(token), body: JSON.stringify(query ? payload : rest) });
   } catch {
     // fetch rejects only when no answer came at all: "Failed to fetch" means nothing to a user.
     throw new ApiError(NETWORK_PROBLEM, NETWORK);
@@ -75,12 +80,15 @@ async function post<Result>(payload: SubscribePayload): Promise<{ status: number
   }
 }
 
-/** One query or mutation over HTTP; GraphQL errors become an ApiError carrying extensions.code. */
-export async function request<Result, Variables>(document: TypedDocumentNode<Result, Variables>, variables: Variables): Promise<Result> {
-  let answer = await post<Result>(operation(document, variables));
-  if (codeOf(answer.errors?.[0]) === PERSISTED_QUERY_NOT_FOUND) answer = await post<Result>(operation(document, variables, true));
+/**
+ * One query or mutation over HTTP; GraphQL errors become an ApiError carrying extensions.code.
+ * `token` sends a token being tried (at sign-in) instead of the session's.
+ */
+export async function request<Result, Variables>(document: TypedDocumentNode<Result, Variables>, variables: Variables, token?: string): Promise<Result> {
+  let answer = await post<Result>(operation(document, variables), token);
+  if (codeOf(answer.errors?.[0]) === PERSISTED_QUERY_NOT_FOUND) answer = await post<Result>(operation(document, variables, true), token);
   const error = answer.errors?.[0];
-  if (error || !answer.data) throw apiError(error, `服务器暂时无法响应（HTTP ${answer.status}），请稍后重试`);
+  if (error || !answer.data) throw apiError(error, `服务器暂时无法响应（HTTP ${answer.status}），请稍后重试`, token === undefined);
   return answer.data;
 }
 
