@@ -1,7 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { Reconnecting } from './live.tsx';
 import { GroupBuyActivities, GroupBuyTeams } from './pages/groupBuy.tsx';
-import { Lottery } from './pages/lottery.tsx';
+import { Lottery, LotteryActivities } from './pages/lottery.tsx';
 import { RedPacketPage } from './pages/redPacket.tsx';
 import { SendRedPacket } from './pages/sendRedPacket.tsx';
 import { Shop } from './pages/shop.tsx';
@@ -31,6 +31,7 @@ function route(): string[] {
 const PAGES = [
   { path: 'packets', title: '红包' },
   { path: 'groupbuy', title: '拼团' },
+  { path: 'lottery', title: '抽奖' },
   { path: 'shop', title: '积分商城' },
   { path: 'wallet', title: '钱包' },
   { path: 'signin', title: '登录' },
@@ -41,7 +42,6 @@ function pageTitle(page: string, id: string | undefined): string {
   if (page === 'packets') return id ? '红包' : '发红包';
   if (page === 'groupbuy' && id) return '拼团活动';
   if (page === 'team' && id) return '拼团详情';
-  if (page === 'lottery' && id) return '抽奖';
   return PAGES.find((item) => item.path === page)?.title ?? '没有这个页面';
 }
 
@@ -106,8 +106,12 @@ export function App() {
     )
   ) : page === 'team' && id ? (
     <TeamPage key={id} teamId={id} />
-  ) : page === 'lottery' && id ? (
-    <Lottery key={id} activityId={id} />
+  ) : page === 'lottery' ? (
+    id ? (
+      <Lottery key={id} activityId={id} />
+    ) : (
+      <LotteryActivities />
+    )
   ) : page === 'packets' && id ? (
     <RedPacketPage key={id} packetId={id} />
   ) : page === 'packets' ? (
