@@ -40,6 +40,27 @@ async function endSpin(page: Page): Promise<void> {
   });
 }
 
+/**
+ * The document's widest scrollWidth over the course of a spin that has begun: its turn is
+ * sought from start to end, so the angles between the quarter turns are all measured.
+ */
+async function widestDuringSpin(page: Page): Promise<number> {
+  const wheel = page.getByTestId('wheel');
+  await expect.poll(() => wheel.evaluate((element) => element.getAnimations().length)).toBeGreaterThan(0);
+  return wheel.evaluate((element, spinMs) => {
+    const [turn] = element.getAnimations();
+    const was = turn?.currentTime ?? null;
+    let widest = document.documentElement.scrollWidth;
+    for (let at = 0; turn && at < spinMs; at += 50) {
+      turn.currentTime = at;
+      widest = Math.max(widest, document.documentElement.scrollWidth);
+    }
+    // Put back where it was, running: a finished turn would leave endSpin nothing to end.
+    if (turn) turn.currentTime = was;
+    return widest;
+  }, SPIN_MS);
+}
+
 describe('red packets', () => {
   it('three people grab one packet: each sees their own share, all the same remaining count', { timeout: 120_000 }, async () => {
     await walletsAt(server.url).credit('web-operator', { userId: 'alice', amountCents: 600 });
@@ -432,6 +453,8 @@ describe('the lottery', () => {
       await expect.poll(() => page.getByRole('button', { name: '处理中…' }).isDisabled()).toBe(true);
       const { data } = (await (await answered).json()) as { data: { drawLottery: { __typename: string; prize?: { id: string } } } };
       const expected = data.drawLottery.__typename === 'LotteryWin' ? data.drawLottery.prize!.id : 'none';
+      // The turning wheel stays inside the 360px screen: the page does not pan sideways.
+      if (draw === 1) expect(await widestDuringSpin(page)).toBeLessThanOrEqual(360);
       await endSpin(page);
       await expect.poll(() => page.getByTestId('wheel').getAttribute('data-landed'), { timeout: STEP_MS }).toBe(expected);
       // The pointer is over the landed sector: the wheel's angle puts that sector's middle at the top.

@@ -211,7 +211,7 @@ export function Lottery({ activityId }: { activityId: string }) {
   const slice = 360 / sectors.length;
   const gradient = sectors.map((_, i) => `${COLOURS[i % COLOURS.length]} ${i * slice}deg ${(i + 1) * slice}deg`).join(', ');
   return (
-    <div class="card">
+    <div class="card lottery">
       <h2>{activity.title}</h2>
       {activity.dailyDrawLimit > 0 && <p class="muted">每天最多抽 {activity.dailyDrawLimit} 次</p>}
       <div class="wheel-frame">
