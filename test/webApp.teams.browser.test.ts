@@ -81,6 +81,8 @@ describe('a group-buy team', () => {
     // A shared link says what is bought and for how much before any seat is locked.
     await expect.poll(() => buyer.getByRole('heading', { level: 2 }).textContent()).toContain('拼团奶茶');
     await expect.poll(() => buyer.getByTestId('team-price').textContent()).toBe('拼团价 ¥9.90');
+    // The leader has the team's link to hand round, as a packet's sender has the packet's.
+    expect(await leader.getByTestId('share-link').textContent()).toBe(leader.url());
     // A reload would lose this: every change below must arrive live.
     for (const page of watchers) await page.evaluate(() => Object.assign(window, { notReloaded: true }));
     // Changes are said in a live region that was there before them, not one inserted with its text.

@@ -6,6 +6,7 @@ import { graphql } from '../gql/index.ts';
 import { Status } from '../live.tsx';
 import { Loading, unlessNetwork, useReloadWhenOnline } from '../loading.tsx';
 import { useOneAtATime } from '../oneAtATime.ts';
+import { ShareLink } from '../shareLink.tsx';
 import { handle } from '../users.ts';
 
 graphql(`
@@ -153,9 +154,7 @@ export function RedPacketPage({ packetId }: { packetId: string }) {
         {/* Mine taken, the button says so, whatever the packet's state since: it would not grab again. */}
         {share !== null ? '已抢到' : packet.status === 'ACTIVE' ? '抢' : packet.status === 'EMPTY' ? '已抢完' : '已过期'}
       </ActionButton>
-      <p class="muted">
-        分享链接：<span data-testid="share-link">{location.href}</span>
-      </p>
+      <ShareLink />
       {problem && (
         <p class="problem" role="alert" ref={problemLine} tabIndex={-1}>
           {problem}

@@ -7,6 +7,7 @@ import { graphql } from '../gql/index.ts';
 import { Status, useLiveDown } from '../live.tsx';
 import { Loading } from '../loading.tsx';
 import { useOneAtATime } from '../oneAtATime.ts';
+import { ShareLink } from '../shareLink.tsx';
 import { handle } from '../users.ts';
 
 graphql(`
@@ -387,6 +388,8 @@ export function TeamPage({ teamId }: { teamId: string }) {
           {networkProblem}
         </p>
       )}
+      {/* A team fills faster when its members bring friends: the link opens this team. */}
+      {team.status === 'OPEN' && <ShareLink />}
       <p class="muted">
         <a href={`#/groupbuy/${team.activityId}`}>查看其他团</a>
       </p>
