@@ -1,8 +1,9 @@
 import { useEffect, useState } from 'preact/hooks';
 import { ActionButton } from '../actionButton.tsx';
 import { request } from '../api.ts';
+import { CampaignList } from '../campaignList.tsx';
 import { yuan } from '../clock.ts';
-import type { WebGroupBuyActivitiesQuery, WebGroupBuyTeamsQuery } from '../gql/graphql.ts';
+import type { WebGroupBuyTeamsQuery } from '../gql/graphql.ts';
 import { graphql } from '../gql/index.ts';
 import { Loading, unlessNetwork, useReloadWhenOnline } from '../loading.tsx';
 import { useOncePerIntent } from '../oncePerIntent.ts';
@@ -63,35 +64,16 @@ const OpenTeam = graphql(`
 
 /** The group-buys on now, newest first: each leads to its open teams. */
 export function GroupBuyActivities() {
-  const [activities, setActivities] = useState<WebGroupBuyActivitiesQuery['groupBuyActivities']['nodes'] | null>(null);
-  const [problem, setProblem] = useState<string | null>(null);
   const load = () =>
-    request(ActivitiesQuery, {}).then(
-      ({ groupBuyActivities }) => {
-        setProblem(null);
-        setActivities(groupBuyActivities.nodes);
-      },
-      (error: Error) => setProblem(error.message),
+    request(ActivitiesQuery, {}).then(({ groupBuyActivities }) =>
+      groupBuyActivities.nodes.map((activity) => ({
+        id: activity.id,
+        href: `#/groupbuy/${activity.id}`,
+        title: activity.title,
+        terms: `${activity.capacity} 人团 ¥${yuan(activity.groupPriceCents)}`,
+      })),
     );
-  useEffect(() => void load(), []);
-  useReloadWhenOnline(load);
-  if (!activities) return <Loading problem={problem} retry={load} />;
-  return (
-    <div class="card">
-      <h2>拼团活动</h2>
-      {activities.length === 0 && <p class="muted">暂无拼团活动</p>}
-      <ul class="plain">
-        {activities.map((activity) => (
-          <li key={activity.id}>
-            <a href={`#/groupbuy/${activity.id}`}>{activity.title}</a>
-            <span>
-              {activity.capacity} 人团 ¥{yuan(activity.groupPriceCents)}
-            </span>
-          </li>
-        ))}
-      </ul>
-    </div>
-  );
+  return <CampaignList heading="拼团活动" empty="暂无拼团活动" testId="groupbuy-activities" load={load} />;
 }
 
 /** One group-buy's open teams, those with free seats first: open a team or join one. */

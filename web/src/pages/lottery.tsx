@@ -1,7 +1,8 @@
 import { useEffect, useState } from 'preact/hooks';
 import { ActionButton } from '../actionButton.tsx';
 import { request, subscribe } from '../api.ts';
-import type { WebLotteryActivitiesQuery, WebLotteryQuery } from '../gql/graphql.ts';
+import { CampaignList } from '../campaignList.tsx';
+import type { WebLotteryQuery } from '../gql/graphql.ts';
 import { graphql } from '../gql/index.ts';
 import { Status } from '../live.tsx';
 import { Loading, unlessNetwork, useReloadWhenOnline } from '../loading.tsx';
@@ -83,33 +84,16 @@ const ActivitiesQuery = graphql(`
 
 /** The lotteries on now, newest first: each leads to its wheel. */
 export function LotteryActivities() {
-  const [activities, setActivities] = useState<WebLotteryActivitiesQuery['lotteryActivities']['nodes'] | null>(null);
-  const [problem, setProblem] = useState<string | null>(null);
   const load = () =>
-    request(ActivitiesQuery, {}).then(
-      ({ lotteryActivities }) => {
-        setProblem(null);
-        setActivities(lotteryActivities.nodes);
-      },
-      (error: Error) => setProblem(error.message),
+    request(ActivitiesQuery, {}).then(({ lotteryActivities }) =>
+      lotteryActivities.nodes.map((activity) => ({
+        id: activity.id,
+        href: `#/lottery/${activity.id}`,
+        title: activity.title,
+        terms: activity.drawCostPoints > 0 ? `${activity.drawCostPoints} 积分/次` : '免费',
+      })),
     );
-  useEffect(() => void load(), []);
-  useReloadWhenOnline(load);
-  if (!activities) return <Loading problem={problem} retry={load} />;
-  return (
-    <div class="card">
-      <h2>抽奖活动</h2>
-      {activities.length === 0 && <p class="muted">暂无进行中的抽奖</p>}
-      <ul class="plain" data-testid="lottery-activities">
-        {activities.map((activity) => (
-          <li key={activity.id}>
-            <a href={`#/lottery/${activity.id}`}>{activity.title}</a>
-            <span class="muted">{activity.drawCostPoints > 0 ? `${activity.drawCostPoints} 积分/次` : '免费'}</span>
-          </li>
-        ))}
-      </ul>
-    </div>
-  );
+  return <CampaignList heading="抽奖活动" empty="暂无进行中的抽奖" testId="lottery-activities" load={load} />;
 }
 
 type Activity = NonNullable<WebLotteryQuery['lotteryActivity']>;
