@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { type AddressInfo, createServer as createNetServer } from 'node:net';
+import { setTimeout as delay } from 'node:timers/promises';
 import { SERVER_BUNDLE } from '../../scripts/build-server.ts';
 import { projectFile } from '../../src/projectFiles.ts';
 
@@ -25,6 +26,19 @@ export interface ServerProcess {
   /** SIGKILL, as a crash would. */
   kill(): Promise<void>;
 }
+
+/**
+ * The child's exit code, once what it wrote before exiting has been read: at 'exit' its last
+ * lines may still be in its pipes. Not 'close', which waits for every holder of the pipes: a
+ * worker that outlived a killed primary would hold it back for good.
+ */
+async function exitOf(child: ChildProcess): Promise<number | null> {
+  const [code] = (child.exitCode ?? child.signalCode) === null ? await once(child, 'exit') : [child.exitCode];
+  const drained = [child.stdout!, child.stderr!].map((stream) => (stream.readableEnded ? undefined : once(stream, 'end')));
+  await Promise.race([Promise.all(drained), delay(PIPE_DRAIN_MS, undefined, { ref: false })]);
+  return code as number | null;
+}
+const PIPE_DRAIN_MS = 1000;
 
 /** Starts the server in its own process, as `npm start` would, and waits until it listens. */
 export async function startServerProcess(vars: Record<string, string>, timeoutMs = 60_000): Promise<ServerProcess> {
@@ -57,7 +71,7 @@ export async function startServerProcess(vars: Record<string, string>, timeoutMs
       reject(new Error(`server exited with ${code} before listening:\n${output}`));
     });
   });
-  const exited = once(child, 'exit').then(([code]) => code as number | null);
+  const exited = exitOf(child);
   return {
     url,
     port: Number(new URL(url).port),
@@ -108,7 +122,7 @@ export async function runUntilExit(vars: Record<string, string>, timeoutMs = 30_
     stderr += chunk.toString();
   });
   const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-  const [code] = await once(child, 'exit');
+  const code = await exitOf(child);
   clearTimeout(timer);
   return { code: code as number | null, output, stdout, stderr };
 }
