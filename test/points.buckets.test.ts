@@ -111,6 +111,36 @@ describe('a storm across four buckets, users hashing unevenly', () => {
   });
 });
 
+describe('a crowd after the last unit', () => {
+  it('answers every late redemption OutOfStock without queueing, and sells again right after a restock', async () => {
+    const goods = await points.createGoods('operator', { title: 'sold-out kettle', pointsCost: 1, stock: 8, perUserLimit: 0 });
+    const users = skewedUsers('late', 300, [2.5, 2.5, 2.5, 2.5]);
+    await award(users, 10);
+    const sold = await Promise.all(users.slice(0, 8).map((user) => points.tryRedeem(user, goods.id, 'early')));
+    expect(sold.map(({ result }) => typename(result))).toEqual(Array(8).fill('Redemption'));
+    // Signed before the clock starts: the crowd's tokens are not what is measured.
+    await Promise.all(users.map((user) => tokenOf(user)));
+
+    // Each used to wait its turn at the item's transfer lock to be told OutOfStock, about
+    // 50 a second, and those past the lock's 5 s wait limit got SERVICE_UNAVAILABLE.
+    const started = performance.now();
+    const late = await Promise.all(users.map((user) => points.tryRedeem(user, goods.id, 'late')));
+    const elapsedMs = performance.now() - started;
+    const kinds = late.map(({ result, errors }) => typename(result) ?? errors?.[0]?.extensions?.code);
+    expect(kinds.filter((kind) => kind !== 'OutOfStock')).toEqual([]);
+    expect(elapsedMs, `300 answers took ${Math.round(elapsedMs)} ms`).toBeLessThan(3_000);
+
+    // Sellable again at once: one unit for each bucket, and none more.
+    expect(await points.restock('operator', { goodsId: goods.id, units: BUCKETS })).toMatchObject({ __typename: 'Goods' });
+    const oneOfEachBucket = allBuckets(BUCKETS).map((bucket) => users.find((user) => bucketOf(user, BUCKETS) === bucket)!);
+    const restocked = await Promise.all([...oneOfEachBucket, users[8]!].map((user) => points.tryRedeem(user, goods.id, 'restocked')));
+    expect(restocked.map(({ result }) => typename(result)).sort()).toEqual(['OutOfStock', ...Array(BUCKETS).fill('Redemption')].sort());
+    expect(await redemptionCount(goods.id)).toBe(8 + BUCKETS);
+    await waitFor('the journals to be empty', journalsEmpty);
+    await expectPointsInvariants(stores, BUCKETS);
+  });
+});
+
 describe('per-user limits and requestIds across buckets', () => {
   it('holds each user to the limit exactly, and answers every retried requestId as the first time', async () => {
     const goods = await points.createGoods('operator', { title: 'limited pen', pointsCost: 5, stock: 200, perUserLimit: 3 });
@@ -233,12 +263,11 @@ async function redeemAsClientsDo(user: string, goodsId: string, requestId: strin
 describe('restocks across four buckets', () => {
   it('restocks racing a storm: every unit stocked is sold exactly once, in its bucket', async () => {
     const goods = await points.createGoods('operator', { title: 'restocked lamp', pointsCost: 1, stock: 40, perUserLimit: 0 });
-    // 200 redemptions for at most 120 units: past the last unit each waits its turn at the
-    // transfer lock to be told OutOfStock, so the storm outlasts the restocks, and the 100
-    // asking once more after it outnumber the 80 units it may have left unsold.
+    // 200 redemptions for at most 120 units, the restocks landing mid-storm or after it: the
+    // 100 asking once more after it outnumber the 80 units it may have left unsold.
     const users = skewedUsers('relamp', 100);
     await award(users, 100);
-    // Five restocks of 20 mid-storm, one of them sent twice: 80 units more.
+    // Five restocks of 20 as the storm starts, one of them sent twice: 80 units more.
     const restocks = ['r1', 'r2', 'r3', 'r4', 'r1'].map((requestId, i) =>
       new Promise((resolve) => setTimeout(resolve, 20 * i)).then(() => points.restock('operator', { goodsId: goods.id, requestId, units: 20 })),
     );

@@ -18,6 +18,12 @@
  * may answer OutOfStock: no units are on their way anywhere, except a dead process's,
  * which it gives first.
  *
+ * That finding is recorded as the item's sold-out verdict (lua/markSoldOut.lua): most of a
+ * flash sale's crowd arrives after the last unit, and each would otherwise queue for the
+ * lock to be told the same, one at a time, past its wait limit. Whatever adds stock to a
+ * bucket ends the verdict (a give, a rebuilt share with stock), and a check that may have
+ * read a bucket before the stock came records none.
+ *
  * A restock (restockGoods) is a give without a take: its transfers, one per bucket, come
  * from no bucket and are committed with the item's raised stock.
  */
@@ -31,6 +37,15 @@ import type { CampaignDeps } from '../deps.ts';
 import { ServiceUnavailableError } from '../errors.ts';
 import { allBuckets } from './buckets.ts';
 import { type GoodsShard, type GoodsSnapshot, type PointsStore, type StockTransfer, transferLockKey } from './store.ts';
+
+/** How long a check for a sold-out verdict may take (its token's life), as long as a lock's lease. */
+const SOLD_OUT_CHECK_TTL_MS = 10_000;
+/**
+ * How long a verdict stands before the next dry redemption checks again under the lock:
+ * a bound on a verdict whose end was lost (a Redis failover losing the delete, a share
+ * dropped after a conflict and not rebuilt yet), cheap to renew in a crowd.
+ */
+const SOLD_OUT_TTL_MS = 2_000;
 
 const takeFields = z.object({
   transfer: z.string(),
@@ -149,24 +164,34 @@ export class StockTransfers {
   /**
    * Moves stock into the dry `bucket` from the bucket with the most left. True once the
    * bucket has stock (moved here, or by a transfer before this one); false when every
-   * bucket is dry and nothing is in flight: the item is sold out.
+   * bucket is dry and nothing is in flight, or the item's sold-out verdict says so.
    */
   refill(goodsId: string, bucket: number): Promise<boolean> {
     const remainingIn = (b: number) => this.goods.read({ goodsId, bucket: b }, () => this.store.remainingStock({ goodsId, bucket: b }));
     // Everyone whose bucket ran dry asks at once in a storm: those a transfer already
-    // refilled go without queueing for the lock, or the last would wait out its limit.
-    const refilledMeanwhile = async () => (((await remainingIn(bucket)) ?? 0) > 0 ? true : undefined);
+    // refilled, or told sold out, go without queueing for the lock, or the last would
+    // wait out its limit.
+    const answeredMeanwhile = async () => {
+      const [left, soldOut] = await Promise.all([remainingIn(bucket), this.store.isSoldOut(goodsId)]);
+      if ((left ?? 0) > 0) return true;
+      return soldOut ? false : undefined;
+    };
     return underRebuildLock(
       this.deps,
       transferLockKey(goodsId),
       async () => {
         await this.giveInFlight(goodsId);
+        // Written before the buckets are read: stock added after that spoils the verdict.
+        const check = await this.store.beginSoldOutCheck(goodsId, SOLD_OUT_CHECK_TTL_MS);
         for (;;) {
           const remaining = await Promise.all(allBuckets(this.store.buckets).map(remainingIn));
           if (remaining[bucket] === null) return false;
           if (remaining[bucket]! > 0) return true;
           const donor = remaining.reduce<number>((best, left, b) => ((left ?? 0) > (remaining[best] ?? 0) ? b : best), bucket);
-          if (donor === bucket) return false;
+          if (donor === bucket) {
+            await this.store.markSoldOut(goodsId, check, SOLD_OUT_TTL_MS);
+            return false;
+          }
           // null: the donor ran dry between the read and the take; look again.
           const transfer = await this.take(goodsId, donor, bucket);
           if (!transfer) continue;
@@ -175,7 +200,7 @@ export class StockTransfers {
           return true;
         }
       },
-      refilledMeanwhile,
+      answeredMeanwhile,
     );
   }
 
@@ -228,14 +253,22 @@ export class StockTransfers {
     return { id: take.transfer, goodsId, toBucket: to, units: take.units, codes: take.codes };
   }
 
+  /**
+   * Gives the units, then ends the item's sold-out verdict, so a restock's are sellable at
+   * once. Even when the give failed: its script may have landed before its commit did not.
+   */
   private async give(transfer: StockTransfer): Promise<void> {
-    await this.goods.journaled(
-      { goodsId: transfer.goodsId, bucket: transfer.toBucket },
-      {
-        call: () => this.store.giveStock(transfer, randomUUID()),
-        entryOf: (reply) => (reply.kind === 'given' ? reply.entry : null),
-        unavailable: () => new ServiceUnavailableError('stock could not be moved between buckets; try again'),
-      },
-    );
+    try {
+      await this.goods.journaled(
+        { goodsId: transfer.goodsId, bucket: transfer.toBucket },
+        {
+          call: () => this.store.giveStock(transfer, randomUUID()),
+          entryOf: (reply) => (reply.kind === 'given' ? reply.entry : null),
+          unavailable: () => new ServiceUnavailableError('stock could not be moved between buckets; try again'),
+        },
+      );
+    } finally {
+      await this.store.stockAdded(transfer.goodsId);
+    }
   }
 }

@@ -7,6 +7,7 @@
  * bucket (the default) the whole shop is one slot, one Redis core; with N, N slots.
  */
 
+import { randomUUID } from 'node:crypto';
 import type { Missing } from '../../infra/campaign/campaign.ts';
 import { type JournalEntry, journalEntry } from '../../infra/journal/journal.ts';
 import type { RedisClient } from '../../infra/redis/connection.ts';
@@ -36,6 +37,9 @@ export function goodsKeys(goodsId: string, bucket = 0) {
 
 /** Held while stock of the goods item moves between buckets: one transfer of an item at a time. */
 export const transferLockKey = (goodsId: string) => keyOf(0, 'goods', goodsId, 'transferring');
+
+/** The item's sold-out verdict (lua/markSoldOut.lua), beside its transfer lock: one key for every bucket. */
+export const soldOutKey = (goodsId: string) => keyOf(0, 'goods', goodsId, 'soldOut');
 
 /** The remembered answer to one (user, requestId). */
 export const answerKey = (userId: string, requestId: string, bucket = 0) => keyOf(bucket, 'answer', userId, requestId);
@@ -118,6 +122,11 @@ const settleDrawPoints = defineScript('settleDrawPoints', ['balance', 'settled',
 const setGoodsTerms = defineScript('setGoodsTerms', ['goods'], {
   missing: () => ({}),
   set: (values) => ({ saleEndsAtMs: values.str(0) === '' ? null : values.num(0) }),
+});
+
+const markSoldOut = defineScript('markSoldOut', ['soldOut'], {
+  marked: () => ({}),
+  stale: () => ({}),
 });
 
 const takeStock = defineScript('takeStock', ['goods', 'codes', 'journal'], {
@@ -277,6 +286,27 @@ export class PointsStore {
     ]);
   }
 
+  /** Starts a check for a sold-out verdict: its token, to be written before the buckets are read. */
+  async beginSoldOutCheck(goodsId: string, tokenTtlMs: number): Promise<string> {
+    const token = `checking:${randomUUID()}`;
+    await this.redis.set(soldOutKey(goodsId), token, 'PX', tokenTtlMs);
+    return token;
+  }
+
+  /** Records the verdict of the check with `token`, unless stock was added since it began. */
+  async markSoldOut(goodsId: string, token: string, verdictTtlMs: number): Promise<void> {
+    await this.scripts.call(markSoldOut, { soldOut: soldOutKey(goodsId) }, [token, verdictTtlMs]);
+  }
+
+  async isSoldOut(goodsId: string): Promise<boolean> {
+    return (await this.redis.get(soldOutKey(goodsId))) === 'soldOut';
+  }
+
+  /** After stock was added to a bucket: ends a verdict, and spoils a check that may have read the bucket before. */
+  async stockAdded(goodsId: string): Promise<void> {
+    await this.redis.del(soldOutKey(goodsId));
+  }
+
   /**
    * Sets the price and sale of the item's share in a bucket, if the share is in Redis (a
    * rebuild reads them from PostgreSQL): the sale's end written (an end passed becomes the
@@ -335,5 +365,7 @@ export class PointsStore {
       remaining: snapshot.remaining,
     });
     await tx.exec();
+    // A rebuilt share may hold units the sold-out check read as gone (a redemption PostgreSQL turned down).
+    if (snapshot.remaining > 0) await this.stockAdded(snapshot.id);
   }
 }
