@@ -254,21 +254,20 @@ export class StockTransfers {
   }
 
   /**
-   * Gives the units, then ends the item's sold-out verdict, so a restock's are sellable at
-   * once. Even when the give failed: its script may have landed before its commit did not.
+   * Ends the item's sold-out verdict, then gives the units. Before, not after: every give
+   * runs under the transfer lock, so no check can record a verdict again until it is done,
+   * and dry redemptions meanwhile queue for the lock rather than being told OutOfStock while
+   * the units land.
    */
   private async give(transfer: StockTransfer): Promise<void> {
-    try {
-      await this.goods.journaled(
-        { goodsId: transfer.goodsId, bucket: transfer.toBucket },
-        {
-          call: () => this.store.giveStock(transfer, randomUUID()),
-          entryOf: (reply) => (reply.kind === 'given' ? reply.entry : null),
-          unavailable: () => new ServiceUnavailableError('stock could not be moved between buckets; try again'),
-        },
-      );
-    } finally {
-      await this.store.stockAdded(transfer.goodsId);
-    }
+    await this.store.stockAdded(transfer.goodsId);
+    await this.goods.journaled(
+      { goodsId: transfer.goodsId, bucket: transfer.toBucket },
+      {
+        call: () => this.store.giveStock(transfer, randomUUID()),
+        entryOf: (reply) => (reply.kind === 'given' ? reply.entry : null),
+        unavailable: () => new ServiceUnavailableError('stock could not be moved between buckets; try again'),
+      },
+    );
   }
 }
