@@ -4,6 +4,7 @@ import { errorCodes, gql, requestsAt } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
 import { lotteryAt, runningWindow } from './support/lottery.ts';
+import { cursorOf, everyPage } from './support/paging.ts';
 import { tokenOf } from './support/tokens.ts';
 
 const env = testEnv('lot_wins');
@@ -18,19 +19,10 @@ interface WinRow {
   request_id: string | null;
 }
 
-const cursorOf = (id: string) => Buffer.from(`c1:${id}`).toString('base64url');
-
 /** Every win of the list, page by page forwards. */
-async function everyWin(variables: Omit<LotteryWinsQueryVariables, 'after'>, after: string | null = null): Promise<Win[]> {
+function everyWin(variables: Omit<LotteryWinsQueryVariables, 'after'>, after: string | null = null): Promise<Win[]> {
   const { data } = requestsAt(started.server.url);
-  const wins: Win[] = [];
-  for (let pages = 0; pages < 100; pages++) {
-    const page = (await data(LotteryWinsDocument, { ...variables, after }, OPERATOR, { admin: true })).lotteryWins;
-    wins.push(...page.edges.map((edge) => edge.node));
-    if (!page.pageInfo.hasNextPage) return wins;
-    after = page.pageInfo.endCursor ?? null;
-  }
-  throw new Error('more than 100 pages');
+  return everyPage(async (from) => (await data(LotteryWinsDocument, { ...variables, after: from }, OPERATOR, { admin: true })).lotteryWins, after);
 }
 
 /** The activity's wins as PostgreSQL holds them, oldest first. */

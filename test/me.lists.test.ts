@@ -3,26 +3,13 @@ import { GoodsCatalogDocument, MyPointsLedgerDocument, type MyPointsLedgerQueryV
 import { errorCodes, requestsAt } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
-import { cursorOf, expectInvalidCursor, expectRefusedAsMixed, mixedPages } from './support/paging.ts';
+import { cursorOf, everyPage, expectInvalidCursor, expectRefusedAsMixed, mixedPages } from './support/paging.ts';
 import { pointsAt } from './support/points.ts';
 import { redPacketsAt } from './support/redPackets.ts';
 
 const env = testEnv('me_lists');
 const started = startedServer(env);
 const OPERATOR = 'lists-operator';
-
-/** Every node of a connection, page by page through `after`. */
-async function everyPage<Node>(read: (after: string | null) => Promise<{ edges: { node: Node }[]; pageInfo: { hasNextPage: boolean; endCursor?: string | null } }>) {
-  const nodes: Node[] = [];
-  let after: string | null = null;
-  for (let pages = 0; pages < 100; pages++) {
-    const page = await read(after);
-    nodes.push(...page.edges.map((edge) => edge.node));
-    if (!page.pageInfo.hasNextPage) return nodes;
-    after = page.pageInfo.endCursor ?? null;
-  }
-  throw new Error('more than 100 pages');
-}
 
 describe('Me.pointsLedger', () => {
   it('pages every change of my balance newest first, forwards and backwards, and nobody else’s', async () => {

@@ -3,7 +3,7 @@ import { MyTeamsDocument, type MyTeamsQuery, TeamMyLockDocument } from './gql/ge
 import { errorCodes, requestsAt } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
-import { cursorOf, expectInvalidCursor } from './support/paging.ts';
+import { cursorOf, everyPage, expectInvalidCursor } from './support/paging.ts';
 import { waitFor } from './support/poll.ts';
 import { teamsAt } from './support/teams.ts';
 
@@ -13,17 +13,9 @@ const started = startedServer(env);
 type MyTeam = MyTeamsQuery['me']['teams']['edges'][number]['node'];
 
 /** Every team of the user's list, page by page forwards. */
-async function everyTeam(user: string, first: number): Promise<MyTeam[]> {
+function everyTeam(user: string, first: number): Promise<MyTeam[]> {
   const { data } = requestsAt(started.server.url);
-  const teams: MyTeam[] = [];
-  let after: string | null = null;
-  for (let pages = 0; pages < 50; pages++) {
-    const page: MyTeamsQuery['me']['teams'] = (await data(MyTeamsDocument, { first, after }, user)).me.teams;
-    teams.push(...page.edges.map((edge) => edge.node));
-    if (!page.pageInfo.hasNextPage) return teams;
-    after = page.pageInfo.endCursor ?? null;
-  }
-  throw new Error('more than 50 pages');
+  return everyPage(async (after) => (await data(MyTeamsDocument, { first, after }, user)).me.teams);
 }
 
 /** What PostgreSQL says the list is: the teams `user` is a member of, newest first. */

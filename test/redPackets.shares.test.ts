@@ -1,10 +1,10 @@
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { RedPacketMyShareDocument, RedPacketSharesDocument, type RedPacketSharesQuery, RedPacketSlimDocument, type RedPacketSlimSubscription } from './gql/generated.ts';
+import { RedPacketMyShareDocument, RedPacketSharesDocument, RedPacketSlimDocument, type RedPacketSlimSubscription } from './gql/generated.ts';
 import { errorCodes, requestsAt, subscribeWs } from './support/client.ts';
 import { TEST_REDIS_URL, testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
-import { cursorOf, expectInvalidCursor } from './support/paging.ts';
+import { cursorOf, everyPage, expectInvalidCursor } from './support/paging.ts';
 import { waitFor } from './support/poll.ts';
 import { redPacketsAt } from './support/redPackets.ts';
 import { tokenOf } from './support/tokens.ts';
@@ -12,7 +12,6 @@ import { tokenOf } from './support/tokens.ts';
 const env = testEnv('rp_shares');
 const started = startedServer(env);
 const VIEWER = 'shares-viewer';
-type Connection = NonNullable<RedPacketSharesQuery['redPacket']>['sharesConnection'];
 
 /** A packet of `count` shares with `grabbed` of them taken, one grabber after another. */
 async function packetWith(count: number, grabbed: number) {
@@ -29,14 +28,7 @@ describe('RedPacket.sharesConnection and latestShares', () => {
     const all = (await redPacketsAt(started.server.url).packet(VIEWER, packet.id))!.shares;
     expect(all).toHaveLength(55);
 
-    const paged = [];
-    let after: string | null | undefined = null;
-    for (let pages = 0; pages < 10; pages++) {
-      const { edges, pageInfo }: Connection = (await data(RedPacketSharesDocument, { id: packet.id, first: 20, after }, VIEWER)).redPacket!.sharesConnection;
-      paged.push(...edges.map((edge) => edge.node));
-      if (!pageInfo.hasNextPage) break;
-      after = pageInfo.endCursor;
-    }
+    const paged = await everyPage(async (after) => (await data(RedPacketSharesDocument, { id: packet.id, first: 20, after }, VIEWER)).redPacket!.sharesConnection);
     expect(paged).toEqual(all);
     const last = (await data(RedPacketSharesDocument, { id: packet.id, last: 5 }, VIEWER)).redPacket!;
     expect(last.sharesConnection.edges.map((edge) => edge.node)).toEqual(all.slice(-5));
@@ -77,13 +69,7 @@ describe('RedPacket.sharesConnection and latestShares', () => {
     const { data, raw } = requestsAt(started.server.url);
     const shares = async (id: string, after: string | null) => (await data(RedPacketSharesDocument, { id, first: 1, after }, VIEWER)).redPacket!.sharesConnection;
     // The packet's own cursors page it one share at a time, none skipped or repeated.
-    const paged = [];
-    for (let after: string | null = null, pages = 0; pages < 10; pages++) {
-      const { edges, pageInfo }: Connection = await shares(mine.id, after);
-      paged.push(...edges.map((edge) => edge.node));
-      if (!pageInfo.hasNextPage) break;
-      after = pageInfo.endCursor ?? null;
-    }
+    const paged = await everyPage((after) => shares(mine.id, after));
     expect(paged).toEqual((await redPacketsAt(started.server.url).packet(VIEWER, mine.id))!.shares);
     expect(paged).toHaveLength(3);
     const otherShare = (await shares(other.id, null)).edges[0]!.cursor;

@@ -3,7 +3,7 @@ import { TeamsConnectionDocument, type TeamsConnectionQuery, type TeamsConnectio
 import { errorCodes, requestsAt } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
-import { expectRefusedAsMixed, mixedPages } from './support/paging.ts';
+import { cursorOf, everyPage, expectRefusedAsMixed, mixedPages } from './support/paging.ts';
 import { OPERATOR, teamsAt } from './support/teams.ts';
 
 const env = testEnv('teams_conn');
@@ -12,22 +12,13 @@ const started = startedServer(env);
 type ListedTeam = TeamsConnectionQuery['teamsConnection']['edges'][number]['node'];
 type Page = TeamsConnectionQuery['teamsConnection'];
 
-const cursorOf = (id: string) => Buffer.from(`c1:${id}`).toString('base64url');
-
 async function page(variables: TeamsConnectionQueryVariables): Promise<Page> {
   return (await requestsAt(started.server.url).data(TeamsConnectionDocument, variables, OPERATOR, { admin: true })).teamsConnection;
 }
 
 /** Every team of the list, page by page forwards from `after`. */
-async function everyTeam(variables: Omit<TeamsConnectionQueryVariables, 'after'>, after: string | null = null): Promise<ListedTeam[]> {
-  const teams: ListedTeam[] = [];
-  for (let pages = 0; pages < 100; pages++) {
-    const read = await page({ ...variables, after });
-    teams.push(...read.edges.map((edge) => edge.node));
-    if (!read.pageInfo.hasNextPage) return teams;
-    after = read.pageInfo.endCursor ?? null;
-  }
-  throw new Error('more than 100 pages');
+function everyTeam(variables: Omit<TeamsConnectionQueryVariables, 'after'>, after: string | null = null): Promise<ListedTeam[]> {
+  return everyPage((from) => page({ ...variables, after: from }), after);
 }
 
 /** The activity's team ids as PostgreSQL holds them, oldest first. */

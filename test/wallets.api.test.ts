@@ -10,7 +10,7 @@ import { CreditWalletDocument, type CreditWalletMutationVariables, MyRefundsDocu
 import { errorCodes, gql } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
-import { cursorOf, expectInvalidCursor } from './support/paging.ts';
+import { cursorOf, everyPage, expectInvalidCursor } from './support/paging.ts';
 import { sleep, waitFor } from './support/poll.ts';
 import { snapshotStores } from './support/stores.ts';
 import { tokenOf } from './support/tokens.ts';
@@ -183,15 +183,8 @@ describe('me.wallet', () => {
     const alices = (await wallets.wallet(alice)).entries.nodes.map((entry) => entry.id);
     expect(bobs).toHaveLength(3);
     // Bob's own cursors page his ledger one entry at a time, none skipped or repeated.
-    const paged: string[] = [];
-    let after: string | null = null;
-    for (let pages = 0; pages < 10; pages++) {
-      const { entries }: Awaited<ReturnType<typeof wallets.wallet>> = await wallets.wallet(bob, { first: 1, after });
-      paged.push(...entries.nodes.map((entry) => entry.id));
-      if (!entries.pageInfo.hasNextPage) break;
-      after = entries.pageInfo.endCursor;
-    }
-    expect(paged).toEqual(bobs);
+    const paged = await everyPage(async (after) => (await wallets.wallet(bob, { first: 1, after })).entries);
+    expect(paged.map((entry) => entry.id)).toEqual(bobs);
     const bobToken = await tokenOf(bob);
     for (const [what, id] of [
       ["Alice's entry", alices[1]!],
@@ -271,15 +264,8 @@ describe('refunds', () => {
       alices.unshift(await owe(alice, i));
     }
     // Bob's own cursors page his refunds one at a time, none skipped or repeated.
-    const paged: string[] = [];
-    let after: string | null = null;
-    for (let pages = 0; pages < 10; pages++) {
-      const page: Awaited<ReturnType<typeof wallets.myRefunds>> = await wallets.myRefunds(bob, { first: 1, after });
-      paged.push(...page.nodes.map((refund) => refund.id));
-      if (!page.pageInfo.hasNextPage) break;
-      after = page.pageInfo.endCursor;
-    }
-    expect(paged).toEqual(bobs);
+    const paged = await everyPage((after) => wallets.myRefunds(bob, { first: 1, after }));
+    expect(paged.map((refund) => refund.id)).toEqual(bobs);
     const bobToken = await tokenOf(bob);
     for (const [what, id] of [
       ["Alice's refund", alices[1]!],

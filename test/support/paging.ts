@@ -34,6 +34,21 @@ export function expectRefusedAsMixed(response: GraphqlResponse<unknown>, { forwa
   ]);
 }
 
+/** One page of a connection, read through its edges or its nodes. */
+type ConnectionPage<Node> = { pageInfo: { hasNextPage: boolean; endCursor?: string | null } } & ({ edges: { node: Node }[] } | { nodes: Node[] });
+
+/** Every node of a connection, page by page forwards from `after`. */
+export async function everyPage<Node>(read: (after: string | null) => Promise<ConnectionPage<Node>>, after: string | null = null): Promise<Node[]> {
+  const nodes: Node[] = [];
+  for (let pages = 0; pages < 100; pages++) {
+    const page = await read(after);
+    nodes.push(...('edges' in page ? page.edges.map((edge) => edge.node) : page.nodes));
+    if (!page.pageInfo.hasNextPage) return nodes;
+    after = page.pageInfo.endCursor ?? null;
+  }
+  throw new Error('more than 100 pages');
+}
+
 /** A cursor as the lists write it, naming the row `id`: to hand a list a row of another list, or no row at all. */
 export function cursorOf(id: string): string {
   return Buffer.from(`c1:${id}`).toString('base64url');
