@@ -32,7 +32,8 @@
                                                             SOLD_OUT_TODAY (a paid WEIGHTED draw, the daily stocks
                                                             gone); NOTHING_RELEASED (TIMED: no consolation left,
                                                             prizes still to come). availableAtMs: when it may change
-                                                            (the next day, the next release), 0 if unknown
+                                                            (the next day, the next release), 0 if unknown; a release's
+                                                            instant is secret: users are told only when its hour ends
     {'limit', dailyDrawLimit, resetsAtMs}                   the user's draws today reached the limit
     {'winLimit', dailyWinLimit, resetsAtMs}                 a paid draw at the user's daily win limit, which could
                                                             only lose

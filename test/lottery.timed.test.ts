@@ -224,27 +224,42 @@ describe('TIMED: prizes released over the day', () => {
     await expectLotteryInvariants(lot.stores, activity.id);
   });
 
-  it('answers NOTHING_RELEASED with the next release, not SOLD_OUT, while prizes are still to come', async () => {
-    const start = Date.parse('2027-06-01T00:00:00+08:00');
+  it("answers NOTHING_RELEASED with the end of the next release's hour or endsAt, never its instant; a draw then wins it", async () => {
+    // Asia/Kolkata is UTC+5:30: its hours end at half past a UTC hour. Hour 0 releases from
+    // the start (0:20), hour 1 until the end (1:45).
+    const start = Date.parse('2027-06-01T00:20:00+05:30');
+    const end = Date.parse('2027-06-01T01:45:00+05:30');
+    const hour1 = Date.parse('2027-06-01T01:00:00+05:30');
     await moveClockTo(lot.stores.redis, start - 3 * HOUR);
     const activity = await lottery.create(OPERATOR, {
       title: 'short of consolation',
       strategy: 'TIMED',
+      timezone: 'Asia/Kolkata',
       startsAt: new Date(start).toISOString(),
-      endsAt: new Date(start + 5 * HOUR).toISOString(),
+      endsAt: new Date(end).toISOString(),
       prizes: [
         { title: 'gold', totalStock: 10, hourlyQuota: Array(24).fill(1) },
         { title: 'thanks', kind: 'CONSOLATION', totalStock: 1 },
       ],
     });
-    await moveClockTo(lot.stores.redis, start + 10 * 60_000);
+    await moveClockTo(lot.stores.redis, start);
+    expect(await draw(activity.id)).toMatchObject({ __typename: 'LotteryWin', prize: { title: 'thanks' } });
+    // Prizes still to come, none scheduled yet: no time to tell.
+    expect(await draw(activity.id)).toMatchObject({ __typename: 'ActivityNotActive', reason: 'NOTHING_RELEASED', availableAt: null });
+
     await apps[0]!.lottery.scheduleDue();
-    let refused: Awaited<ReturnType<typeof draw>> | undefined;
-    for (let i = 0; i < 5 && !refused; i++) {
-      const result = await draw(activity.id);
-      if (result.__typename !== 'LotteryWin') refused = result;
-    }
-    const [, nextRelease] = await lot.stores.redis.zrange(`{lot:${activity.id}}:releases`, 0, 0, 'WITHSCORES');
-    expect(refused).toMatchObject({ __typename: 'ActivityNotActive', reason: 'NOTHING_RELEASED', availableAt: new Date(Number(nextRelease)).toISOString() });
+    const [, first, , second] = (await lot.stores.redis.zrange(`{lot:${activity.id}}:releases`, 0, -1, 'WITHSCORES')).map(Number);
+    expect(first).toBeLessThan(hour1);
+    expect(second).toBeGreaterThanOrEqual(hour1);
+
+    // Hour 0's prize: told when hour 0 ends, and there it is.
+    expect(await draw(activity.id)).toMatchObject({ __typename: 'ActivityNotActive', reason: 'NOTHING_RELEASED', availableAt: new Date(hour1).toISOString() });
+    await moveClockTo(lot.stores.redis, hour1);
+    expect(await draw(activity.id)).toMatchObject({ __typename: 'LotteryWin', prize: { title: 'gold' } });
+
+    // Hour 1's prize: the activity ends before the hour does, and the prize comes before the end.
+    expect(await draw(activity.id)).toMatchObject({ __typename: 'ActivityNotActive', reason: 'NOTHING_RELEASED', availableAt: new Date(end).toISOString() });
+    expect(second).toBeLessThan(end);
+    await expectLotteryInvariants(lot.stores, activity.id);
   });
 });

@@ -37,7 +37,7 @@ const SoldOutOdds = builder.enumType('SoldOutOdds', {
 });
 const InactiveReason = builder.enumType('LotteryInactiveReason', {
   description:
-    'SOLD_OUT: a paid WEIGHTED draw with no prize left to win before the end (it could only lose, so it is refused and spends nothing), or a TIMED activity with nothing left to release and no consolation prize left. SOLD_OUT_TODAY: a paid WEIGHTED draw with prizes left but none today (daily stocks), and a day left before the end; draws again from availableAt. NOTHING_RELEASED: TIMED, no consolation prize left and no prize released right now; more come later (availableAt: the next release, when scheduled).',
+    'SOLD_OUT: a paid WEIGHTED draw with no prize left to win before the end (it could only lose, so it is refused and spends nothing), or a TIMED activity with nothing left to release and no consolation prize left. SOLD_OUT_TODAY: a paid WEIGHTED draw with prizes left but none today (daily stocks), and a day left before the end; draws again from availableAt. NOTHING_RELEASED: TIMED, no consolation prize left and no prize released right now; more come later (availableAt: by when the next one is released, when scheduled).',
   values: ['NOT_STARTED', 'ENDED', 'PAUSED', 'SOLD_OUT', 'SOLD_OUT_TODAY', 'NOTHING_RELEASED'] as const,
 });
 
@@ -162,7 +162,8 @@ builder.objectType(ActivityNotActive, {
     availableAt: t.expose('availableAt', {
       type: 'DateTime',
       nullable: true,
-      description: "SOLD_OUT_TODAY: the next midnight in the activity's timezone; NOTHING_RELEASED: the next prize's release, when scheduled; null otherwise.",
+      description:
+        "SOLD_OUT_TODAY: the next midnight in the activity's timezone. NOTHING_RELEASED: the end of the hour (of the activity's timezone) in which the next prize is released, or endsAt if sooner: the prize is released before then, at a random moment of that hour that is never told, and a draw from availableAt on (before endsAt) finds it unless another draw took it first; null while no release is scheduled. Null for the other reasons.",
     }),
   }),
 });

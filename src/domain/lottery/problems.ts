@@ -8,7 +8,7 @@ export class ActivityNotActive extends Problem {
     readonly endsAt: Date,
     /** The draw's own clock when it was refused: clients count down to startsAt against it. */
     readonly serverTime: Date,
-    /** SOLD_OUT_TODAY: the next day; NOTHING_RELEASED: the next release, when scheduled. */
+    /** SOLD_OUT_TODAY: the next day; NOTHING_RELEASED: the end of the next release's hour (endsAt at the latest), when scheduled. */
     readonly availableAt: Date | null = null,
   ) {
     super();

@@ -15,6 +15,19 @@ import { ONE_HOUR_MS, localHourOfDay, localHourStart } from './timezone.ts';
  */
 const lookAheadMs = (scheduleIntervalMs: number) => Math.min(2 * scheduleIntervalMs, ONE_HOUR_MS);
 
+/** The first hour the scheduler fills: the local hour that holds the start. Each later one begins an hour after the one before. */
+const firstHourStart = (settings: LotterySettings) => localHourStart(settings.utcOffsets, settings.startsAtMs);
+
+/**
+ * When the scheduler's hour that holds `atMs` ends, so that the hour of a release can be
+ * told without its instant. Where the offset moves by half an hour (Australia/Lord_Howe),
+ * these hours keep the start's alignment, which localHourStart of a later instant would not.
+ */
+export function scheduledHourEnd(settings: LotterySettings, atMs: number): number {
+  const first = firstHourStart(settings);
+  return first + (Math.floor((atMs - first) / ONE_HOUR_MS) + 1) * ONE_HOUR_MS;
+}
+
 /** What a schedule that clashed with PostgreSQL comes to: the hour was scheduled elsewhere. */
 const SCHEDULED_ELSEWHERE = { kind: 'already' } as const;
 
@@ -54,7 +67,7 @@ export class LotteryScheduler {
     const scheduled = await this.store.scheduledHours(activityId);
     const until = Math.min(nowMs + lookAheadMs(this.deps.scheduleIntervalMs), settings.endsAtMs);
     let released = 0;
-    for (let hour = localHourStart(settings.utcOffsets, settings.startsAtMs); hour < until; hour += ONE_HOUR_MS) {
+    for (let hour = firstHourStart(settings); hour < until; hour += ONE_HOUR_MS) {
       if (!scheduled.has(hour)) released += await this.scheduleHour(activityId, hour, nowMs);
     }
     return released;

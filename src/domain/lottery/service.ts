@@ -18,9 +18,9 @@ import type { CreateLotteryInput, UpdateLotteryInput } from './input.ts';
 import { drawJournalKind, scheduleJournalKind, settingsJournalKind } from './journalKinds.ts';
 import { drawIsDurable, insertActivity, loadSnapshot, lotteryActivityIds, prizeRemainingStock, remainingStock, winsPage } from './persistence.ts';
 import { ActivityNotActive, DrawLimitReached, WinLimitReached } from './problems.ts';
-import { LotteryScheduler } from './scheduler.ts';
+import { LotteryScheduler, scheduledHourEnd } from './scheduler.ts';
 import { DRAW_RANDOM_RANGE, type LotterySettings, type LotteryStatus } from './settings.ts';
-import { type LotterySnapshot, LotteryStore, type PrizeSnapshot, emptySnapshot, lotteryKeys } from './store.ts';
+import { type InactiveReason, type LotterySnapshot, LotteryStore, type PrizeSnapshot, emptySnapshot, lotteryKeys } from './store.ts';
 import { localDay } from './timezone.ts';
 import { type DrawOutcome, type LotteryActivityView, type LotteryWinView, type WinRecordView, drawOutcome, prizeView } from './views.ts';
 import { LotteryWinners } from './winners.ts';
@@ -153,7 +153,7 @@ export class LotteryService {
           new Date(reply.startsAtMs),
           new Date(reply.endsAtMs),
           new Date(reply.nowMs),
-          reply.availableAtMs > 0 ? new Date(reply.availableAtMs) : null,
+          await this.availableAt(activityId, reply.reason, reply.availableAtMs, reply.endsAtMs),
         );
       case 'limit':
         throw new DrawLimitReached(reply.dailyDrawLimit, new Date(reply.resetsAtMs));
@@ -185,6 +185,18 @@ export class LotteryService {
     if (draw.prize?.kind === 'POINTS') await this.deps.payments.settleCommitted(draw.drawId);
     if (announce && outcome.outcome === 'win') this.winnersTicker.announce(outcome);
     return outcome;
+  }
+
+  /**
+   * When a refused draw may go through, from the script's answer. NOTHING_RELEASED: the
+   * script names the next release's instant, which must stay secret (a bot drawing right
+   * then would win every prize), so the draw is told only when that release's hour ends.
+   */
+  private async availableAt(activityId: string, reason: InactiveReason, availableAtMs: number, endsAtMs: number): Promise<Date | null> {
+    if (availableAtMs <= 0) return null;
+    if (reason !== 'NOTHING_RELEASED') return new Date(availableAtMs);
+    const settings = await this.settings(activityId);
+    return settings ? new Date(Math.min(scheduledHourEnd(settings, availableAtMs), endsAtMs)) : null;
   }
 
   /** Paid draws: releases reservations whose draw never came, once the lottery's journal holds none for them. */
