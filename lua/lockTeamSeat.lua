@@ -2,8 +2,10 @@
   Locks a seat in a team for the caller until now + lockSeconds, and journals what changed,
   with the payment the server minted for the lock (ARGV[5], bound to this user, team and
   lock: KEYS[9] keeps the live lock's reference, so only that payment can turn it into a
-  seat). The payment is due by the lock's expiry or the team's deadline, whichever comes
-  first: a team still open at its deadline fails, and a payment after it is owed back.
+  seat). The payment is due a grace before its seat frees (the lock's expiry, or the team's
+  deadline if sooner: a team still open then fails): a tenth of the lock, at most ARGV[7] ms.
+  The seat is judged when the provider's notify arrives, seconds after the buyer paid, and
+  a buyer who paid by the provider's deadline must still find the lock live then.
   The activity's limit on teams joined is checked here, against KEYS[11], so two
   locks racing cannot both pass it: a live lock counts as a join in progress, and a user
   holds one live lock per activity at most.
@@ -31,17 +33,19 @@
   ARGV[4] the team the caller expects KEYS[4] to name for the user, or ''
   ARGV[5] the payment reference minted for this lock
   ARGV[6] the most locks a user may take in one team
+  ARGV[7] the most grace (ms) between the payment's deadline and its seat freeing
 
   Every reply but 'missing' and 'holderIs' is {tag, entryId, entryFields, ...}: the expired
   locks it dropped are journaled whatever it answers; entryId is '' when nothing changed.
     {'missing'}                                meta or KEYS[10] missing: rebuild from PostgreSQL, then retry
     {'holderIs', holderTeamId}                 KEYS[4] names another team than ARGV[4]: retry with that one
-    {'locked', entryId, fields, expiresAtMs, releasedTeamId, paymentRef, amountCents, team}
+    {'locked', entryId, fields, expiresAtMs, paymentDueAtMs, releasedTeamId, paymentRef, amountCents, team}
+                                               expiresAtMs is the lock's, paymentDueAtMs the payment's;
                                                releasedTeamId is '' unless a live lock moved; fields
                                                carry payer, paymentRef, amountCents, expiresAt (the
-                                               payment's: the lock's expiry, or the deadline if sooner);
-                                               team is the team after the lock (team_state)
-    {'alreadyLocked', entryId, fields, expiresAtMs, paymentRef, amountCents, team}  the caller already holds a live lock here
+                                               payment's); team is the team after the lock (team_state)
+    {'alreadyLocked', entryId, fields, expiresAtMs, paymentDueAtMs, paymentRef, amountCents, team}
+                                               the caller already holds a live lock here
     {'limitReached', entryId, fields, maxTeamsPerUser}  the caller joined as many teams as the activity allows
     {'lockLimitReached', entryId, fields, maxLocks}  the caller took as many locks in this team as allowed
     {'member', entryId, fields}                the caller is a member
@@ -56,6 +60,7 @@ local meta, members, locks, holders, expiries, stream, previous_meta, previous_l
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local lock_refs, activity, joined, lock_counts = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 local user, team_id, event_id, expected_holder, payment_ref, max_locks = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
+local max_grace = tonumber(ARGV[7])
 
 if redis.call('EXISTS', meta) == 0 or redis.call('EXISTS', activity) == 0 then
   return {'missing'}
@@ -91,11 +96,18 @@ local function reply(tag, ...)
   return {tag, entry_id, fields, ...}
 end
 
+-- When the payment of a lock running out at lock_expires_at is due (see the top).
+local function payment_due_at(lock_expires_at)
+  local values = redis.call('HMGET', meta, 'lockSeconds', 'deadlineMs')
+  local grace = math.min(tonumber(values[1]) * 100, max_grace)
+  return math.min(lock_expires_at, tonumber(values[2])) - grace
+end
+
 local amount = redis.call('HGET', activity, 'groupPriceCents')
 local own = redis.call('ZSCORE', locks, user)
 if own then
   -- The state after reply() journaled (and bumped the version for) the expired locks it dropped.
-  local answer = reply('alreadyLocked', tonumber(own), redis.call('HGET', lock_refs, user) or '', amount)
+  local answer = reply('alreadyLocked', tonumber(own), payment_due_at(tonumber(own)), redis.call('HGET', lock_refs, user) or '', amount)
   answer[#answer + 1] = team_state(meta, members, locks, now)
   return answer
 end
@@ -138,6 +150,7 @@ redis.call('HINCRBY', lock_counts, user, 1)
 -- keeps them; Redis losing its data loses them, and the limit, which only has to outlast
 -- abuse, starts again).
 expire_with_team(meta, locks, lock_refs, lock_counts)
+local payment_due = payment_due_at(expires_at)
 local entry_id, fields = journal_changes(stream, metas, 'lock', team_id, event_id, now, events,
-  {'payer', user, 'paymentRef', payment_ref, 'amountCents', amount, 'expiresAt', tostring(math.min(expires_at, tonumber(redis.call('HGET', meta, 'deadlineMs'))))})
-return {'locked', entry_id, fields, expires_at, previous or '', payment_ref, amount, team_state(meta, members, locks, now)}
+  {'payer', user, 'paymentRef', payment_ref, 'amountCents', amount, 'expiresAt', tostring(payment_due)})
+return {'locked', entry_id, fields, expires_at, payment_due, previous or '', payment_ref, amount, team_state(meta, members, locks, now)}

@@ -166,6 +166,49 @@ describe('a notify of a seat payment', () => {
   });
 });
 
+describe("a seat payment's deadline", () => {
+  const ms = (iso: string) => Date.parse(iso);
+  const storedExpiry = async (paymentRef: string) =>
+    (await started.stores.sql.query<{ expires_at: Date }>('SELECT expires_at FROM payment WHERE payment_ref = $1', [paymentRef])).rows[0]?.expires_at.toISOString();
+  /** Until the scripts' clock (Redis TIME) is past `iso`. */
+  const untilPast = (iso: string, what: string) =>
+    waitFor(
+      what,
+      async () => {
+        const [seconds, micros] = await started.stores.redis.time();
+        return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000) > ms(iso);
+      },
+      { timeoutMs: 15_000, intervalMs: 20 },
+    );
+
+  it('comes a tenth of the lock before the seat frees, in the answer and in PostgreSQL', async () => {
+    const team = (await teams.open('grace-leader', { activityId: 'notify-grace', lockSeconds: 5 })).id;
+    const locked = await teams.lock('grace-payer', team);
+    if (locked.__typename !== 'SeatLocked') throw new Error(`got ${locked.__typename}`);
+    // The lock and its countdown keep their 5 s; the provider is told to stop taking money 0.5 s sooner.
+    expect(ms(locked.lock.expiresAt) - ms(locked.lock.lockedAt)).toBe(5_000);
+    expect(ms(locked.lock.expiresAt) - ms(locked.payment.expiresAt)).toBe(500);
+    expect(await storedExpiry(locked.payment.paymentRef)).toBe(locked.payment.expiresAt);
+    // A repeat answers the same payment.
+    expect(await teams.lock('grace-payer', team)).toMatchObject({ payment: locked.payment, lock: locked.lock });
+  });
+
+  it("seats a payer whose notify arrives after the provider's deadline, while the seat still holds", async () => {
+    // The team's deadline frees the seat before the minute's lock would: the payment is due
+    // 6 s (a tenth of the lock) before it, so the notify below has seconds to spare.
+    const opened = await teams.open('grace-late-leader', { activityId: 'notify-grace-deadline', capacity: 2, lockSeconds: 60, formationSeconds: 8 });
+    const locked = await teams.lock('grace-late-payer', opened.id);
+    if (locked.__typename !== 'SeatLocked') throw new Error(`got ${locked.__typename}`);
+    expect(ms(opened.deadline) - ms(locked.payment.expiresAt)).toBe(6_000);
+    expect(await storedExpiry(locked.payment.paymentRef)).toBe(locked.payment.expiresAt);
+    // Paid at the last moment the provider allowed; its notify comes once that moment has passed.
+    await untilPast(locked.payment.expiresAt, "the provider's deadline to pass");
+    expect(await sendNotify(started.server.url, succeeded(locked.payment))).toEqual({ status: 200, body: { outcome: 'SEATED' } });
+    expect(await teams.team('grace-late-leader', opened.id)).toMatchObject({ status: 'COMPLETE' });
+    expect(await paymentViolations(started.stores, [opened.id])).toEqual([]);
+  });
+});
+
 describe("an operator's seat and the provider's payment", () => {
   /** A team of its own that fails 3 s after it opens, so its refunds can be read. */
   const failingTeam = async (leader: string) => (await teams.open(leader, { activityId: 'notify-failing', capacity: 5, formationSeconds: 3 })).id;

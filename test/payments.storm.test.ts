@@ -48,7 +48,7 @@ describe('payments racing lock expiry', () => {
         if (locked.__typename !== 'SeatLocked') return;
         // Paid around the moment the two-second lock runs out (same machine, same clock), some
         // of them twice (the provider retrying).
-        await sleep(Math.max(0, Date.parse(locked.payment.expiresAt) - Date.now() - 1600 + Math.random() * 1800));
+        await sleep(Math.max(0, Date.parse(locked.lock.expiresAt) - Date.now() - 1600 + Math.random() * 1800));
         const notice = { ...locked.payment, status: 'SUCCEEDED' as const, providerTxnId: `txn-${locked.payment.paymentRef}` };
         const answers = await Promise.all(Array.from({ length: i % 3 === 0 ? 2 : 1 }, () => sendNotify(started.server.url, notice)));
         for (const answer of answers) {

@@ -15,7 +15,7 @@ const LOCK_SECONDS = 6;
 /** The skew of one phone's clock: its countdowns must still agree with the server's. */
 const CLOCK_AHEAD_MS = 90_000;
 /** How long a failing team has: time enough to open it, lock a seat and pay for it under load. */
-const FORMATION_SECONDS = 6;
+const FORMATION_SECONDS = 7;
 let web: Awaited<ReturnType<typeof startWebApp>>;
 let server: typeof web.server;
 let appUrl: string;
@@ -45,9 +45,9 @@ const longName = (prefix: string) => `${prefix}${'W'.repeat(64 - prefix.length)}
 /** Whether the page scrolls sideways at its width (a long word, a fixed-size box). */
 const scrollsSideways = (page: Page) => page.evaluate(() => document.documentElement.scrollWidth > document.documentElement.clientWidth);
 
-/** How far a page's countdown is from the lock's expiry counted on the server's clock, in ms. */
-async function countdownError(page: Page, expiresAt: string): Promise<number> {
-  const [shown, { serverTime }] = await Promise.all([page.getByTestId('seat-countdown').getAttribute('data-remaining-ms'), requestsAt(server.url).data(ServerTimeDocument, {}, 'clock')]);
+/** How far a page's countdown (the seat's, or the payment's) is from `expiresAt` counted on the server's clock, in ms. */
+async function countdownError(page: Page, expiresAt: string, countdown: 'seat-countdown' | 'pay-countdown' = 'seat-countdown'): Promise<number> {
+  const [shown, { serverTime }] = await Promise.all([page.getByTestId(countdown).getAttribute('data-remaining-ms'), requestsAt(server.url).data(ServerTimeDocument, {}, 'clock')]);
   return Math.abs(Number(shown) - (Date.parse(expiresAt) - Date.parse(serverTime)));
 }
 
@@ -93,12 +93,15 @@ describe('a group-buy team', () => {
     const lockId = webDocumentId('WebLockTeamSeat');
     const locked = buyer.waitForResponse((response) => response.url().endsWith('/graphql') && response.request().postDataJSON()?.documentId === lockId);
     await buyer.getByRole('button', { name: '参团：锁定座位' }).click();
-    await locked;
+    const { payment } = (await (await locked).json()).data.lockTeamSeat as { payment: { expiresAt: string } };
     await leader.getByTestId('paying-seat').waitFor({ timeout: 1000 });
     const lock = (await teams.team('heidi', teamId))!.locks[0]!;
     await expectSeats(watchers, [1, 1, 1]);
+    // The buyer is told to pay by the payment's deadline, a tenth of the lock before the seat frees.
+    expect(Date.parse(lock.expiresAt) - Date.parse(payment.expiresAt)).toBe(LOCK_SECONDS * 100);
+    expect(await countdownError(buyer, payment.expiresAt, 'pay-countdown')).toBeLessThan(1000);
     await expect.poll(() => leaderNews.textContent()).toBe('1/3 人已入团，1 人支付中，1 个空位');
-    await expect.poll(() => buyerNews.textContent()).toBe('1/3 人已入团，1 人支付中，1 个空位；你的座位 10 秒内释放，请尽快支付');
+    await expect.poll(() => buyerNews.textContent()).toBe('1/3 人已入团，1 人支付中，1 个空位；支付将在 10 秒内截止，请尽快支付');
     for (const page of watchers) {
       expect(await countdownError(page, lock.expiresAt)).toBeLessThan(1000);
       const [minutes, seconds] = (await page.getByTestId('seat-countdown').textContent())!.split(':').map(Number);
@@ -137,6 +140,29 @@ describe('a group-buy team', () => {
     await expectSeats(phones, [3, 0, 0]);
     for (const page of watchers) expect(await page.evaluate(() => 'notReloaded' in window)).toBe(true);
     await app.screenshot(leader, 'team-complete');
+    expect(app.misbehaviour).toEqual([]);
+  });
+});
+
+describe("a buyer's time to pay", () => {
+  it("counts down to the payment's deadline; once it passes, the pay button gives way while the seat is still held", { timeout: 60_000 }, async () => {
+    const team = await teamsAt(server.url).open('pia', { activityId: 'web-pay-by', title: '付款截止', capacity: 3 });
+    const buyer = await app.signedIn('quinn');
+    // The page's clock, so the test can jump to the payment's deadline without waiting for it.
+    await buyer.clock.install();
+    await buyer.goto(`${appUrl}#/team/${team.id}`);
+    await buyer.getByRole('button', { name: '参团：锁定座位' }).click();
+    await buyer.getByRole('button', { name: '沙箱支付 ¥9.90' }).waitFor();
+    // A 300 s lock: pay within 4:30 (a tenth of it, 30 s, is left for the provider's notify).
+    expect(await buyer.getByTestId('pay-countdown').textContent()).toMatch(/^请在 4:(30|29) 内支付$/);
+    await buyer.clock.fastForward(271_000);
+    await buyer.getByTestId('pay-closed').waitFor();
+    expect(await buyer.getByRole('button', { name: '沙箱支付 ¥9.90' }).count()).toBe(0);
+    // The seat is still held for the buyer, counting down to when the lock frees it.
+    await expectSeats([buyer], [1, 1, 1]);
+    expect(Number(await buyer.getByTestId('seat-countdown').getAttribute('data-remaining-ms'))).toBeGreaterThan(0);
+    await buyer.getByRole('button', { name: '放弃座位' }).click();
+    await expectSeats([buyer], [1, 0, 2]);
     expect(app.misbehaviour).toEqual([]);
   });
 });
@@ -186,11 +212,11 @@ describe('a team that fails', () => {
     // Signed in first: the team's few seconds are left for locking a seat and paying for it.
     const buyer = await app.signedIn('lena');
     // Two seats of three are taken by the deadline: the team fails, and the payment is refunded.
-    // The lock would outlive the deadline: its payment is due by the deadline, and payable.
-    const team = await teams.open('kim', { activityId, title: '拼团失败的奶茶', capacity: 3, lockSeconds: 60, formationSeconds: FORMATION_SECONDS });
+    // The lock would outlive the deadline: its payment is due a second (a tenth of the lock) before it, and payable.
+    const team = await teams.open('kim', { activityId, title: '拼团失败的奶茶', capacity: 3, lockSeconds: 10, formationSeconds: FORMATION_SECONDS });
     await buyer.goto(`${appUrl}#/team/${team.id}`);
     await buyer.getByRole('button', { name: '参团：锁定座位' }).click();
-    // The seat's countdown runs to the deadline, not to the lock's expiry a minute away.
+    // The seat's countdown runs to the deadline, not to the lock's expiry further away.
     const remainingMs = async () => Number(await buyer.getByTestId('seat-countdown').getAttribute('data-remaining-ms'));
     await expect.poll(remainingMs).toBeGreaterThan(0);
     expect(await remainingMs()).toBeLessThanOrEqual(FORMATION_SECONDS * 1000);

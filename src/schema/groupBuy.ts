@@ -20,7 +20,7 @@ const GroupBuyActivityRef = builder.objectRef<GroupBuyActivity>('GroupBuyActivit
     priceCents: t.exposeInt('priceCents'),
     groupPriceCents: t.exposeInt('groupPriceCents', { description: 'What a seat costs.' }),
     capacity: t.exposeInt('capacity', { description: 'Seats per team, the leader included.' }),
-    lockSeconds: t.exposeInt('lockSeconds', { description: 'How long a seat lock (and its payment) lasts.' }),
+    lockSeconds: t.exposeInt('lockSeconds', { description: 'How long a seat lock lasts. Its payment is due a tenth of that (at most 30 s) before the seat frees.' }),
     formationSeconds: t.exposeInt('formationSeconds', { description: 'A team still OPEN this long after it opened fails.' }),
     startsAt: t.expose('startsAt', { type: 'DateTime' }),
     endsAt: t.expose('endsAt', { type: 'DateTime', description: 'Teams may be opened from startsAt until endsAt; those open then may still fill.' }),

@@ -17,7 +17,7 @@ export const PaymentIntentRef = builder.objectRef<PaymentIntent>('PaymentIntent'
     expiresAt: t.expose('expiresAt', {
       type: 'DateTime',
       description:
-        "Pay by then (the provider's order expiry). A seat payment's is its lock's expiry, or the team's deadline if that comes first; one notified later seats no one and is owed back.",
+        "Pay by then (the provider's order expiry). A seat payment's comes a grace before its seat frees (the lock's expiry, or the team's deadline if sooner): a tenth of the lock's lockSeconds, at most 30 s, for the provider's notify to arrive. A notify that arrives once the seat has freed seats no one, and the money is owed back.",
     }),
   }),
 });

@@ -34,7 +34,7 @@ const SeatLock = builder.objectRef<SeatLockView>('SeatLock').implement({
     expiresAt: t.expose('expiresAt', {
       type: 'DateTime',
       description:
-        "When the lock lets the seat go, lockSeconds after lockedAt. The team's deadline frees it first if it comes sooner (the team fails): count down to the earlier of the two.",
+        "When the lock lets the seat go, lockSeconds after lockedAt. The team's deadline frees it first if it comes sooner (the team fails): count down to the earlier of the two. Its holder pays by their payment's expiresAt, a grace before then.",
     }),
   }),
 });
@@ -94,7 +94,7 @@ const SeatLockedRef = builder.objectRef<SeatLocked>('SeatLocked').implement({
     payment: t.field({
       type: PaymentIntentRef,
       description:
-        "What to pay for this lock: the group price, under a reference minted for the caller, this team and this lock. Once the provider's notify arrives, the lock becomes a seat (before expiresAt) or the money is owed back (after).",
+        "What to pay for this lock, by its expiresAt: the group price, under a reference minted for the caller, this team and this lock. When the provider's notify arrives, the lock becomes a seat if it still holds, or the money is owed back.",
       resolve: ({ payment }, _args, { app }) => app.payments.describe(payment),
     }),
   }),

@@ -185,9 +185,8 @@ export class TeamService {
           const team = teamStateOf(ref.activityId, ref.teamId, reply.team)!;
           const expiresAt = new Date(reply.expiresAtMs).toISOString();
           const lock = { userId, lockedAt: new Date(reply.expiresAtMs - team.lockSeconds * 1000).toISOString(), expiresAt };
-          // Due by the team's deadline if that comes first: the team fails then, and a payment after it is owed back.
-          const dueAt = new Date(Math.min(reply.expiresAtMs, Date.parse(team.deadline))).toISOString();
-          const payment = { paymentRef: reply.paymentRef, amountCents: reply.amountCents, expiresAt: dueAt };
+          // Due a grace before the seat frees, as the script recorded it (lockTeamSeat.lua).
+          const payment = { paymentRef: reply.paymentRef, amountCents: reply.amountCents, expiresAt: new Date(reply.paymentDueAtMs).toISOString() };
           return { team, lock, releasedTeamId: reply.kind === 'locked' ? reply.releasedTeamId : null, payment };
         }
       }

@@ -55,6 +55,14 @@ export type TeamStatus = 'OPEN' | 'COMPLETE' | 'FAILED';
  */
 export const SEAT_LOCKS_PER_USER_PER_TEAM = 3;
 
+/**
+ * The most time between a seat payment's deadline (the provider's order expiry) and its seat
+ * freeing; the grace is a tenth of the lock up to this (lockTeamSeat.lua). The seat is judged
+ * when the provider's notify arrives, seconds after the buyer paid, later under a crowd: a
+ * buyer who paid by the provider's deadline must not be charged, refunded and seatless.
+ */
+export const SEAT_PAYMENT_GRACE_MAX_MS = 30_000;
+
 export interface TeamMemberView {
   userId: string;
   joinedAt: string;
@@ -130,12 +138,20 @@ const lockTeamSeat = defineScript(
     locked: (values, keys) => ({
       ...change(values, keys),
       expiresAtMs: values.num(2),
-      releasedTeamId: values.str(3) || null,
+      paymentDueAtMs: values.num(3),
+      releasedTeamId: values.str(4) || null,
+      paymentRef: values.str(5),
+      amountCents: values.num(6),
+      team: teamReadAt(values, 7),
+    }),
+    alreadyLocked: (values, keys) => ({
+      ...change(values, keys),
+      expiresAtMs: values.num(2),
+      paymentDueAtMs: values.num(3),
       paymentRef: values.str(4),
       amountCents: values.num(5),
       team: teamReadAt(values, 6),
     }),
-    alreadyLocked: (values, keys) => ({ ...change(values, keys), expiresAtMs: values.num(2), paymentRef: values.str(3), amountCents: values.num(4), team: teamReadAt(values, 5) }),
     limitReached: (values, keys) => ({ ...change(values, keys), maxTeamsPerUser: values.num(2) }),
     lockLimitReached: (values, keys) => ({ ...change(values, keys), maxLocks: values.num(2) }),
     member: change,
@@ -197,6 +213,7 @@ export class TeamStore {
       expectedHolder,
       paymentRef,
       SEAT_LOCKS_PER_USER_PER_TEAM,
+      SEAT_PAYMENT_GRACE_MAX_MS,
     ]);
   }
 

@@ -68,6 +68,9 @@ const LockSeat = graphql(`
     lockTeamSeat(teamId: $teamId) {
       __typename
       ... on SeatLocked {
+        lock {
+          expiresAt
+        }
         payment {
           paymentRef
           amountCents
@@ -98,7 +101,8 @@ const SandboxPay = graphql(`
   }
 `);
 
-type Payment = { paymentRef: string; amountCents: number; expiresAt: string };
+/** The payment of my lock, due by expiresAt, a little before the lock (which ends at lockExpiresAt) frees the seat. */
+type Payment = { paymentRef: string; amountCents: number; expiresAt: string; lockExpiresAt: string };
 
 // The payment of my lock outlives a reload of the page (not the tab): the server answers it once.
 const paymentKey = (teamId: string) => `campaign.seatPayment.${teamId}`;
@@ -126,19 +130,19 @@ function teamNews(team: WebTeamFieldsFragment): string {
   return team.freeSeats === 0 ? `${taken}，暂无空位` : `${taken}，${team.freeSeats} 个空位`;
 }
 
-/** The warnings of my seat's countdown, the last one due first: said once each, not every tick. */
-const LOCK_WARNINGS = [
-  { withinMs: 10_000, text: '你的座位 10 秒内释放，请尽快支付' },
-  { withinMs: 60_000, text: '你的座位 1 分钟内释放，请尽快支付' },
+/** The warnings of my payment's countdown, the last one due first: said once each, not every tick. */
+const PAY_WARNINGS = [
+  { withinMs: 10_000, text: '支付将在 10 秒内截止，请尽快支付' },
+  { withinMs: 60_000, text: '支付将在 1 分钟内截止，请尽快支付' },
 ];
 
 /**
  * What a screen reader hears of the team's live changes, in a region that is always there
  * (visually hidden: the page shows all of it). The state as it was first shown is not said.
  */
-function TeamNews({ team, dueAt, now }: { team: WebTeamFieldsFragment; dueAt: number | null; now: number }) {
+function TeamNews({ team, payBy, now }: { team: WebTeamFieldsFragment; payBy: number | null; now: number }) {
   const news = teamNews(team);
-  const warning = dueAt !== null && dueAt > now ? LOCK_WARNINGS.find((stage) => dueAt - now <= stage.withinMs)?.text : undefined;
+  const warning = payBy !== null && payBy > now ? PAY_WARNINGS.find((stage) => payBy - now <= stage.withinMs)?.text : undefined;
   const [said, setSaid] = useState('');
   const heard = useRef({ news, warning });
   useEffect(() => {
@@ -155,7 +159,8 @@ function TeamNews({ team, dueAt, now }: { team: WebTeamFieldsFragment; dueAt: nu
 
 /**
  * A team's seats, live: members, seats being paid for (each counting down to its lock's
- * expiry on the server's clock) and free seats. Lock one, pay for it, watch the team fill.
+ * expiry on the server's clock) and free seats. Lock one, pay for it by its payment's
+ * deadline (a little before the seat frees), watch the team fill.
  */
 export function TeamPage({ teamId }: { teamId: string }) {
   const [team, setTeam] = useState<WebTeamFieldsFragment | null>(null);
@@ -246,9 +251,9 @@ export function TeamPage({ teamId }: { teamId: string }) {
   const myLock = team.locks.find((lock) => lock.userId === me);
   const member = team.members.some((seat) => seat.userId === me);
   // A payment is for one lock: one kept from a lock that has since run out pays for nothing.
-  // It is due by the lock's expiry, or by the team's deadline if that comes first.
-  const dueAt = myLock ? Math.min(Date.parse(myLock.expiresAt), Date.parse(team.deadline)) : null;
-  const payable = payment && Date.parse(payment.expiresAt) === dueAt ? payment : null;
+  const payable = payment && myLock && payment.lockExpiresAt === myLock.expiresAt ? payment : null;
+  // The provider takes it until its expiresAt, a grace before the seat frees: the time to pay by.
+  const payBy = payable ? Date.parse(payable.expiresAt) : null;
   const freeRows = Math.max(0, team.capacity - team.members.length - team.locks.length);
 
   function remember(next: Payment | null) {
@@ -274,7 +279,7 @@ export function TeamPage({ teamId }: { teamId: string }) {
     act('lock', async () => {
       const { lockTeamSeat: result } = await request(LockSeat, { teamId });
       focusPayWhenShown.current = result.__typename === 'SeatLocked';
-      if (result.__typename === 'SeatLocked') remember(result.payment);
+      if (result.__typename === 'SeatLocked') remember({ ...result.payment, lockExpiresAt: result.lock.expiresAt });
       else if ('message' in result) setMessage(result.message);
       if (result.__typename === 'SeatLockLimitReached') setLockLimitReached(true);
     });
@@ -354,15 +359,27 @@ export function TeamPage({ teamId }: { teamId: string }) {
           </li>
         ))}
       </ul>
-      {team.status === 'OPEN' && !member && payable && (
+      {team.status === 'OPEN' && !member && payable && payBy !== null && (
         <>
-          {/* Cut off from the live updates, the page cannot tell whether the lock still holds. */}
-          <ActionButton onClick={pay} disabled={busy || liveDown} acting={acting === 'pay'} buttonRef={payButtonShown}>
-            沙箱支付 ¥{yuan(payable.amountCents)}
-          </ActionButton>
-          {liveDown && (
-            <p class="muted" data-testid="pay-stale">
-              座位状态可能已变化：连接恢复后再支付
+          {payBy > now ? (
+            <>
+              <p data-testid="pay-countdown" data-remaining-ms={payBy - now}>
+                请在 <span class="nowrap">{countdown(payBy, now)}</span> 内支付
+              </p>
+              {/* Cut off from the live updates, the page cannot tell whether the lock still holds. */}
+              <ActionButton onClick={pay} disabled={busy || liveDown} acting={acting === 'pay'} buttonRef={payButtonShown}>
+                沙箱支付 ¥{yuan(payable.amountCents)}
+              </ActionButton>
+              {liveDown && (
+                <p class="muted" data-testid="pay-stale">
+                  座位状态可能已变化：连接恢复后再支付
+                </p>
+              )}
+            </>
+          ) : (
+            // The provider no longer takes it; the seat stays held until its countdown above ends.
+            <p class="notice" data-testid="pay-closed">
+              支付已截止，座位释放后可重新参团
             </p>
           )}
           <ActionButton class="secondary" onClick={release} disabled={busy} acting={acting === 'release'}>
@@ -382,7 +399,7 @@ export function TeamPage({ teamId }: { teamId: string }) {
           </p>
         )}
       </Status>
-      <TeamNews team={team} dueAt={dueAt} now={now} />
+      <TeamNews team={team} payBy={payBy} now={now} />
       {networkProblem && (
         <p class="problem" role="alert" data-testid="team-network-problem" ref={problemLine} tabIndex={-1}>
           {networkProblem}
