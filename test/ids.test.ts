@@ -130,7 +130,9 @@ describe('an id no record can have is BAD_USER_INPUT, in the caller language, an
 
 describe('a user id no token can carry is BAD_USER_INPUT where an operator names a user, and changes nothing', () => {
   /** What a token's `sub` is refused for: each would credit or seat an id nobody can sign in as, and the first reads as "alice". */
-  const badUserIds = ['\u202Eecila', 'bob\ncarol', 'tab\there', 'zero\u200Bwidth', ' alice', 'alice ', '', 'u'.repeat(129)];
+  const badUserIds = ['\u202Eecila', 'bob\ncarol', 'tab\there', 'zero\u200Bwidth', 'bob\u200D', ' alice', 'alice ', '', 'u'.repeat(129)];
+  /** Refused before the id check, as in every String input (inputCharacters.test.ts): BAD_USER_INPUT without an issue. */
+  const refusedInAnyText = new Set(['\u202Eecila', 'zero\u200Bwidth']);
   let teamId: string;
   beforeAll(async () => {
     // A team with free seats: confirmTeamSeat would seat any of these ids in it.
@@ -149,7 +151,7 @@ describe('a user id no token can carry is BAD_USER_INPUT where an operator names
       const response = await call(userId);
       const what = `${name} with ${JSON.stringify(userId)}: ${JSON.stringify(response.body)}`;
       expect(errorCodes(response), what).toEqual(['BAD_USER_INPUT']);
-      expect(response.body.errors?.[0]?.extensions?.issues, what).toMatchObject([{ path: ['userId'], code: 'INVALID_USER_ID' }]);
+      if (!refusedInAnyText.has(userId)) expect(response.body.errors?.[0]?.extensions?.issues, what).toMatchObject([{ path: ['userId'], code: 'INVALID_USER_ID' }]);
     }
     expect(await state()).toEqual(before);
     // The same call for an id a token can carry goes through.

@@ -29,7 +29,15 @@ import { teamsAt } from './support/teams.ts';
 import { tokenOf } from './support/tokens.ts';
 
 const schema: GraphQLSchema = buildSchema(readFileSync(new URL('../schema.graphql', import.meta.url), 'utf8'));
-const POISONS = { NUL: 'a\u0000b', 'a lone surrogate': 'a\uD800b', 'a trailing low surrogate': 'b\uDC00' };
+const POISONS = {
+  NUL: 'a\u0000b',
+  'a lone surrogate': 'a\uD800b',
+  'a trailing low surrogate': 'b\uDC00',
+  'a bidi override': '\u202Egnp.exe',
+  'a zero-width space': 'a\u200Bb',
+};
+/** The bidi controls, the zero-width space, the word joiner and the BOM: refused in text too, not only in ids. */
+const INVISIBLES = [...'\u202A\u202B\u202C\u202D\u202E\u2066\u2067\u2068\u2069\u200E\u200F\u061C\u200B\u2060\uFEFF'];
 
 // Both lanes of one deployment: the fast lane serves JSON POSTs beside Yoga, which serves them all on the other.
 const env = testEnv('input_chars');
@@ -147,7 +155,7 @@ function expectRefused(response: GraphqlResponse<unknown>, what: string) {
   expect(response.body.data ?? null, what).toBeNull();
 }
 
-describe('a control character or a lone surrogate in any String or ID input', () => {
+describe('a control character, a lone surrogate or an invisible character in any String or ID input', () => {
   it('the valid calls cover every String and ID input of every mutation in schema.graphql', () => {
     const mutations = schema.getMutationType()!.getFields();
     const calls = validMutations();
@@ -221,8 +229,58 @@ describe('a control character or a lone surrogate in any String or ID input', ()
     }
   });
 
-  it('accepts tabs, line breaks and every other character in text', async () => {
-    const greeting = 'line one\r\nline two\tand 红包 🧧,\u2028"quoted" \\ end';
+  it('refuses each bidi control, the zero-width space, the word joiner and the BOM in text, on both lanes', async () => {
+    const createGoods = schema.getMutationType()!.getFields().createGoods!;
+    const { args } = validMutations().createGoods!;
+    const before = await snapshotStores(stores, env);
+    for (const character of INVISIBLES) {
+      const name = `U+${character.charCodeAt(0).toString(16).toUpperCase()}`;
+      const bad = poisoned(args, '', '.input.title', `Cup${character}`) as Record<string, unknown>;
+      const { viaVariables, inline } = documents('mutation', createGoods, bad);
+      expectRefused(await gql(fastLane.url, viaVariables, bad, await tokenOfCaller('admin')), `${name} via variables`);
+      expectRefused(await gql(yogaOnly.url, inline, {}, await tokenOfCaller('admin')), `${name} inline`);
+    }
+    expect(await snapshotStores(stores, env)).toEqual(before);
+  });
+
+  it('refuses a title or reason of only joiners and spaces in every campaign (INVISIBLE_TEXT), and changes nothing', async () => {
+    const mutations = schema.getMutationType()!.getFields();
+    const calls = validMutations();
+    const blanks: [mutation: string, path: string, issuePath: (string | number)[]][] = [
+      ['createGoods', '.input.title', ['input', 'title']],
+      ['updateGoods', '.input.title', ['input', 'title']],
+      ['createGroupBuyActivity', '.input.title', ['input', 'title']],
+      ['updateGroupBuyActivity', '.input.title', ['input', 'title']],
+      ['createLotteryActivity', '.input.title', ['input', 'title']],
+      ['createLotteryActivity', '.input.prizes[].title', ['input', 'prizes', 0, 'title']],
+      ['awardPoints', '.reason', ['reason']],
+      ['creditWallet', '.reason', ['reason']],
+    ];
+    const before = await snapshotStores(stores, env);
+    for (const [name, path, issuePath] of blanks) {
+      const { caller, args } = calls[name]!;
+      const bad = poisoned(args, '', path, '\u200D \u200C\u200D') as Record<string, unknown>;
+      const response = await gql(fastLane.url, documents('mutation', mutations[name]!, bad).viaVariables, bad, await tokenOfCaller(caller));
+      expectRefused(response, `${name} ${path}`);
+      expect(response.body.errors?.[0]?.extensions?.issues, `${name} ${path}`).toEqual([expect.objectContaining({ code: 'INVISIBLE_TEXT', path: issuePath })]);
+    }
+    expect(await snapshotStores(stores, env)).toEqual(before);
+  });
+
+  it('trims a group-buy title, as every other title is', async () => {
+    const mutations = schema.getMutationType()!.getFields();
+    const titleOf = async (id: string) => (await stores.sql.query<{ title: string }>('SELECT title FROM group_buy_activity WHERE id = $1', [id])).rows[0]?.title;
+    const create = validMutations().createGroupBuyActivity!.args;
+    const created = { input: { ...(create.input as object), id: 'chars-trimmed', title: '  Tea \n', requestId: 'gb-trimmed' } };
+    expect(errorCodes(await gql(fastLane.url, documents('mutation', mutations.createGroupBuyActivity!, created).viaVariables, created, await tokenOfCaller('admin')))).toEqual([]);
+    expect(await titleOf('chars-trimmed')).toBe('Tea');
+    const updated = { activityId: 'chars-trimmed', input: { title: '\tTea for two  ' } };
+    expect(errorCodes(await gql(fastLane.url, documents('mutation', mutations.updateGroupBuyActivity!, updated).viaVariables, updated, await tokenOfCaller('admin')))).toEqual([]);
+    expect(await titleOf('chars-trimmed')).toBe('Tea for two');
+  });
+
+  it('accepts tabs, line breaks, joiners and every other character in text', async () => {
+    const greeting = 'line one\r\nline two\tand 红包 🧧,\u2028"quoted" \\ end 👩\u200D💻 می\u200Cخواهم';
     const createRedPacket = await redPacketsAt(fastLane.url).create(userOf('sender'), { totalAmount: 100, count: 1, greeting });
     expect(createRedPacket).toMatchObject({ remainingCount: 1 });
     const { rows } = await stores.sql.query<{ greeting: string }>('SELECT greeting FROM red_packet WHERE id = $1', [createRedPacket.id]);

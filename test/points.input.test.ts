@@ -200,6 +200,11 @@ describe('createGoods', () => {
     ['a stock other than the number of codes', { stock: 3, voucherCodes: ['A', 'B'] }],
     ['a code twice', { stock: 2, voucherCodes: ['A', 'A'] }],
     ['an empty code', { stock: 2, voucherCodes: ['A', ' '] }],
+    ['two codes that read as one (a zero-width space)', { stock: 2, voucherCodes: ['Z-1', 'Z-1\u200B'] }],
+    ['a code with a space inside', { stock: 1, voucherCodes: ['Z 1'] }],
+    ['a title of only a zero-width space', { title: '\u200B' }],
+    ['a title of only joiners', { title: '\u200D\u200C' }],
+    ['a title with a bidi override', { title: '\u202Eevil' }],
     ['an empty pool', { voucherCodes: [] }],
     ['10,001 codes', { stock: 10_001, voucherCodes: voucherCodes('MANY', 10_001) }],
     ['a code already in another pool', { stock: 2, voucherCodes: ['NEW-1', 'IN-2'] }],
@@ -386,9 +391,9 @@ describe('restockGoods', () => {
   });
 
   it('tells a replay from another restock by every code, whatever the codes hold', async () => {
-    const card = await points.createGoods('operator', { title: 'newline card', pointsCost: 1, stock: 1, voucherCodes: ['NL-0'] });
-    await points.restock('operator', { goodsId: card.id, requestId: 'nl', units: 2, voucherCodes: ['NL-1\nNL-2', 'NL-3'] });
-    const other = await unchanged(() => restock({ goodsId: card.id, requestId: 'nl', units: 2, voucherCodes: ['NL-1', 'NL-2\nNL-3'] }, admin));
+    const card = await points.createGoods('operator', { title: 'comma card', pointsCost: 1, stock: 1, voucherCodes: ['NL-0'] });
+    await points.restock('operator', { goodsId: card.id, requestId: 'nl', units: 2, voucherCodes: ['NL-1,NL-2', 'NL-3'] });
+    const other = await unchanged(() => restock({ goodsId: card.id, requestId: 'nl', units: 2, voucherCodes: ['NL-1', 'NL-2,NL-3'] }, admin));
     expect(other.body.errors?.[0]?.extensions?.issues).toEqual([expect.objectContaining({ code: 'REQUEST_ID_OF_ANOTHER_RESTOCK' })]);
   });
 
@@ -409,6 +414,12 @@ describe('restockGoods', () => {
     ['a code twice', { units: 2, voucherCodes: ['NEW-A', 'NEW-A'] }],
     ['a pooled item without codes', {}, 'VOUCHER_CODES_REQUIRED'],
     ['a code already in its pool', { units: 1, voucherCodes: ['IN-1'] }, 'VOUCHER_CODE_IN_ANOTHER_POOL'],
+    ['two codes that read as one (a zero-width space)', { units: 2, voucherCodes: ['NEW-A', 'NEW-A\u200B'] }],
+    ['a code with a space inside', { units: 1, voucherCodes: ['NEW A'] }, 'VOUCHER_CODE_NOT_VISIBLE'],
+    ['a code with a no-break space', { units: 1, voucherCodes: ['NEW\u00A0A'] }, 'VOUCHER_CODE_NOT_VISIBLE'],
+    ['a code with a line break', { units: 2, voucherCodes: ['NEW-A\nNEW-B', 'NEW-C'] }, 'VOUCHER_CODE_NOT_VISIBLE'],
+    ['a code with a zero-width joiner', { units: 1, voucherCodes: ['NEW-A\u200D'] }, 'VOUCHER_CODE_NOT_VISIBLE'],
+    ['a code with a soft hyphen', { units: 1, voucherCodes: ['NEW\u00ADA'] }, 'VOUCHER_CODE_NOT_VISIBLE'],
     ['no units', { units: undefined }],
   ];
 

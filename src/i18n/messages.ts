@@ -211,6 +211,14 @@ export const ruleMessages = {
     'zh-CN': () => '定时（TIMED）活动中除安慰奖外的奖品都需要 hourlyQuota',
   },
   ACTIVITY_ID_TAKEN: { en: (v: RuleValues) => `activity ${v.id} exists already`, 'zh-CN': (v: RuleValues) => `活动 ${v.id} 已存在` },
+  INVISIBLE_TEXT: {
+    en: (v: RuleValues) => `${v.field} shows nothing: it holds only spaces and invisible characters`,
+    'zh-CN': (v: RuleValues) => `${v.field} 不能只包含空格和不可见字符`,
+  },
+  VOUCHER_CODE_NOT_VISIBLE: {
+    en: () => 'a voucher code holds visible characters only: no space, line break or invisible character',
+    'zh-CN': () => '券码只能包含可见字符，不能有空格、换行或不可见字符',
+  },
   VOUCHER_CODE_IN_ANOTHER_POOL: {
     en: (v: RuleValues) => `voucher code ${v.code} is already in a goods item's pool (this one's or another's)`,
     'zh-CN': (v: RuleValues) => `券码 ${v.code} 已在商品的券码池中（本商品或其他商品）`,

@@ -1,10 +1,16 @@
 import { z } from 'zod';
 import { requireAChange, ruleIssue } from '../../i18n/issues.ts';
 import { requestId } from '../ids.ts';
+import { showsSomething } from '../text.ts';
 import { LOTTERY_LIMITS as L, SOLD_OUT_ODDS, settingsIssues } from './settings.ts';
 import { canonicalTimezone } from './timezone.ts';
 
-const title = z.string().trim().min(1).max(L.maxTitleLength);
+const title = z
+  .string()
+  .trim()
+  .min(1)
+  .max(L.maxTitleLength)
+  .refine(...showsSomething('title'));
 const weight = z.number().int().min(0, 'weights must not be negative').max(L.maxWeight);
 const dailyLimit = z.number().int().min(0).max(L.maxDailyLimit);
 const hourlyQuota = z.array(z.number().int().min(0).max(L.maxHourlyQuota)).length(24, 'hourlyQuota has one number per hour of the day (24)');

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { requireAChange, ruleIssue } from '../../i18n/issues.ts';
 import { recordId, requestId, userId } from '../ids.ts';
+import { onlyVisible, showsSomething } from '../text.ts';
 
 /** GraphQL Int is 32-bit: a balance and a cost must stay within it. */
 export const MAX_POINTS = 2_147_483_647;
@@ -18,7 +19,12 @@ export const awardPointsArgs = z.object({
     .min(-MAX_POINTS)
     .max(MAX_POINTS)
     .refine((amount) => amount !== 0, ruleIssue('ZERO_AMOUNT')),
-  reason: z.string().trim().min(1, 'reason must not be empty').max(200),
+  reason: z
+    .string()
+    .trim()
+    .min(1, 'reason must not be empty')
+    .max(200)
+    .refine(...showsSomething('reason')),
   requestId,
 });
 
@@ -26,9 +32,15 @@ export const redeemPointsArgs = z.object({ goodsId: recordId, requestId });
 
 export const redemptionUpdatedArgs = z.object({ redemptionId: recordId });
 
-const title = z.string().trim().min(1, 'title must not be empty').max(100);
+const title = z
+  .string()
+  .trim()
+  .min(1, 'title must not be empty')
+  .max(100)
+  .refine(...showsSomething('title'));
 const pointsCost = z.number().int().min(1, 'pointsCost must be at least 1').max(MAX_POINTS);
-const voucherCodes = z.array(z.string().trim().min(1, 'a voucher code must not be empty').max(128)).min(1).max(MAX_VOUCHER_CODES).nullish();
+const voucherCode = z.string().trim().min(1, 'a voucher code must not be empty').max(128).refine(onlyVisible, ruleIssue('VOUCHER_CODE_NOT_VISIBLE'));
+const voucherCodes = z.array(voucherCode).min(1).max(MAX_VOUCHER_CODES).nullish();
 
 /** With a pool of voucher codes, the units (`countField`) are the codes, each once. */
 function unitsAreTheCodes<Field extends 'stock' | 'units'>(countField: Field) {

@@ -8,6 +8,7 @@ import { keysExpireAt, retainUntil } from '../../infra/redis/keys.ts';
 import { BadInputError } from '../errors.ts';
 import { activityId, requestId } from '../ids.ts';
 import { type OperatorRequest, recordRequest } from '../operatorRequests.ts';
+import { showsSomething } from '../text.ts';
 import type { TeamDeps } from './campaign.ts';
 import { activityKeys } from './store.ts';
 
@@ -23,7 +24,14 @@ const LIMITS = {
   maxLengthDays: 366,
 };
 
-const text = (name: string, max: number) => z.string().max(max, `${name} must be at most ${max} characters`).regex(/\S/, `${name} must not be blank`);
+/** Trimmed, as the other campaigns' titles are. */
+const text = (name: string, max: number) =>
+  z
+    .string()
+    .trim()
+    .max(max, `${name} must be at most ${max} characters`)
+    .regex(/\S/, `${name} must not be blank`)
+    .refine(...showsSomething(name));
 const cents = (name: string) => z.number().int().min(1, `${name} must be at least 1 cent`).max(LIMITS.maxPriceCents, `${name} must be at most ${LIMITS.maxPriceCents} cents`);
 
 /** What an operator defines; the terms every team of the activity gets. */
