@@ -16,8 +16,19 @@ import type { TrustedDocuments } from './trustedDocuments.ts';
 /** Where the graphql-sse protocol is served. */
 export const GRAPHQL_SSE_PATH = '/graphql/stream';
 
-/** Streams a user may have reserved and not yet connected: a client needs one, a reconnect race two. */
-export const RESERVATIONS_PER_USER = 4;
+/**
+ * Streams a user may hold at once, reserved or connected: a client needs one, a reconnect race
+ * two. Each connected one holds a socket for as long as its client keeps it open.
+ */
+export const STREAMS_PER_USER = 4;
+
+/**
+ * Operations a stream takes before it is connected. graphql-sse queues their results in memory
+ * until the stream is connected or dropped; its own client posts only once connected, so this
+ * is room for another client's race, and bounds what a stream may queue (16 results of a few
+ * hundred KB at most) to a few MB per user.
+ */
+export const OPERATIONS_BEFORE_CONNECT = 16;
 
 const STATUS_TEXT = { 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 429: 'Too Many Requests', 503: 'Service Unavailable' };
 
@@ -81,17 +92,18 @@ async function withCodes(method: string, response: Response, fetchAPI: { Respons
 }
 
 /**
- * The streams reserved for single connection mode and not yet connected. graphql-sse keeps
- * a reserved stream until it is connected and closed, so one never connected would stay
- * for good: each is held here for a signed-in user, a few per user, and dropped when it
- * is not connected in time.
+ * The streams of single connection mode, reserved or connected, each held for a signed-in
+ * user, a few per user, until it is dropped or its connection ends. graphql-sse keeps a
+ * reserved stream until it is connected and closed, so one never connected would stay for
+ * good: it is dropped when it is not connected in time, and takes a few operations meanwhile.
  *
  * A token carries a MAC of its owner, so every later request on the stream (connecting it,
  * operations, stops) must come from that user, checked without state: a token seen in a
  * log or a URL is of no use to anyone else. Streams live in one process, and so does the key.
  */
-class StreamReservations {
-  private readonly waiting = new Map<string, { userId: string; timer: NodeJS.Timeout }>();
+class UserStreams {
+  /** `waiting` while not connected yet: its drop timer and the operations posted to it. */
+  private readonly held = new Map<string, { userId: string; waiting?: { timer: NodeJS.Timeout; operations: number } }>();
   private readonly perUser = new Map<string, number>();
   private readonly ownerKey = randomBytes(32);
 
@@ -100,14 +112,17 @@ class StreamReservations {
     private readonly drop: (token: string) => void,
   ) {}
 
-  /** A new stream token for the user, or null when they already wait on as many as allowed. */
+  /** A new stream token for the user, or null when they already hold as many as allowed. */
   reserve(userId: string): string | null {
     const held = this.perUser.get(userId) ?? 0;
-    if (held >= RESERVATIONS_PER_USER) return null;
+    if (held >= STREAMS_PER_USER) return null;
     const id = randomUUID();
     const token = `${id}.${this.ownerMac(id, userId)}`;
-    const timer = setTimeout(() => this.settle(token) && this.drop(token), this.timeoutMs).unref();
-    this.waiting.set(token, { userId, timer });
+    const timer = setTimeout(() => {
+      this.release(token);
+      this.drop(token);
+    }, this.timeoutMs).unref();
+    this.held.set(token, { userId, waiting: { timer, operations: 0 } });
     this.perUser.set(userId, held + 1);
     return token;
   }
@@ -124,17 +139,61 @@ class StreamReservations {
     return createHmac('sha256', this.ownerKey).update(`${id}\n${userId}`).digest('base64url');
   }
 
-  /** The stream is connected (or dropped): graphql-sse lets it go when it closes. True if it was waiting. */
-  settle(token: string): boolean {
-    const reservation = this.waiting.get(token);
-    if (!reservation) return false;
-    clearTimeout(reservation.timer);
-    this.waiting.delete(token);
-    const held = this.perUser.get(reservation.userId)! - 1;
-    if (held === 0) this.perUser.delete(reservation.userId);
-    else this.perUser.set(reservation.userId, held);
+  /** The stream is being connected: true if it was waiting. It stays held until released. */
+  connect(token: string): boolean {
+    const stream = this.held.get(token);
+    if (!stream?.waiting) return false;
+    clearTimeout(stream.waiting.timer);
+    stream.waiting = undefined;
     return true;
   }
+
+  /** False when the stream is not connected yet and has taken as many operations as it may. */
+  admitOperation(token: string): boolean {
+    const waiting = this.held.get(token)?.waiting;
+    if (!waiting) return true;
+    if (waiting.operations >= OPERATIONS_BEFORE_CONNECT) return false;
+    waiting.operations++;
+    return true;
+  }
+
+  /** The stream is gone (dropped, or its connection ended): its place frees. */
+  release(token: string): void {
+    const stream = this.held.get(token);
+    if (!stream) return;
+    if (stream.waiting) clearTimeout(stream.waiting.timer);
+    this.held.delete(token);
+    const held = this.perUser.get(stream.userId)! - 1;
+    if (held === 0) this.perUser.delete(stream.userId);
+    else this.perUser.set(stream.userId, held);
+  }
+}
+
+/**
+ * A stream's connection, calling `end` when its event stream ends, however: the client goes
+ * away (the request aborts, on which graphql-sse ends the stream, whether its body is read
+ * or not), graphql-sse ends it (an operation failed), or the body is cancelled.
+ */
+function untilEnded(request: Request, response: Response, end: () => void, fetchAPI: { Response: typeof Response; ReadableStream: typeof ReadableStream }): Response {
+  if (request.signal.aborted) end();
+  else request.signal.addEventListener('abort', end, { once: true });
+  const reader = response.body!.getReader();
+  const body = new fetchAPI.ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const { done, value } = await reader.read().catch((error: unknown) => {
+        end();
+        throw error;
+      });
+      if (!done) return controller.enqueue(value);
+      end();
+      controller.close();
+    },
+    cancel(reason) {
+      end();
+      return reader.cancel(reason);
+    },
+  });
+  return new fetchAPI.Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
 }
 
 /**
@@ -149,18 +208,26 @@ class StreamReservations {
  */
 export function useGraphqlSse(app: App, trusted: TrustedDocuments): Plugin {
   const serverContexts = new WeakMap<Request, object>();
+  /** A request connecting a reserved stream, and how to free its place when it ends. */
+  const connections = new WeakMap<Request, () => void>();
   let handler: (request: Request) => Promise<Response>;
   return {
     onYogaInit({ yoga }) {
       // graphql-sse drops a stream whose event stream ends: one connected by a request
       // already aborted ends at once. Such a request is the server's own, and needs no owner.
       const drops = new WeakSet<Request>();
-      const reservations = new StreamReservations(app.config.SSE_RESERVATION_TIMEOUT_MS, (token) => {
+      const streams = new UserStreams(app.config.SSE_RESERVATION_TIMEOUT_MS, (token) => {
         const url = `http://localhost${GRAPHQL_SSE_PATH}`;
         const drop = new yoga.fetchAPI.Request(url, { headers: { accept: 'text/event-stream', [TOKEN_HEADER_KEY]: token }, signal: AbortSignal.abort() });
         drops.add(drop);
         void handler(drop);
       });
+      /** 429 for a limit on a user's streams, retried once a reservation could have dropped. */
+      function tooMany(request: Request, wording: ErrorWording, values: Record<string, number>): SseResponse {
+        const retryAfterMs = app.config.SSE_RESERVATION_TIMEOUT_MS;
+        const message = errorMessage(wording, localeOf(request.headers.get('accept-language')), values);
+        return errorAnswer(429, [rateLimited(message, retryAfterMs)], { 'retry-after': String(Math.ceil(retryAfterMs / 1000)) });
+      }
       /** The caller's user id, or the answer refusing them: 401, or 503 when tokens cannot be checked right now. */
       async function signedIn(request: Request, why: ErrorWording): Promise<string | SseResponse> {
         const locale = localeOf(request.headers.get('accept-language'));
@@ -178,22 +245,21 @@ export function useGraphqlSse(app: App, trusted: TrustedDocuments): Plugin {
             if (req.method === 'PUT') {
               const userId = await signedIn(req.raw, 'SIGN_IN_TO_RESERVE_STREAM');
               if (typeof userId !== 'string') return userId;
-              const retryAfterMs = app.config.SSE_RESERVATION_TIMEOUT_MS;
-              return (
-                reservations.reserve(userId) ??
-                errorAnswer(429, [rateLimited(errorMessage('TOO_MANY_RESERVED_STREAMS', localeOf(req.headers.get('accept-language')), { max: RESERVATIONS_PER_USER }), retryAfterMs)], {
-                  'retry-after': String(Math.ceil(retryAfterMs / 1000)),
-                })
-              );
+              return streams.reserve(userId) ?? tooMany(req.raw, 'TOO_MANY_STREAMS_OF_USER', { max: STREAMS_PER_USER });
             }
             const named = req.headers.get(TOKEN_HEADER_KEY) ?? new URL(req.url).searchParams.get(TOKEN_QUERY_KEY);
             if (!named || drops.has(req.raw)) return named || randomUUID();
             const userId = await signedIn(req.raw, 'SIGN_IN_TO_RESERVED_STREAM');
             if (typeof userId !== 'string') return userId;
-            if (!reservations.isOwner(named, userId)) {
+            if (!streams.isOwner(named, userId)) {
               return errorAnswer(403, [graphqlError(ErrorCode.forbidden, errorMessage('STREAM_OF_ANOTHER', localeOf(req.headers.get('accept-language'))))]);
             }
-            if (req.headers.get('accept') === 'text/event-stream') reservations.settle(named);
+            if (req.headers.get('accept') === 'text/event-stream') {
+              if (streams.connect(named)) connections.set(req.raw, () => streams.release(named));
+            } else if (req.method !== 'DELETE' && !streams.admitOperation(named)) {
+              // An operation (POST, or GET without text/event-stream) queues its results until the stream connects.
+              return tooMany(req.raw, 'TOO_MANY_OPERATIONS_BEFORE_CONNECT', { max: OPERATIONS_BEFORE_CONNECT });
+            }
             return named;
           },
           async onSubscribe(req, params) {
@@ -239,6 +305,8 @@ export function useGraphqlSse(app: App, trusted: TrustedDocuments): Plugin {
           const [body, init] = errorAnswer(404, [error]);
           return endResponse(new fetchAPI.Response(body as string, init));
         }
+        const release = connections.get(request);
+        if (release) return endResponse(untilEnded(request, response, release, fetchAPI));
         endResponse(response.status >= 400 && response.status < 500 ? await withCodes(request.method, response, fetchAPI) : response);
       });
     },

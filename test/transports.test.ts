@@ -8,7 +8,7 @@ import { RedPacketUpdatedDocument, type RedPacketUpdatedSubscription } from './g
 import { type Subscription, collector, openWs, subscribeSse } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { stopAll } from './support/lifecycle.ts';
-import { waitFor } from './support/poll.ts';
+import { sleep, waitFor } from './support/poll.ts';
 import { redPacketsAt } from './support/redPackets.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores } from './support/stores.ts';
@@ -253,7 +253,7 @@ describe('graphql-sse single connection mode', () => {
     connecting.abort();
   });
 
-  it('mints the stream token itself, keeps at most 4 waiting per user, and drops one not connected in time', async () => {
+  it('mints the stream token itself, reserves at most 4 per user, and drops one not connected in time', async () => {
     const headers = { authorization: `Bearer ${await tokenOf('sse-reserver')}` };
     const reserve = () => fetch(`${server.url}/stream`, { method: 'PUT', headers: { ...headers, 'x-graphql-event-stream-token': 'chosen-by-the-caller' } });
     const tokens: string[] = [];
@@ -269,15 +269,7 @@ describe('graphql-sse single connection mode', () => {
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     expect(((await refused.json()) as ExecutionResult).errors?.[0]?.extensions?.code).toBe('RATE_LIMITED');
 
-    // Connecting a reserved stream frees its place.
-    const connecting = new AbortController();
-    const stream = await fetch(`${server.url}/stream`, { headers: { ...headers, accept: 'text/event-stream', 'x-graphql-event-stream-token': tokens[0]! }, signal: connecting.signal });
-    expect(stream.status).toBe(200);
-    const fifth = await reserve();
-    expect(fifth.status).toBe(201);
-    connecting.abort();
-
-    // The rest were never connected: after the timeout they are gone, and so are their places.
+    // None was connected: after the timeout they are gone, and so are their places.
     await new Promise((resolve) => setTimeout(resolve, 3_000));
     // Told so, with a code, whether it connects or sends an operation.
     const late = await fetch(`${server.url}/stream`, { headers: { ...headers, accept: 'text/event-stream', 'x-graphql-event-stream-token': tokens[1]! } });
@@ -298,6 +290,58 @@ describe('graphql-sse single connection mode', () => {
     expect(unnamed.status).toBe(404);
     const { errors } = (await unnamed.json()) as ExecutionResult;
     expect(errors?.[0]).toMatchObject({ extensions: { code: 'NOT_FOUND' }, message: expect.stringMatching(/names no stream/) });
+  });
+});
+
+describe('graphql-sse limits per user', () => {
+  const stream = (headers: Record<string, string>, token: string, init: RequestInit = {}) =>
+    fetch(`${server.url}/stream`, { ...init, headers: { ...headers, ...init.headers, 'x-graphql-event-stream-token': token } });
+  const connect = (headers: Record<string, string>, token: string, signal: AbortSignal) => stream(headers, token, { headers: { accept: 'text/event-stream' }, signal });
+  const reserve = (headers: Record<string, string>) => fetch(`${server.url}/stream`, { method: 'PUT', headers });
+  const code = async (response: Response) => ((await response.json()) as ExecutionResult).errors?.[0]?.extensions?.code;
+
+  it('holds at most 4 streams per user, connected ones too and past the reservation timeout, and frees a place when one closes', async () => {
+    const headers = { authorization: `Bearer ${await tokenOf('sse-holder')}` };
+    const connections = Array.from({ length: 4 }, () => new AbortController());
+    cleanups.push(() => {
+      for (const connection of connections) connection.abort();
+    });
+    for (const connection of connections) {
+      const reservation = await reserve(headers);
+      expect(reservation.status).toBe(201);
+      expect((await connect(headers, await reservation.text(), connection.signal)).status).toBe(200);
+    }
+    // Connected streams are not dropped at the reservation timeout (2 s), and still count.
+    await sleep(2_500);
+    const refused = await reserve(headers);
+    expect(refused.status).toBe(429);
+    expect(await code(refused)).toBe('RATE_LIMITED');
+    // Another user is not held back by this one.
+    expect((await reserve({ authorization: `Bearer ${await tokenOf('sse-holder-neighbour')}` })).status).toBe(201);
+
+    connections[0]!.abort();
+    await waitFor('a place freed by the closed stream', async () => (await reserve(headers)).status === 201);
+    expect((await reserve(headers)).status).toBe(429);
+  });
+
+  it('takes at most 16 operations on a stream before it is connected, and any number once connected', async () => {
+    const headers = { authorization: `Bearer ${await tokenOf('sse-early-poster')}` };
+    const token = await (await reserve(headers)).text();
+    const operate = (operationId: string) =>
+      stream(headers, token, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: ME, extensions: { operationId } }) });
+    for (let i = 0; i < 16; i++) expect((await operate(`early-${i}`)).status).toBe(202);
+    const refused = await operate('early-16');
+    expect(refused.status).toBe(429);
+    const { errors } = (await refused.json()) as ExecutionResult;
+    expect(errors?.[0]).toMatchObject({ extensions: { code: 'RATE_LIMITED' }, message: expect.stringMatching(/connect it first/) });
+    // An operation sent by GET queues the same way.
+    const byGet = await fetch(`${server.url}/stream?${new URLSearchParams({ token, query: ME, extensions: JSON.stringify({ operationId: 'early-get' }) })}`, { headers });
+    expect(byGet.status).toBe(429);
+
+    const connection = new AbortController();
+    cleanups.push(() => connection.abort());
+    expect((await connect(headers, token, connection.signal)).status).toBe(200);
+    for (let i = 16; i < 20; i++) expect((await operate(`early-${i}`)).status).toBe(202);
   });
 });
 

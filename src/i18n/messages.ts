@@ -412,9 +412,13 @@ export const errorMessages = {
     en: () => 'too many requests without a token from this address; slow down or sign in',
     'zh-CN': () => '该地址未登录的请求过于频繁，请放慢速度或先登录',
   },
-  TOO_MANY_RESERVED_STREAMS: {
-    en: (v: RuleValues) => `at most ${v.max} reserved streams waiting to connect per user`,
-    'zh-CN': (v: RuleValues) => `每个用户最多预留 ${v.max} 个等待连接的事件流`,
+  TOO_MANY_STREAMS_OF_USER: {
+    en: (v: RuleValues) => `at most ${v.max} streams per user at once, reserved or connected; close one first`,
+    'zh-CN': (v: RuleValues) => `每个用户最多同时持有 ${v.max} 个事件流（已预留或已连接），请先关闭一个`,
+  },
+  TOO_MANY_OPERATIONS_BEFORE_CONNECT: {
+    en: (v: RuleValues) => `at most ${v.max} operations on a stream not connected yet; connect it first (GET with Accept: text/event-stream)`,
+    'zh-CN': (v: RuleValues) => `尚未连接的事件流最多接收 ${v.max} 个操作，请先连接（GET，Accept: text/event-stream）`,
   },
   TOO_MANY_SUBSCRIPTIONS_OF_USER: {
     en: (v: RuleValues) => `at most ${v.limit} subscriptions per user at once; close one first`,
