@@ -23,6 +23,7 @@ import { WebSocketLimits } from './guards/connectionLimit.ts';
 import { useInputCharacters } from './guards/inputCharacters.ts';
 import { useOperationCost } from './guards/operationCost.ts';
 import { useRateLimits } from './guards/rateLimits.ts';
+import { useRepeatedFieldLimit } from './guards/repeatedFields.ts';
 import { useSubscriptionLimits } from './guards/subscriptionLimits.ts';
 import { useTokenExpiry } from './guards/tokenExpiry.ts';
 import { createCorsPolicy, hygienePlugins } from './httpHygiene.ts';
@@ -116,6 +117,8 @@ function createGraphqlServer(app: App, maskError: MaskErrorFunction, corsHeaders
       useMetrics(trusted.operationNames),
       // Before anything reads the document: it picks the text a documentId names, or refuses.
       trusted.plugin,
+      // Before validation, which it skips for a document it refuses.
+      useRepeatedFieldLimit(),
       ...armorPlugins(config),
       useInputErrorCodes(),
       // Cheap refusals first: a refused request takes nothing from a rate limit and reaches no resolver.

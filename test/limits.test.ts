@@ -1,16 +1,20 @@
+import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { type IncomingMessage, request as httpRequest } from 'node:http';
 import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
-import { parse, print } from 'graphql';
+import { getIntrospectionQuery, parse, print } from 'graphql';
 import { type Client, createClient } from 'graphql-ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { budgetOf, clientAddress } from '../src/guards/clientAddress.ts';
+import { MAX_SAME_NAME_FIELDS, repeatedFields } from '../src/guards/repeatedFields.ts';
 import { RedPacketUpdatedDocument } from './gql/generated.ts';
 import { type GraphqlResponse, errorCodes, gql, subscribeSse } from './support/client.ts';
 import { testEnv } from './support/env.ts';
 import { stopAll } from './support/lifecycle.ts';
+import { webManifest } from './support/persistedDocuments.ts';
 import { waitFor } from './support/poll.ts';
+import { readmeOperations } from './support/readme.ts';
 import { redPacketsAt } from './support/redPackets.ts';
 import { type ServerProcess, startServerProcess } from './support/server.ts';
 import { type Stores, openStores, snapshotStores } from './support/stores.ts';
@@ -321,6 +325,59 @@ describe('live subscriptions', () => {
       for (const subscription of sse) subscription.close();
       await Promise.all(clients.map((client) => client.dispose()));
     }
+  });
+});
+
+describe('repeated fields', () => {
+  // graphql-js compares every pair of fields of one response name while validating: 440 `me`s
+  // took 130 ms of CPU each. The check refuses them before validation, as armor refuses too many aliases.
+  // The comment at the end makes each document new to the parse and validation caches.
+  const repeated = (n: number, selection: string) => `{ ${Array.from({ length: n }, () => selection).join(' ')} } #${randomUUID()}`;
+
+  it('refuses a field selected over MAX_SAME_NAME_FIELDS times, however it is spread, as armor refuses too many aliases', async () => {
+    const from = '127.0.0.40';
+    const strict = { accept: 'application/graphql-response+json' };
+    const tooManyAliases = { query: `{ ${Array.from({ length: 16 }, (_, i) => `a${i}: me { userId }`).join(' ')} }` };
+    const [aliases, strictAliases] = [await post(from, tooManyAliases), await post(from, tooManyAliases, strict)];
+    expect(aliases.body.errors![0]!.message).toMatch(/Aliases limit/);
+    const fragments = Array.from({ length: 12 }, (_, i) => `fragment F${i} on Query { me { userId } }`).join(' ');
+    const documents = {
+      me: repeated(440, 'me { userId }'),
+      inline: repeated(200, '... on Query { me { userId } }'),
+      named: `${fragments} ${repeated(1, Array.from({ length: 12 }, (_, i) => `...F${i}`).join(' '))}`,
+      // The sub-selections of fields of one name are compared pairwise too: 20 × 20 `me.userId`.
+      nested: repeated(20, `me { ${'userId '.repeat(20)}}`),
+    };
+    for (const [kind, query] of Object.entries(documents)) {
+      const refused = await post(from, { query });
+      expect(refused.status, kind).toBe(aliases.status);
+      expect((await post(from, { query }, strict)).status, kind).toBe(strictAliases.status);
+      expect(refused.body.data ?? null, kind).toBeNull();
+      expect(errorCodes(refused), kind).toEqual(['BAD_USER_INPUT']);
+      expect(refused.body.errors![0]!.message, kind).toMatch(
+        new RegExp(`^Field "me(\\.userId)?" is selected \\d+ times in one selection set, at most ${MAX_SAME_NAME_FIELDS}.*select it once`),
+      );
+    }
+    // At the limit, and a named fragment spread many times (counted once), the operation runs.
+    const token = await tokenOf('limits-repeater');
+    const atLimit = await gql(server.url, repeated(MAX_SAME_NAME_FIELDS, 'me { userId }'), {}, token);
+    expect(atLimit.body).toEqual({ data: { me: { userId: 'limits-repeater' } } });
+    const spreads = await gql(server.url, `fragment Me on Query { me { userId } } ${repeated(30, '...Me')}`, {}, token);
+    expect(spreads.body).toEqual({ data: { me: { userId: 'limits-repeater' } } });
+  });
+
+  it("lets GraphiQL's introspection, the web app's documents and the README's operations through", async () => {
+    const introspection = await gql(
+      server.url,
+      getIntrospectionQuery({ descriptions: true, specifiedByUrl: true, directiveIsRepeatable: true, schemaDescription: true, inputValueDeprecation: true }),
+      {},
+      await tokenOf('limits-graphiql'),
+    );
+    expect(introspection.body.errors).toBeUndefined();
+    expect(introspection.body.data).toHaveProperty('__schema');
+    const documents = [...Object.values(webManifest()), ...readmeOperations().map((operation) => operation.text)];
+    expect(documents.length).toBeGreaterThan(10);
+    for (const document of documents) expect(repeatedFields(parse(document)), document).toBeUndefined();
   });
 });
 
