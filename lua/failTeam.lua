@@ -2,7 +2,11 @@
   Closes a team that is still OPEN at its deadline: FAILED, its locks released, and its
   members (with their payment references) journaled to be refunded. A failed team no
   longer counts against its buyers' limit on teams joined (KEYS[9]). Checked against
-  Redis TIME, so a worker with a fast clock cannot fail a team early.
+  Redis TIME, so a worker with a fast clock cannot fail a team early. The deadline is the
+  sooner of the team's here and PostgreSQL's (ARGV[3]): an operator's cancel brings
+  PostgreSQL's forward to its own instant (GroupBuyActivities.cancel), and Redis's moves
+  here, in the step that fails the team. Redis orders it against confirmTeamSeat.lua: a
+  seat paid before is refunded with the team, a payment after seats no one and is late.
 
   KEYS[1] {tm:<activity>}:team:<team>:meta      hash: status, deadlineMs, version, ...
   KEYS[2] {tm:<activity>}:team:<team>:members   hash: userId -> "<seat>:<joinedAtMs>"
@@ -15,6 +19,7 @@
   KEYS[9] {tm:<activity>}:joined                hash: userId -> teams joined as a buyer
   ARGV[1] team id
   ARGV[2] event id, minted by the caller
+  ARGV[3] the team's deadline in PostgreSQL (ms)
 
   Returns
     {'missing'}                   meta or KEYS[8] missing: rebuild from PostgreSQL, then retry
@@ -37,7 +42,7 @@ if status ~= 'OPEN' then
   return {'notOpen', status}
 end
 local now = now_ms()
-local deadline = tonumber(redis.call('HGET', meta, 'deadlineMs'))
+local deadline = math.min(tonumber(redis.call('HGET', meta, 'deadlineMs')), tonumber(ARGV[3]))
 if now < deadline then
   return {'notDue', deadline}
 end
@@ -45,7 +50,7 @@ end
 local events = {}
 drop_expired_locks(locks, holders, expiries, team_id, now, events)
 release_all_locks(locks, holders, expiries, team_id, now, events)
-redis.call('HSET', meta, 'status', 'FAILED', 'closedAtMs', now)
+redis.call('HSET', meta, 'status', 'FAILED', 'closedAtMs', now, 'deadlineMs', string.format('%d', deadline))
 
 local payment_of = {}
 local paid = redis.call('HGETALL', payments)

@@ -80,6 +80,7 @@ function validMutations(): Record<string, { caller: Caller; args: Record<string,
   const { packetId, teamId, activityId, prizeId, goodsId } = live;
   return {
     awardPoints: { caller: 'admin', args: { userId: 'chars-other', amount: 5, reason: 'bonus', requestId: 'award-1' } },
+    cancelGroupBuyActivity: { caller: 'admin', args: { activityId: 'chars-activity' } },
     closeRedPacket: { caller: 'admin', args: { packetId } },
     confirmTeamSeat: { caller: 'admin', args: { teamId, userId: 'chars-other', paymentRef: 'pay-1' } },
     createGroupBuyActivity: {

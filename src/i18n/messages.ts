@@ -175,6 +175,10 @@ export const ruleMessages = {
     en: () => 'the group-buy has ended: its end and pause no longer change (its title and description still may)',
     'zh-CN': () => '拼团活动已结束：结束时间和暂停状态不能再修改（标题和说明仍可修改）',
   },
+  GROUP_BUY_NOT_STARTED: {
+    en: () => 'the group-buy has not started: it has no team to cancel (pause it so that none opens)',
+    'zh-CN': () => '拼团活动尚未开始，没有可取消的团（可暂停活动，使其不再开团）',
+  },
   POINTS_PRIZE_NEEDS_POINTS: { en: () => 'a POINTS prize needs points', 'zh-CN': () => '积分奖品（POINTS）需要设置积分' },
   POINTS_ONLY_ON_POINTS_PRIZE: { en: () => 'only a POINTS prize has points', 'zh-CN': () => '只有积分奖品（POINTS）可以设置积分' },
   HOURLY_QUOTA_ONLY_TIMED: { en: () => 'hourlyQuota is for TIMED activities', 'zh-CN': () => 'hourlyQuota 仅用于定时（TIMED）活动' },

@@ -7,7 +7,8 @@ import { serverNow, serverTimeNote } from './common.ts';
 import { keysetConnection } from './connections.ts';
 
 const GroupBuyStatus = builder.enumType('GroupBuyStatus', {
-  description: 'Whether a team may be opened now: only while ACTIVE. Teams already open may still fill while PAUSED or ENDED.',
+  description:
+    'Whether a team may be opened now: only while ACTIVE. Teams already open may still fill while PAUSED or ENDED, until their own deadline, unless an operator cancelled the activity (cancelGroupBuyActivity), which fails them.',
   values: CAMPAIGN_STATUSES,
 });
 
@@ -23,7 +24,7 @@ const GroupBuyActivityRef = builder.objectRef<GroupBuyActivity>('GroupBuyActivit
     lockSeconds: t.exposeInt('lockSeconds', { description: 'How long a seat lock lasts. Its payment is due a tenth of that (at most 30 s) before the seat frees.' }),
     formationSeconds: t.exposeInt('formationSeconds', { description: 'A team still OPEN this long after it opened fails.' }),
     startsAt: t.expose('startsAt', { type: 'DateTime' }),
-    endsAt: t.expose('endsAt', { type: 'DateTime', description: 'Teams may be opened from startsAt until endsAt; those open then may still fill.' }),
+    endsAt: t.expose('endsAt', { type: 'DateTime', description: 'Teams may be opened from startsAt until endsAt; those open then may still fill, unless the activity was cancelled.' }),
     maxTeamsPerUser: t.exposeInt('maxTeamsPerUser', { description: 'How many teams one user may join as a buyer (FAILED ones not counted).' }),
     maxOpenTeamsPerLeader: t.exposeInt('maxOpenTeamsPerLeader', { description: 'How many OPEN teams one user may lead at once.' }),
     paused: t.exposeBoolean('paused', { description: 'True while an operator has paused it: no new team opens; teams already open may still fill.' }),
@@ -82,7 +83,8 @@ const UpdateGroupBuyActivityInput = builder
       description: t.string(),
       endsAt: t.field({
         type: 'DateTime',
-        description: 'A new end, after startsAt and at most 366 days later; one already past ends it now. Teams already open may still fill. An ended activity keeps its end.',
+        description:
+          'A new end, after startsAt and at most 366 days later; one already past ends it now. Teams already open may still fill (cancelGroupBuyActivity fails them). An ended activity keeps its end.',
       }),
       paused: t.boolean({ description: 'True: no new team opens until it is false again. An ended activity cannot be paused or resumed.' }),
     }),
@@ -104,6 +106,21 @@ builder.mutationField('updateGroupBuyActivity', (t) =>
       input: t.arg({ type: UpdateGroupBuyActivityInput, required: true, description: 'What changes.' }),
     },
     resolve: (_root, { activityId, input }, { app }) => app.teams.updateActivity(String(activityId), input),
+  }),
+);
+
+builder.mutationField('cancelGroupBuyActivity', (t) =>
+  t.withAuth({ admin: true }).field({
+    type: GroupBuyActivityRef,
+    description:
+      'Operators: stops a group-buy at once, after a pricing mistake say. It ends now (status ENDED; one ended already keeps its end), and every team of it still OPEN fails as at its deadline, which moves to now: its seat locks end, each member who paid is owed a refund (once), a payment arriving after it is owed back, and subscribers get the FAILED team. COMPLETE teams stay COMPLETE. Answers once every failure is committed; called again, it answers the same and changes nothing. An activity not yet started has no team to stop: BAD_USER_INPUT (GROUP_BUY_NOT_STARTED; pause it instead).',
+    errors: {
+      types: [NotFound],
+      directResult: true,
+      union: { name: 'CancelGroupBuyActivityResult', description: 'What cancelGroupBuyActivity answers: the activity, ended, or NotFound.' },
+    },
+    args: { activityId: t.arg.id({ required: true, validate: activityId, description: 'The group-buy activity to cancel.' }) },
+    resolve: (_root, { activityId }, { app }) => app.teams.cancelActivity(String(activityId)),
   }),
 );
 

@@ -10,6 +10,7 @@ import { activityId, requestId } from '../ids.ts';
 import { type OperatorRequest, recordRequest } from '../operatorRequests.ts';
 import { showsSomething } from '../text.ts';
 import type { TeamDeps } from './campaign.ts';
+import type { OpenTeam } from './persistence.ts';
 import { activityKeys } from './store.ts';
 
 /** The longest a seat lock lasts: a lock taken earlier has run out. */
@@ -174,6 +175,32 @@ export class GroupBuyActivities {
       await Promise.all([keys.activity, keys.joined].map((key) => this.deps.redis.pexpireat(key, expireAt, 'GT')));
     }
     return updated;
+  }
+
+  /**
+   * An operator's cancel, its PostgreSQL part, under the activity's change lock (so no
+   * open commits after it): ends the activity at `nowMs` (one ended already keeps its end)
+   * and brings the deadline of each of its teams still OPEN forward to then, so that a
+   * rebuild and the deadline sweeper see them due (failTeam.lua moves Redis's). Returns the
+   * activity and those teams, for the caller to fail as their deadline would; null when
+   * there is no such activity. One not yet started is refused: it has no team to stop,
+   * and an end before its start is no window (a pause keeps its teams from opening).
+   */
+  async cancel(activityId: string, nowMs: number): Promise<{ activity: GroupBuyActivity; openTeams: OpenTeam[] } | null> {
+    const now = new Date(nowMs);
+    const cancelled = await this.deps.prisma.$transaction(async (tx) => {
+      await tx.$executeRaw`SELECT pg_advisory_xact_lock(hashtextextended(${activityChangeLock(activityId)}, 0))`;
+      const current = await tx.groupBuyActivity.findUnique({ where: { id: activityId } });
+      if (!current) return null;
+      if (current.startsAt >= now) throw BadInputError.of([ruleInputIssue(['activityId'], 'GROUP_BUY_NOT_STARTED')]);
+      const activity = current.endsAt <= now ? current : await tx.groupBuyActivity.update({ where: { id: activityId }, data: { endsAt: now } });
+      const openTeams = await tx.$queryRaw<OpenTeam[]>`
+        UPDATE team SET deadline = least(deadline, ${now}) WHERE activity_id = ${activityId} AND status = 'OPEN'
+        RETURNING id AS "teamId", activity_id AS "activityId", deadline`;
+      return { activity, openTeams };
+    });
+    this.cache.delete(activityId);
+    return cancelled;
   }
 
   /** Newest first, by keyset. */

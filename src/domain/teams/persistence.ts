@@ -338,11 +338,16 @@ export async function activityOfTeam(prisma: PrismaClient, teamId: string): Prom
   return team?.activityId ?? null;
 }
 
-export async function teamsPastDeadline(prisma: PrismaClient, now: Date, limit: number): Promise<{ id: string; activityId: string }[]> {
+/** A team still OPEN in PostgreSQL, with its deadline there. */
+export interface OpenTeam extends TeamRef {
+  deadline: Date;
+}
+
+export async function teamsPastDeadline(prisma: PrismaClient, now: Date, limit: number): Promise<OpenTeam[]> {
   // Teams of activities never defined (opened before operators defined them) have no
   // terms to be failed with, and would hold up the batch.
-  return prisma.$queryRaw<{ id: string; activityId: string }[]>(Prisma.sql`
-    SELECT t.id, t.activity_id AS "activityId" FROM team t
+  return prisma.$queryRaw<OpenTeam[]>(Prisma.sql`
+    SELECT t.id AS "teamId", t.activity_id AS "activityId", t.deadline FROM team t
     WHERE t.status = 'OPEN' AND t.deadline <= ${now} AND EXISTS (SELECT 1 FROM group_buy_activity a WHERE a.id = t.activity_id)
     ORDER BY t.deadline LIMIT ${limit}`);
 }

@@ -57,6 +57,9 @@ export function mintPaymentRef(): string {
   return `pay_${ref}`;
 }
 
+/** How many teams a cancel fails at a time: an activity of thousands does not flood Redis and the journal at once. */
+const CANCEL_BATCH = 100;
+
 /** Each retry follows the user's lock to where a request of theirs on another instance moved it. */
 const LOCK_ATTEMPTS = 8;
 
@@ -90,6 +93,26 @@ export class TeamService {
     const updated = await this.teams.groupBuys.update(activityId, input, await redisTimeMs(this.deps.redis));
     if (!updated) throw new NotFound('group-buy activity', activityId);
     return updated;
+  }
+
+  /**
+   * Operators: ends the activity now and fails every team of it still OPEN at once, as
+   * their deadline would (GroupBuyActivities.cancel brings it forward): their locks end,
+   * their paying members are owed refunds, a payment after is owed back, subscribers hear
+   * FAILED; COMPLETE teams stay so. Resolves once each failure is committed. Idempotent: a
+   * retry ends nothing more, and fails what a call that broke off left OPEN (as the
+   * deadline sweeper does within a second anyway).
+   */
+  async cancelActivity(activityId: string): Promise<GroupBuyActivity> {
+    const cancelled = await this.teams.groupBuys.cancel(activityId, await redisTimeMs(this.deps.redis));
+    if (!cancelled) throw new NotFound('group-buy activity', activityId);
+    let failed = 0;
+    for (let i = 0; i < cancelled.openTeams.length; i += CANCEL_BATCH) {
+      const batch = await Promise.all(cancelled.openTeams.slice(i, i + CANCEL_BATCH).map((team) => this.deadlines.fail(team)));
+      failed += batch.filter(Boolean).length;
+    }
+    if (failed > 0) this.deps.log.info({ activityId, failed }, 'a group-buy was cancelled; its open teams failed');
+    return cancelled.activity;
   }
 
   activity(id: string): Promise<GroupBuyActivity | null> {

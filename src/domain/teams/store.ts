@@ -232,8 +232,9 @@ export class TeamStore {
     return this.scripts.call(expireTeamSeats, teamKeys(activityId, teamId), [teamId, eventId, ...dueUsers]);
   }
 
-  fail(activityId: string, teamId: string, eventId: string) {
-    return this.scripts.call(failTeam, teamKeys(activityId, teamId), [teamId, eventId]);
+  /** `deadlineMs`: the team's deadline in PostgreSQL, which an operator's cancel may have brought forward. */
+  fail(activityId: string, teamId: string, eventId: string, deadlineMs: number) {
+    return this.scripts.call(failTeam, teamKeys(activityId, teamId), [teamId, eventId, deadlineMs]);
   }
 
   /** One atomic read (MULTI), so members and locks are never seen mid-change. Null when the team's keys are missing. */
