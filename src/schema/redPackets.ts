@@ -10,7 +10,7 @@ import { LATEST_SHARES_MAX, type RedPacketShareView, type RedPacketState, redPac
 import { ErrorCode, graphqlError } from '../errors.ts';
 import { errorMessage } from '../i18n/messages.ts';
 import { isOperator } from '../infra/auth/tokens.ts';
-import { asProblem, serverNow, serverTimeNote, shownUserId, watchExisting } from './common.ts';
+import { asProblem, serverTimeNote, shownUserId, watchExisting } from './common.ts';
 import { LIST_SIZE_EXTENSION, keysetConnection } from './connections.ts';
 
 const USER_IDS = userIdRule('this red packet');
@@ -60,11 +60,11 @@ export const RedPacket = builder.objectRef<RedPacketState>('RedPacket').implemen
     count: t.exposeInt('count'),
     mode: t.expose('mode', { type: SplitMode }),
     greeting: t.exposeString('greeting', { nullable: true }),
-    status: t.field({ type: RedPacketStatus, resolve: (packet) => redPacketStatus(packet, packet.asOfMs ?? Date.now()) }),
+    status: t.field({ type: RedPacketStatus, resolve: (packet) => redPacketStatus(packet, packet.asOfMs) }),
     remainingCount: t.exposeInt('remainingCount'),
     remainingAmount: t.exposeInt('remainingAmount'),
     expiresAt: t.expose('expiresAt', { type: 'DateTime' }),
-    serverTime: t.field({ type: 'DateTime', description: serverTimeNote, resolve: (packet, _args, { app }) => (packet.asOfMs === undefined ? serverNow(app) : new Date(packet.asOfMs)) }),
+    serverTime: t.field({ type: 'DateTime', description: serverTimeNote, resolve: (packet) => new Date(packet.asOfMs) }),
     shares: t.field({
       type: [RedPacketShare],
       description: `Every grabbed share, oldest first: up to 10,000, and in a subscription read again on every event, so it is costly: the cost limit counts it as ${SHARES_LIST_COST} shares. Use sharesConnection to page them, or latestShares for the newest. In a subscription, the shares of the event's snapshot.`,

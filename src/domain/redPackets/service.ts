@@ -50,7 +50,7 @@ export class RedPacketService {
         isFinal: (state) => state.remainingCount === 0 || state.refundedAmount !== null,
         // Nothing is published at expiry (the refund comes up to a sweep later): every
         // instance with watchers reloads at the instant, judged by Redis time.
-        changesIn: (state) => (state.asOfMs! < Date.parse(state.expiresAt) ? Date.parse(state.expiresAt) - state.asOfMs! : null),
+        changesIn: (state) => (state.asOfMs < Date.parse(state.expiresAt) ? Date.parse(state.expiresAt) - state.asOfMs : null),
       },
     });
     // Of an entry too broken to decode, whatever packet it names.
@@ -154,7 +154,7 @@ export class RedPacketService {
 
   async get(packetId: string): Promise<RedPacketState | null> {
     const state = await this.loaded(packetId);
-    if (state && state.refundedAmount === null && Date.parse(state.expiresAt) <= (await redisTimeMs(this.deps.redis))) return this.withDurableRefund(state);
+    if (state && state.refundedAmount === null && Date.parse(state.expiresAt) <= state.asOfMs) return this.withDurableRefund(state);
     return state;
   }
 
@@ -264,7 +264,7 @@ export class RedPacketService {
     for (const packetId of await packetsDueForRefund(this.deps.prisma, REFUND_BATCH)) {
       // PostgreSQL just listed it as not refunded, so there is no recorded refund to pick up.
       const state = await this.loaded(packetId);
-      if (!state || Date.parse(state.expiresAt) > (await redisTimeMs(this.deps.redis))) continue;
+      if (!state || Date.parse(state.expiresAt) > state.asOfMs) continue;
       if ((await this.store.journalLength(packetId)) > 0) continue;
       const refundedAmount = await refundRemainder(this.deps.prisma, packetId);
       if (refundedAmount === null) continue;

@@ -40,8 +40,11 @@ export interface RedPacketState extends RedPacketTerms {
   latestShares?: RedPacketShareView[];
   bestLuck?: RedPacketShareView | null;
   committedShares?: string;
-  /** Set in the states subscribers get: the Redis time the state was read at, which its status is judged at. */
-  asOfMs?: number;
+  /**
+   * The Redis time the state was read at, which its status is judged at: the clock grabs
+   * are judged by, not the instance's own, which may lag or lead it.
+   */
+  asOfMs: number;
 }
 
 /** One grabbed share, as the API shows it. */
@@ -122,8 +125,12 @@ export class RedPacketStore {
     return this.scripts.call(grabRedPacket, redPacketKeys(packetId), [userId, grantId, packetId]);
   }
 
+  /** One round trip (MULTI): the packet's meta and the Redis time it was read at, from the node a grab runs on. */
   async readState(packetId: string): Promise<RedPacketState | null> {
-    const meta = await this.redis.hgetall(redPacketKeys(packetId).meta);
+    const results = await this.redis.multi().hgetall(redPacketKeys(packetId).meta).time().exec();
+    if (!results) return null;
+    for (const [error] of results) if (error) throw error;
+    const [meta, time] = results.map(([, value]) => value) as [Record<string, string>, [string, string]];
     if (!meta.expiresAtMs) return null;
     const count = Number(meta.count);
     const remainingCount = Number(meta.remainingCount);
@@ -142,6 +149,7 @@ export class RedPacketStore {
       remainingAmount: Number(meta.remainingAmount),
       refundedAmount,
       version: count - remainingCount + (refundedAmount === null ? 0 : 1),
+      asOfMs: Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000),
     };
   }
 
