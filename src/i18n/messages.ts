@@ -40,8 +40,8 @@ export const problemMessages: Record<string, Wording<Problem>> = {
   TEAM_FULL: wording({ en: () => 'every seat of this team is taken or locked by a paying buyer', 'zh-CN': () => '该团的座位已满或正被其他买家锁定付款中' }),
   ALREADY_MEMBER: wording({ en: () => 'you are already a member of this team', 'zh-CN': () => '你已经是该团成员' }),
   TEAM_CLOSED: wording<TeamClosed>({
-    en: (p) => (p.status === 'COMPLETE' ? 'this team is complete' : p.status === 'FAILED' ? 'this team failed to form before its deadline' : 'this team is past its deadline'),
-    'zh-CN': (p) => (p.status === 'COMPLETE' ? '该团已成团' : p.status === 'FAILED' ? '该团未能在截止时间前成团' : '该团已过截止时间'),
+    en: (p) => (p.status === 'COMPLETE' ? 'this team is complete' : 'this team failed to form before its deadline'),
+    'zh-CN': (p) => (p.status === 'COMPLETE' ? '该团已成团' : '该团未能在截止时间前成团'),
   }),
   GROUP_BUY_NOT_ACTIVE: wording<GroupBuyNotActive>({
     en: (p) =>

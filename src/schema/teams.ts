@@ -14,7 +14,8 @@ import { PaymentIntentRef } from './payments.ts';
 const USER_IDS = userIdRule('this group-buy activity (all its teams)');
 
 const TeamStatusEnum = builder.enumType('TeamStatus', {
-  description: 'OPEN: seats may be taken until the deadline. COMPLETE: every seat is filled. FAILED: it did not fill by its deadline, and its seat payments are owed back.',
+  description:
+    'OPEN: seats may be taken until the deadline. COMPLETE: every seat is filled. FAILED: it did not fill by its deadline (FAILED from the deadline on, by Redis time), and its seat payments are owed back.',
   values: ['OPEN', 'COMPLETE', 'FAILED'] as const,
 });
 
@@ -113,7 +114,7 @@ builder.objectType(AlreadyMember, { name: 'AlreadyMember', ...asProblem(AlreadyM
 builder.objectType(TeamClosed, {
   name: 'TeamClosed',
   ...asProblem(TeamClosed),
-  description: 'The team takes no more seats: it is COMPLETE or FAILED, or its deadline has passed.',
+  description: 'The team takes no more seats: it is COMPLETE, or FAILED (from its deadline on).',
   fields: (t) => ({ status: t.expose('status', { type: TeamStatusEnum }) }),
 });
 builder.objectType(TeamLimitReached, {

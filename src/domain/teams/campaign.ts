@@ -45,6 +45,9 @@ export class TeamCampaign {
         state: (ref) => this.read(ref),
         versionOf: (state) => state.version,
         isFinal: (state) => state.status !== 'OPEN',
+        // Nothing is published at the deadline (the sweeper fails the team up to a sweep
+        // later): every instance with watchers reloads then, and reads it FAILED.
+        changesIn: (state) => (state.status === 'OPEN' ? Date.parse(state.deadline) - Date.parse(state.serverTime) : null),
         changedBy: teamsChangedBy,
       },
     });

@@ -113,6 +113,8 @@ export interface TeamSnapshot {
 /** The change a script journaled first in its reply: null when it changed nothing. */
 const change = (values: ReplyValues, keys: { journal: string }) => ({ entry: values.entry(0, keys.journal) });
 const status = (values: ReplyValues, index: number) => values.str(index) as TeamStatus;
+/** A closed team's status: one the script found still OPEN is past its deadline, so FAILED (see teamStateOf). */
+const closedStatus = (values: ReplyValues, index: number): TeamStatus => (status(values, index) === 'OPEN' ? 'FAILED' : status(values, index));
 
 /** A team's keys as read (HGETALL, HGETALL, ZRANGE WITHSCORES) and the Redis time then: what teamStateOf turns into a TeamState. */
 export interface TeamRead {
@@ -155,7 +157,7 @@ const lockTeamSeat = defineScript(
     limitReached: (values, keys) => ({ ...change(values, keys), maxTeamsPerUser: values.num(2) }),
     lockLimitReached: (values, keys) => ({ ...change(values, keys), maxLocks: values.num(2) }),
     member: change,
-    closed: (values, keys) => ({ ...change(values, keys), status: status(values, 2) }),
+    closed: (values, keys) => ({ ...change(values, keys), status: closedStatus(values, 2) }),
     full: (values, keys) => ({ ...change(values, keys), nextUnlockAtMs: values.numOrNull(2), nowMs: values.num(3) }),
   },
 );
@@ -167,7 +169,7 @@ const confirmTeamSeat = defineScript('confirmTeamSeat', ['meta', 'members', 'pay
   paymentRefTaken: () => ({}),
   paymentRefunded: () => ({}),
   noSeatLock: (values, keys) => ({ ...change(values, keys), nextUnlockAtMs: values.numOrNull(2) }),
-  closed: (values, keys) => ({ ...change(values, keys), status: status(values, 2) }),
+  closed: (values, keys) => ({ ...change(values, keys), status: closedStatus(values, 2) }),
   late: change,
   teamFailed: () => ({}),
 });
@@ -300,12 +302,17 @@ export function teamStateOf(activityId: string, teamId: string, { meta, members,
   if (!meta.deadlineMs) return null;
   const capacity = Number(meta.capacity);
   const lockMs = Number(meta.lockSeconds) * 1000;
-  const status = meta.status as TeamStatus;
+  // Past its deadline an OPEN team takes no one and can only end FAILED (a payment after the
+  // deadline is owed back): it reads FAILED at once, as the deadline sweeper will leave it
+  // (its locks released), and one version on, since the deadline passing changed it.
+  const overdue = meta.status === 'OPEN' && nowMs >= Number(meta.deadlineMs);
+  const status = overdue ? 'FAILED' : (meta.status as TeamStatus);
+  const held = overdue ? [] : locks;
   const live: SeatLockView[] = [];
-  for (let i = 0; i < locks.length; i += 2) {
-    const expiresAtMs = Number(locks[i + 1]);
+  for (let i = 0; i < held.length; i += 2) {
+    const expiresAtMs = Number(held[i + 1]);
     if (expiresAtMs > nowMs) {
-      live.push({ userId: locks[i]!, lockedAt: iso(expiresAtMs - lockMs), expiresAt: iso(expiresAtMs) });
+      live.push({ userId: held[i]!, lockedAt: iso(expiresAtMs - lockMs), expiresAt: iso(expiresAtMs) });
     }
   }
   const memberList = Object.entries(members)
@@ -314,8 +321,7 @@ export function teamStateOf(activityId: string, teamId: string, { meta, members,
       return { userId, seat, joinedAtMs };
     })
     .sort((a, b) => a.seat - b.seat);
-  // Past its deadline a team takes no one, though the worker may not have marked it FAILED yet.
-  const takesMembers = status === 'OPEN' && nowMs < Number(meta.deadlineMs);
+  const takesMembers = status === 'OPEN';
   const freeSeats = takesMembers ? Math.max(0, capacity - memberList.length - live.length) : 0;
   return {
     id: teamId,
@@ -330,6 +336,6 @@ export function teamStateOf(activityId: string, teamId: string, { meta, members,
     freeSeats,
     nextUnlockAt: takesMembers && freeSeats === 0 && live.length > 0 ? live[0]!.expiresAt : null,
     serverTime: iso(nowMs),
-    version: Number(meta.version),
+    version: Number(meta.version) + (overdue ? 1 : 0),
   };
 }
