@@ -110,23 +110,11 @@ local function utc_offset_ms(at)
   return minutes * 60000
 end
 
--- The daily hash holds one day. A later day starts it afresh (when something is written);
--- a clock that steps back across midnight keeps counting in the newer day.
-local day = math.floor((now + utc_offset_ms(now)) / DAY_MS)
-local countedDay = tonumber(redis.call('HGET', KEYS[3], 'day'))
-local newDay = countedDay == nil or day > countedDay
-if not newDay then day = countedDay end
-
-local function today(field)
-  if newDay then return 0 end
-  return tonumber(redis.call('HGET', KEYS[3], field) or '0')
-end
-
--- Same rule as nextLocalMidnight in src/domain/lottery/timezone.ts.
-local function next_day_start_ms()
-  local nextDay = (day + 1) * DAY_MS
-  local midnight = nextDay - utc_offset_ms(nextDay - utc_offset_ms(day * DAY_MS))
-  if math.floor((midnight + utc_offset_ms(midnight)) / DAY_MS) > day then return midnight end
+-- Same rule as nextLocalMidnight in src/domain/lottery/timezone.ts: when local day d + 1 begins.
+local function next_day_start_ms(d)
+  local nextDay = (d + 1) * DAY_MS
+  local midnight = nextDay - utc_offset_ms(nextDay - utc_offset_ms(d * DAY_MS))
+  if math.floor((midnight + utc_offset_ms(midnight)) / DAY_MS) > d then return midnight end
   -- Where DST begins at midnight (America/Santiago), 00:00 never comes: the day begins at the change.
   for i = 2, #settings.utcOffsets do
     if settings.utcOffsets[i][1] > midnight then return settings.utcOffsets[i][1] end
@@ -134,9 +122,25 @@ local function next_day_start_ms()
   return midnight
 end
 
+-- The daily hash holds one day. A later day starts it afresh (when something is written);
+-- a clock that steps back across midnight keeps counting in the newer day, and the draw is
+-- dated at that day's start, so that its time falls in the day it counts in (local_day).
+local day = math.floor((now + utc_offset_ms(now)) / DAY_MS)
+local countedDay = tonumber(redis.call('HGET', KEYS[3], 'day'))
+local newDay = countedDay == nil or day > countedDay
+if not newDay and day < countedDay then
+  day = countedDay
+  now = next_day_start_ms(day - 1)
+end
+
+local function today(field)
+  if newDay then return 0 end
+  return tonumber(redis.call('HGET', KEYS[3], field) or '0')
+end
+
 local draws = today('d:' .. user)
 if settings.dailyDrawLimit > 0 and draws >= settings.dailyDrawLimit then
-  return {'limit', settings.dailyDrawLimit, next_day_start_ms()}
+  return {'limit', settings.dailyDrawLimit, next_day_start_ms(day)}
 end
 local atWinLimit = settings.dailyWinLimit > 0 and today('w:' .. user) >= settings.dailyWinLimit
 
@@ -188,10 +192,10 @@ if settings.strategy == 'WEIGHTED' then
     -- Nothing left to win (stock, daily stock or the win limit): a paid draw would be
     -- charged for a certain loss. An activity whose prizes all weigh 0 loses by design.
     if atWinLimit then
-      return {'winLimit', settings.dailyWinLimit, next_day_start_ms()}
+      return {'winLimit', settings.dailyWinLimit, next_day_start_ms(day)}
     end
     -- On the last day, prizes left for tomorrow are none left to win.
-    local tomorrow = next_day_start_ms()
+    local tomorrow = next_day_start_ms(day)
     if tomorrow < settings.endsAtMs then
       for _, candidate in ipairs(settings.prizes) do
         if candidate.weight > 0 and stock_left(candidate) > 0 then

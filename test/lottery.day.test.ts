@@ -117,6 +117,32 @@ describe('daily limits and daily stock reset at midnight in the activity’s tim
     expect((await loadDraws(lot.stores, activity.id)).map((row) => row.local_day)).toEqual(['2027-09-04', '2027-09-05']);
   });
 
+  it('Redis time stepping back across midnight: the draw counts in the newer day and is dated at its start', async () => {
+    // A prize that weighs nothing: every draw loses, and only counts.
+    const activity = await lottery.create(OPERATOR, {
+      title: 'step back',
+      startsAt: '2027-10-09T00:00:00+08:00',
+      endsAt: '2027-10-13T00:00:00+08:00',
+      dailyDrawLimit: 2,
+      noPrizeWeight: 1,
+      prizes: [{ title: 'A', weight: 0, totalStock: 1 }],
+    });
+    await drawAtEach('stepper', activity.id, [
+      ['2027-10-10T23:59:58.000+08:00', 'LotteryLose'],
+      ['2027-10-11T00:00:00.500+08:00', 'LotteryLose'],
+    ]);
+    // Back 2 s, before midnight again: the 11th's count and limit hold, and the draw is
+    // dated at the 11th's start, not on the 10th.
+    await moveClockTo(lot.stores.redis, Date.parse('2027-10-10T23:59:58.500+08:00'));
+    expect(await lottery.draw('stepper', activity.id)).toMatchObject({ __typename: 'LotteryLose', drawnAt: '2027-10-10T16:00:00.000Z' });
+    expect(await lottery.draw('stepper', activity.id)).toMatchObject({ __typename: 'DrawLimitReached', resetsAt: '2027-10-11T16:00:00.000Z' });
+
+    // In time order: the 11th's second draw is dated before its first, which the clock put later.
+    const draws = await expectLotteryInvariants(lot.stores, activity.id);
+    expect(draws.map((row) => `${row.local_day} #${row.draw_seq}`)).toEqual(['2027-10-10 #1', '2027-10-11 #2', '2027-10-11 #1']);
+    expect(draws[1]!.drawn_at.toISOString()).toBe('2027-10-10T16:00:00.000Z');
+  });
+
   it("a paid draw once the day's stock is gone: SOLD_OUT_TODAY until tomorrow, SOLD_OUT on the last day", async () => {
     const activity = await lottery.create(OPERATOR, {
       title: 'last day',
