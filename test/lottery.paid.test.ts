@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { CreateLotteryDocument, type CreateLotteryInput, DrawLotteryDocument, UpdateLotteryDocument } from './gql/generated.ts';
+import { MAX_POINTS } from '../src/domain/points/input.ts';
+import { AwardPointsDocument, CreateLotteryDocument, type CreateLotteryInput, DrawLotteryDocument, UpdateLotteryDocument } from './gql/generated.ts';
 import { errorCodes, gql } from './support/client.ts';
 import { expectDrawPaymentInvariants } from './support/drawPaymentInvariants.ts';
 import { testEnv } from './support/env.ts';
@@ -40,6 +41,12 @@ beforeAll(() => {
   lottery = lotteryAt(lot.server.url);
   points = pointsAt(lot.server.url);
 });
+
+/** An award's refusal: its issue codes, or [] when it was applied. */
+async function awardIssues(userId: string, amount: number): Promise<unknown[]> {
+  const response = await points.raw(AwardPointsDocument, { userId, amount, reason: 'test', requestId: randomUUID() }, OPERATOR, { admin: true });
+  return (response.body.errors ?? []).flatMap((error) => (error.extensions?.issues as { code: string }[] | undefined)?.map((issue) => issue.code) ?? [error.extensions?.code]);
+}
 
 async function ledgerOf(userId: string) {
   const { rows } = await lot.stores.sql.query<{ delta: number; reason: string; draw_id: string | null }>('SELECT delta, reason, draw_id FROM points_ledger WHERE user_id = $1 ORDER BY id', [
@@ -214,5 +221,88 @@ describe('a POINTS prize', () => {
     await waitFor('the sweeper to settle the prizes', async () => (await lot.stores.sql.query(unsettled)).rowCount === 0, { timeoutMs: 10_000 });
     expect((await points.me('cold-winner')).pointsBalance).toBe(14);
     await expectDrawPaymentInvariants(lot.stores, { swept: true });
+  });
+});
+
+describe('the points ceiling, 2^31−1, with points held by paid draws', () => {
+  it('refuses an award that, with what a paid draw holds, would pass it, and takes one up to it', async () => {
+    const activity = await lottery.create(OPERATOR, losing());
+    await points.award(OPERATOR, { userId: 'held-award', amount: MAX_POINTS - 100 });
+    // The draw's commit waits on the lock: its reservation is held meanwhile.
+    const blocker = await lot.stores.sql.connect();
+    let draw: ReturnType<typeof lottery.draw> | undefined;
+    try {
+      await blocker.query('BEGIN');
+      await blocker.query('LOCK TABLE lottery_draw IN EXCLUSIVE MODE');
+      draw = lottery.draw('held-award', activity.id);
+      await waitFor('the reservation', async () => (await lot.stores.sql.query("SELECT 1 FROM draw_payment WHERE user_id = 'held-award' AND status = 'RESERVED'")).rowCount === 1);
+      // The balance is MAX − 130 and COST is held: 110 more would leave nothing for the reservation to come back to.
+      expect(await awardIssues('held-award', 110)).toEqual(['BALANCE_ABOVE_MAX']);
+      expect(await awardIssues('held-award', 100)).toEqual([]);
+    } finally {
+      await blocker.query('ROLLBACK');
+      blocker.release();
+    }
+    // Paid: the cost has left the ledger, and with it the room it took.
+    expect((await draw!).__typename).toBe('LotteryLose');
+    expect(await awardIssues('held-award', COST + 1)).toEqual(['BALANCE_ABOVE_MAX']);
+    expect(await awardIssues('held-award', COST)).toEqual([]);
+    expect((await points.me('held-award')).pointsBalance).toBe(MAX_POINTS);
+    await expectDrawPaymentInvariants(lot.stores, { swept: true });
+  });
+
+  it('gives every reservation back while awards race draws that do not happen (no 22003, nothing left held)', async () => {
+    const notStarted = await lottery.create(OPERATOR, {
+      ...losing({ drawCostPoints: 100 }),
+      startsAt: new Date(Date.now() + 3_600_000).toISOString(),
+      endsAt: new Date(Date.now() + 7_200_000).toISOString(),
+    });
+    await points.award(OPERATOR, { userId: 'rel', amount: MAX_POINTS - 50 });
+    const draws = Promise.all(Array.from({ length: 60 }, () => lottery.tryDraw('rel', notStarted.id)));
+    const awards = Promise.all(
+      Array.from({ length: 30 }, async (_, i) => {
+        await new Promise((resolve) => setTimeout(resolve, 15 * i));
+        return awardIssues('rel', 500);
+      }),
+    );
+    for (const { result, errors } of await draws) {
+      expect(errors, JSON.stringify(errors)).toBeUndefined();
+      expect(result).toMatchObject({ __typename: 'ActivityNotActive', reason: 'NOT_STARTED' });
+    }
+    // Reservations move points from the balance to what is held: the sum never leaves MAX − 50.
+    for (const issues of await awards) expect(issues).toEqual(['BALANCE_ABOVE_MAX']);
+    expect((await points.me('rel')).pointsBalance).toBe(MAX_POINTS - 50);
+    await expectDrawPaymentInvariants(lot.stores, { swept: true });
+  });
+
+  it('credits a POINTS prize up to it, and the draw stands: no dead letter, paid and free draws alike', async () => {
+    const paid = await lottery.create(OPERATOR, pointsPrize(5));
+    const free = await lottery.create(OPERATOR, pointsPrize(0));
+    await points.award(OPERATOR, { userId: 'rich', amount: MAX_POINTS - 1 });
+    // Paid 5, won 7: room for 6.
+    const win = await lottery.draw('rich', paid.id);
+    expect(win).toMatchObject({ __typename: 'LotteryWin', prize: { kind: 'POINTS' } });
+    expect((await points.me('rich')).pointsBalance).toBe(MAX_POINTS);
+    const drawId = (win as { drawId: string }).drawId;
+    expect((await ledgerOf('rich')).filter((row) => row.draw_id === drawId)).toEqual([
+      { delta: -5, reason: 'lottery draw', draw_id: drawId },
+      { delta: 6, reason: 'lottery prize', draw_id: drawId },
+    ]);
+    // At the ceiling: a win with nothing credited.
+    expect((await lottery.draw('rich', free.id)).__typename).toBe('LotteryWin');
+    expect((await points.me('rich')).pointsBalance).toBe(MAX_POINTS);
+
+    // Wins racing for the last 10 points: they get 10 between them, in draw order.
+    await points.award(OPERATOR, { userId: 'rich-race', amount: MAX_POINTS - 10 });
+    const wins = await Promise.all(Array.from({ length: 5 }, () => lottery.draw('rich-race', free.id)));
+    for (const raced of wins) expect(raced.__typename).toBe('LotteryWin');
+    expect((await points.me('rich-race')).pointsBalance).toBe(MAX_POINTS);
+
+    expect((await lot.stores.sql.query('SELECT entry_id FROM journal_dead_letter')).rows).toEqual([]);
+    const payments = await expectDrawPaymentInvariants(lot.stores, { swept: true, atCeiling: ['rich', 'rich-race'] });
+    const credited = (user: string) => payments.filter((payment) => payment.user_id === user).map((payment) => payment.prize_points);
+    expect(credited('rich').sort()).toEqual([0, 6]);
+    expect(credited('rich-race').reduce((a, b) => a + b, 0)).toBe(10);
+    await expectPointsInvariants(lot.stores);
   });
 });

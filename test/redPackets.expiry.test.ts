@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { aliasScope } from '../src/domain/privacy.ts';
+import { redPacketKeys } from '../src/domain/redPackets/store.ts';
 import { GrabRedPacketDocument } from './gql/generated.ts';
 import { testEnv } from './support/env.ts';
 import { startedServer } from './support/lifecycle.ts';
@@ -184,5 +185,29 @@ describe('expiry and refunds', () => {
     );
     expect(rows[0]!.expires_at.toISOString()).toBe(closed.expiresAt);
     expect(rows[0]!.last_grab.getTime(), `last grab ${rows[0]!.last_grab.toISOString()}, end ${closed.expiresAt}`).toBeLessThan(rows[0]!.expires_at.getTime());
+  });
+
+  it('goes on past a packet whose refund fails every round, and logs it with its id', async () => {
+    // The oldest packet due, whose journal cannot be read (a key of another type): it fails every round.
+    const poisoned = 'poisoned-packet';
+    await started.stores.sql.query(
+      `INSERT INTO red_packet (id, sender_id, funded_by, total_amount, count, mode, min_amount, max_amount, share_amounts, expires_at)
+       VALUES ($1, 'expiry-sender', 'SHOP', 100, 1, 'EQUAL', 100, 100, '{100}', now() - interval '1 hour')`,
+      [poisoned],
+    );
+    await started.stores.redis.set(redPacketKeys(poisoned).journal, 'not a stream');
+    try {
+      const packet = await redPackets.create('expiry-sender', { totalAmount: 500, count: 5, mode: 'EQUAL', expiresInSeconds: 1 });
+      expect((await settled(packet.id)).refunded_amount).toBe(500);
+      expect((await settlement(poisoned)).refunded_at).toBeNull();
+      const failure = started.server
+        .output()
+        .split('\n')
+        .find((line) => line.includes('could not refund an expired red packet'));
+      expect(JSON.parse(failure!)).toMatchObject({ level: 50, packetId: poisoned });
+    } finally {
+      await started.stores.sql.query('DELETE FROM red_packet WHERE id = $1', [poisoned]);
+      await started.stores.redis.del(...Object.values(redPacketKeys(poisoned)));
+    }
   });
 });

@@ -265,7 +265,10 @@ export const ruleMessages = {
     'zh-CN': (v: RuleValues) => `requestId ${v.requestId} 已用于另一笔钱包入账`,
   },
   BALANCE_BELOW_ZERO: { en: () => 'the balance would go below zero', 'zh-CN': () => '积分余额将低于 0' },
-  BALANCE_ABOVE_MAX: { en: (v: RuleValues) => `the balance would exceed ${v.max}`, 'zh-CN': (v: RuleValues) => `积分余额将超过 ${v.max}` },
+  BALANCE_ABOVE_MAX: {
+    en: (v: RuleValues) => `the balance, with the points paid draws hold, would exceed ${v.max}`,
+    'zh-CN': (v: RuleValues) => `积分余额（含付费抽奖预留的积分）将超过 ${v.max}`,
+  },
   PAYMENT_OF_ANOTHER_SEAT: {
     en: () => "this paymentRef is another user's or another team's payment",
     'zh-CN': () => '该 paymentRef 是其他用户或其他团的付款',

@@ -1,4 +1,5 @@
 import { expect } from 'vitest';
+import { MAX_POINTS } from '../../src/domain/points/input.ts';
 import { balanceKeys } from '../../src/domain/points/store.ts';
 import type { Stores } from './stores.ts';
 
@@ -19,13 +20,15 @@ interface PaymentRow {
 }
 
 /**
- * The invariants of paid draws (docs/architecture.md, D1–D5), in PostgreSQL and Redis:
+ * The invariants of paid draws (docs/architecture.md, D1–D7), in PostgreSQL and Redis:
  * no draw without payment, no payment without a draw, one debit per paid draw, one credit
- * per POINTS prize, and every balance = its ledger − what is still reserved, never below
- * zero. `swept`: no reservation is left and Redis has every settlement, so each cached
- * balance equals PostgreSQL's. Returns the payments.
+ * per POINTS prize, and every balance = its ledger − what is still reserved (the account's
+ * `held`), never below zero, the ledger never past 2^31−1. `swept`: no reservation is left
+ * and Redis has every settlement, so each cached balance equals PostgreSQL's. `atCeiling`:
+ * users whose prizes may have been credited only up to the ceiling; everyone else's are
+ * credited in full. Returns the payments.
  */
-export async function expectDrawPaymentInvariants(stores: Stores, { swept = false } = {}): Promise<PaymentRow[]> {
+export async function expectDrawPaymentInvariants(stores: Stores, { swept = false, atCeiling = [] as readonly string[] } = {}): Promise<PaymentRow[]> {
   const { sql, redis } = stores;
   const { rows: payments } = await sql.query<PaymentRow>(`
     SELECT p.draw_id, p.user_id, p.cost, p.status::text AS status, p.prize_points, p.settled_at,
@@ -46,8 +49,9 @@ export async function expectDrawPaymentInvariants(stores: Stores, { swept = fals
       expect(payment.drawn, `${what}: no draw on a reservation not paid`).toBe(false);
       expect(payment.debits, what).toBe(0);
     }
-    expect(payment.prize_points, what).toBe(payment.won_points);
-    expect([payment.prizes, payment.credited], `${what}: the prize credited once`).toEqual(payment.won_points > 0 ? [1, payment.won_points] : [0, 0]);
+    if (atCeiling.includes(payment.user_id)) expect(payment.prize_points, what).toBeLessThanOrEqual(payment.won_points);
+    else expect(payment.prize_points, what).toBe(payment.won_points);
+    expect([payment.prizes, payment.credited], `${what}: the prize credited once`).toEqual(payment.prize_points > 0 ? [1, payment.prize_points] : [0, 0]);
   }
 
   // No draw without payment, and no POINTS prize without its payment row.
@@ -60,15 +64,17 @@ export async function expectDrawPaymentInvariants(stores: Stores, { swept = fals
     SELECT l.id FROM points_ledger l WHERE l.draw_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM lottery_draw d WHERE d.id = l.draw_id)`);
   expect(strayLedger, 'ledger rows of a draw that does not exist').toEqual([]);
 
-  // Balances: the ledger minus what is reserved, never negative.
-  const { rows: accounts } = await sql.query<{ user_id: string; balance: number; ledger: number; reserved: number }>(`
-    SELECT a.user_id, a.balance,
-      COALESCE((SELECT sum(delta) FROM points_ledger l WHERE l.user_id = a.user_id), 0)::int AS ledger,
+  // Balances: the ledger minus what is reserved, never negative; the ledger within the ceiling, so a release always fits.
+  const { rows: accounts } = await sql.query<{ user_id: string; balance: number; held: number; ledger: string; reserved: number }>(`
+    SELECT a.user_id, a.balance, a.held,
+      COALESCE((SELECT sum(delta) FROM points_ledger l WHERE l.user_id = a.user_id), 0)::bigint AS ledger,
       COALESCE((SELECT sum(cost) FROM draw_payment p WHERE p.user_id = a.user_id AND p.status = 'RESERVED'), 0)::int AS reserved
     FROM points_account a`);
   for (const account of accounts) {
     expect(account.balance, `balance of ${account.user_id}`).toBeGreaterThanOrEqual(0);
-    expect(account.balance + account.reserved, `balance + reserved of ${account.user_id} = its ledger`).toBe(account.ledger);
+    expect(account.held, `held by ${account.user_id} = its reservations`).toBe(account.reserved);
+    expect(account.balance + account.reserved, `balance + reserved of ${account.user_id} = its ledger`).toBe(Number(account.ledger));
+    expect(Number(account.ledger), `ledger of ${account.user_id}`).toBeLessThanOrEqual(MAX_POINTS);
     const cached = await redis.get(balanceKeys(account.user_id).meta);
     if (cached !== null) expect(Number(cached), `cached balance of ${account.user_id}`).toBeGreaterThanOrEqual(0);
     if (swept && cached !== null) expect(Number(cached), `cached balance of ${account.user_id}`).toBe(account.balance);

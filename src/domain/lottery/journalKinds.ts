@@ -3,6 +3,7 @@ import { Prisma } from '../../generated/prisma/client.ts';
 import { unnest } from '../../infra/db/unnest.ts';
 import { conflictingEntries, entryKind } from '../../infra/journal/entryKind.ts';
 import type { PersistResult } from '../../infra/journal/journal.ts';
+import { MAX_POINTS } from '../points/input.ts';
 
 /** A field the scripts leave '' when it does not apply (a lost draw has no prize): null here, SQL NULL there. */
 const blankOr = <T extends z.ZodType>(schema: T) => z.union([z.literal('').transform(() => null), schema]);
@@ -47,7 +48,10 @@ const drawFields = z.object({
  * inserted only on its reservation, locked and still RESERVED, which it turns PAID with
  * a ledger debit; one whose reservation the sweeper released is a conflict (no draw
  * without payment, no payment without a draw). A POINTS prize is credited to the
- * winner's account and ledger, once per draw id.
+ * winner's account and ledger, once per draw id, as far as it fits: the draw is Redis's
+ * decision and stands, so a prize that would take the balance with what paid draws hold
+ * past 2^31−1 is credited up to it (draw_payment.prize_points says what was), and no
+ * statement fails on the ceiling (22003 would dead-letter the draw).
  */
 export const drawJournalKind = entryKind({
   kind: 'lottery.draw',
@@ -92,26 +96,45 @@ export const drawJournalKind = entryKind({
         FROM d WHERE d.cost = 0 OR d.id IN (SELECT draw_id FROM reserved)
         ON CONFLICT DO NOTHING
         RETURNING id, activity_id, user_id, request_id, cost_points, drawn_at,
-          CASE WHEN prize_snapshot->>'kind' = 'POINTS' THEN (prize_snapshot->>'points')::int ELSE 0 END AS prize_points
+          CASE WHEN prize_snapshot->>'kind' = 'POINTS' THEN (prize_snapshot->>'points')::int ELSE 0 END AS won_points
+      ),
+      -- Locked in user order, after the reservations (the order a release locks in): balance + held
+      -- is then the ledger's sum, and stays so until this statement commits.
+      account AS MATERIALIZED (
+        SELECT user_id, balance::bigint + held AS total FROM points_account
+        WHERE user_id IN (SELECT user_id FROM inserted WHERE cost_points > 0 OR won_points > 0) ORDER BY user_id FOR UPDATE
+      ),
+      -- Each prize, in draw order, gets what is left under the ceiling once the draws' costs are spent.
+      prized AS (
+        SELECT i.*, LEAST(i.won_points, GREATEST(0,
+            ${MAX_POINTS}::bigint - COALESCE(a.total, 0) + sum(i.cost_points) OVER (PARTITION BY i.user_id)
+            - (sum(i.won_points) OVER (PARTITION BY i.user_id ORDER BY i.drawn_at, i.id ROWS UNBOUNDED PRECEDING) - i.won_points)))::int AS prize_points
+        FROM inserted i LEFT JOIN account a ON a.user_id = i.user_id
       ),
       paid AS (
         UPDATE draw_payment p SET status = 'PAID', prize_points = i.prize_points, settled_at = CASE WHEN i.prize_points = 0 THEN now() END
-        FROM inserted i WHERE p.draw_id = i.id AND i.cost_points > 0
+        FROM prized i WHERE p.draw_id = i.id AND i.cost_points > 0
       ),
       free_won AS (
         INSERT INTO draw_payment (draw_id, user_id, activity_id, request_id, cost, status, prize_points, reserved_at, release_after)
-        SELECT id, user_id, activity_id, request_id, 0, 'PAID', prize_points, drawn_at, drawn_at FROM inserted WHERE cost_points = 0 AND prize_points > 0
+        SELECT id, user_id, activity_id, request_id, 0, 'PAID', prize_points, drawn_at, drawn_at FROM prized WHERE cost_points = 0 AND won_points > 0
       ),
       ledgered AS (
         INSERT INTO points_ledger (user_id, delta, reason, draw_id, created_at)
-        SELECT user_id, -cost_points, 'lottery draw', id, drawn_at FROM inserted WHERE cost_points > 0
+        SELECT user_id, -cost_points, 'lottery draw', id, drawn_at FROM prized WHERE cost_points > 0
         UNION ALL
-        SELECT user_id, prize_points, 'lottery prize', id, drawn_at FROM inserted WHERE prize_points > 0
+        SELECT user_id, prize_points, 'lottery prize', id, drawn_at FROM prized WHERE prize_points > 0
       ),
+      moved AS (
+        SELECT user_id, sum(prize_points)::int AS prizes, sum(cost_points)::int AS spent FROM prized GROUP BY user_id
+        HAVING sum(prize_points) > 0 OR sum(cost_points) > 0
+      ),
+      -- Costs leave what the account holds, prizes come into its balance. A free draw's first
+      -- prize opens the account; a paid draw always has one.
       credited AS (
         INSERT INTO points_account AS a (user_id, balance)
-        SELECT user_id, sum(prize_points) FROM inserted WHERE prize_points > 0 GROUP BY user_id ORDER BY user_id
-        ON CONFLICT (user_id) DO UPDATE SET balance = a.balance + EXCLUDED.balance
+        SELECT user_id, prizes FROM moved ORDER BY user_id
+        ON CONFLICT (user_id) DO UPDATE SET balance = a.balance + EXCLUDED.balance, held = a.held - (SELECT m.spent FROM moved m WHERE m.user_id = a.user_id)
       )
       SELECT id FROM inserted`);
     return conflictingEntries(

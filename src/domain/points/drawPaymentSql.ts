@@ -17,8 +17,8 @@ const reserveFields = z.object({
 });
 
 /**
- * Reservations, inserted RESERVED with their cost taken from the account, in one
- * statement per batch. As for redemptions, the accounts are locked in user order and
+ * Reservations, inserted RESERVED with their cost moved from the account's balance to
+ * what it holds, in one statement per batch. As for redemptions, the accounts are locked in user order and
  * each user's running total must stay covered; a reservation the balance does not cover
  * (Redis lost data and was rebuilt meanwhile), or a second live one for a requestId, is
  * a conflict: the balance is rebuilt and the call tried again.
@@ -58,7 +58,7 @@ export const reserveDrawJournalKind = entryKind({
         RETURNING draw_id, user_id, cost
       ),
       debited AS (
-        UPDATE points_account a SET balance = a.balance - s.spent
+        UPDATE points_account a SET balance = a.balance - s.spent, held = a.held + s.spent
         FROM (SELECT user_id, sum(cost) AS spent FROM inserted GROUP BY user_id) s
         WHERE a.user_id = s.user_id
       )
@@ -91,7 +91,8 @@ export function findPayment(prisma: PrismaClient, drawId: string): Promise<DrawP
 
 /**
  * Releases a reservation whose draw did not happen: RESERVED → RELEASED and its cost
- * back in the account, in one statement. `due` only: only once past its deadline (the
+ * back from what the account holds to its balance, in one statement. It always fits: no
+ * credit takes balance + held past 2^31−1. `due` only: only once past its deadline (the
  * sweeper). The draw's commit locks the same row, so exactly one of the two wins: a
  * released reservation lets no draw in, a paid one is never released.
  */
@@ -103,7 +104,7 @@ export async function releaseReservation(prisma: PrismaClient, drawId: string, d
         AND NOT EXISTS (SELECT 1 FROM lottery_draw d WHERE d.id = ${drawId})
       RETURNING user_id, cost
     )
-    UPDATE points_account a SET balance = a.balance + r.cost FROM released r WHERE a.user_id = r.user_id`;
+    UPDATE points_account a SET balance = a.balance + r.cost, held = a.held - r.cost FROM released r WHERE a.user_id = r.user_id`;
 }
 
 export async function markSettled(prisma: PrismaClient, drawId: string): Promise<void> {

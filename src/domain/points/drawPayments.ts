@@ -8,7 +8,8 @@
  * 2. Draw (lua/drawLottery.lua, the lottery's slot), given the draw id and the cost.
  * 3. The draw's commit (lottery.draw in src/domain/lottery/journalKinds.ts) is one
  *    PostgreSQL statement: the draw is inserted only on its locked, still RESERVED
- *    reservation, which becomes PAID with a ledger debit; a POINTS prize is credited.
+ *    reservation, which becomes PAID with a ledger debit; a POINTS prize is credited, as
+ *    far as the balance with what is held stays within 2^31−1 (so a release always fits).
  *
  * A draw that did not happen (limit, inactive, sold out) releases its reservation at
  * once. One whose caller died or gave up is released by the sweeper past its deadline,
@@ -92,13 +93,19 @@ export class DrawPayments {
   /**
    * Releases the reservations past their deadline whose draw never came, once the
    * lottery's journal entry for each (`commitDraw`) is committed; settles in Redis what
-   * a dead process left unsettled. Returns how many payments it looked at.
+   * a dead process left unsettled. A payment that fails is logged and tried again next
+   * round; the others go on. Returns how many payments it looked at.
    */
   async sweep(commitDraw: (activityId: string, drawId: string) => Promise<void>): Promise<number> {
     const due = await paymentsToSweep(this.deps.prisma, this.options.releaseAfterMs, SWEEP_BATCH);
-    for (const payment of due) {
-      if (payment.status === 'RESERVED') await commitDraw(payment.activityId, payment.drawId);
-      await this.settle(payment.userId, payment.drawId);
+    for (const { drawId, userId, activityId, status } of due) {
+      try {
+        if (status === 'RESERVED') await commitDraw(activityId, drawId);
+        await this.settle(userId, drawId);
+      } catch (error) {
+        // The oldest come first: one that always fails would otherwise hold back everyone's points.
+        this.deps.log.error({ err: error, drawId, userId, activityId, status }, 'could not sweep a draw payment; tried again next round');
+      }
     }
     return due.length;
   }

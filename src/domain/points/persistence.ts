@@ -16,20 +16,22 @@ export interface Award {
 
 /**
  * Writes an award's ledger row and moves the materialized balance, in one statement:
- * the account row is locked first, so the guard (the balance stays within 0 … 2^31−1)
- * sees the newest balance. 'replayed' when the requestId was used before (nothing
- * changes). Throws BadInputError when the guard fails, or when the requestId named
- * another award.
+ * the account row is locked first, so the guard sees the newest balance and held points.
+ * The guard: the balance stays at 0 or more, and the balance with what paid draws hold
+ * (the ledger's sum) at 2^31−1 or less, so a reservation given back always fits.
+ * 'replayed' when the requestId was used before (nothing changes). Throws BadInputError
+ * when the guard fails, or when the requestId named another award.
  */
 export async function recordAward(prisma: PrismaClient, award: Award): Promise<'applied' | 'replayed'> {
   const [outcome] = await prisma.$queryRaw<{ inserted: boolean; before: number }[]>`
     WITH current AS (
-      SELECT balance FROM points_account WHERE user_id = ${award.userId} FOR UPDATE
+      SELECT balance, held FROM points_account WHERE user_id = ${award.userId} FOR UPDATE
     ),
     ledger AS (
       INSERT INTO points_ledger (user_id, delta, reason, request_id)
       SELECT ${award.userId}, ${award.amount}, ${award.reason}, ${award.requestId}
-      WHERE COALESCE((SELECT balance FROM current), 0)::bigint + ${award.amount}::int BETWEEN 0 AND ${MAX_POINTS}
+      WHERE COALESCE((SELECT balance FROM current), 0)::bigint + ${award.amount}::int >= 0
+        AND COALESCE((SELECT balance::bigint + held FROM current), 0) + ${award.amount}::int <= ${MAX_POINTS}
       ON CONFLICT (request_id) DO NOTHING
       RETURNING delta
     ),

@@ -256,27 +256,39 @@ export class RedPacketService {
 
   /**
    * Refunds what expired packets have left, whether or not anyone asks about them.
-   * A packet is refunded only once its journal is empty: after expiry no grab can be
-   * added, so an empty journal means every grab is in PostgreSQL.
+   * A packet that fails is logged and tried again next round; the others go on.
    */
   async refundExpired(): Promise<number> {
     let refunded = 0;
     for (const packetId of await packetsDueForRefund(this.deps.prisma, REFUND_BATCH)) {
-      // PostgreSQL just listed it as not refunded, so there is no recorded refund to pick up.
-      const state = await this.loaded(packetId);
-      if (!state || Date.parse(state.expiresAt) > state.asOfMs) continue;
-      if ((await this.store.journalLength(packetId)) > 0) continue;
-      const refundedAmount = await refundRemainder(this.deps.prisma, packetId);
-      if (refundedAmount === null) continue;
-      if (refundedAmount !== state.remainingAmount) {
-        this.deps.log.error({ packetId, refundedAmount, redisRemaining: state.remainingAmount }, 'refund differs from the amount Redis holds');
+      try {
+        if (await this.refundIfDue(packetId)) refunded++;
+      } catch (error) {
+        // The oldest come first: one that always fails would otherwise hold back every refund.
+        this.deps.log.error({ err: error, packetId }, 'could not refund an expired red packet; tried again next round');
       }
-      await this.store.recordRefund(packetId, refundedAmount);
-      this.deps.log.info({ packetId, senderId: state.senderId, refundedAmount }, 'refunded an expired red packet');
-      this.packets.publish(packetId);
-      refunded++;
     }
     return refunded;
+  }
+
+  /**
+   * Refunds the packet if it has expired and its journal is empty: after expiry no grab
+   * can be added, so an empty journal means every grab is in PostgreSQL. Whether it did.
+   */
+  private async refundIfDue(packetId: string): Promise<boolean> {
+    // PostgreSQL just listed it as not refunded, so there is no recorded refund to pick up.
+    const state = await this.loaded(packetId);
+    if (!state || Date.parse(state.expiresAt) > state.asOfMs) return false;
+    if ((await this.store.journalLength(packetId)) > 0) return false;
+    const refundedAmount = await refundRemainder(this.deps.prisma, packetId);
+    if (refundedAmount === null) return false;
+    if (refundedAmount !== state.remainingAmount) {
+      this.deps.log.error({ packetId, refundedAmount, redisRemaining: state.remainingAmount }, 'refund differs from the amount Redis holds');
+    }
+    await this.store.recordRefund(packetId, refundedAmount);
+    this.deps.log.info({ packetId, senderId: state.senderId, refundedAmount }, 'refunded an expired red packet');
+    this.packets.publish(packetId);
+    return true;
   }
 
   private async expiresAt(packetId: string): Promise<Date> {
