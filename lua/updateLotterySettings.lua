@@ -1,7 +1,9 @@
 --[[
   An operator's change to a running activity: replaces the settings JSON whole and adds
   stock top-ups, in one step, so the next draw sees every new setting and no draw sees
-  half of them. Optimistic: applies only over the version the caller read.
+  half of them. Optimistic: applies only over the version the caller read. A change made
+  under a requestId is recorded with it, so a retry answers that change rather than
+  applying it again (addStock is a delta).
 
   KEYS[1] {lot:<id>}:meta      hash: settings (JSON), version
   KEYS[2] {lot:<id>}:stock     hash: prizeId -> units left
@@ -10,16 +12,20 @@
   KEYS[5] {lot:<id>}:requests
   KEYS[6] {lot:<id>}:releases
   KEYS[7] {lot:<id>}:hours
+  KEYS[8] {lot:<id>}:changes   hash: "<changedBy>\n<requestId>" -> "<version>|<digest>", the changes made under a requestId
   ARGV[1] activity id
   ARGV[2] the version the new settings replace
   ARGV[3] the new settings (JSON, with version = ARGV[2] + 1); a new endsAtMs already past
           in Redis time is replaced by the next millisecond
   ARGV[4] who made the change
   ARGV[5] the app clock's offset from Redis time, in ms (0 but under a test clock)
-  ARGV[6..] pairs: prizeId, units to add to its stock
+  ARGV[6] the change's requestId ('' for none)
+  ARGV[7] the digest of the change's input ('' for none)
+  ARGV[8..] pairs: prizeId, units to add to its stock
 
   Returns
     {'missing'}                           meta missing: rebuild, then retry
+    {'repeated', '<version>|<digest>'}    the operator's requestId made a change already; nothing changed
     {'applied', entryId, entryFields}
     {'stale'}                             the settings changed since ARGV[2]: read them again
     {'ended'}                             the change moves the end of an activity that has ended
@@ -28,6 +34,14 @@
 
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return {'missing'}
+end
+-- Before the version: a retry racing its first call, which made the version it read stale, finds the change here.
+local request = ARGV[4] .. '\n' .. ARGV[6]
+if ARGV[6] ~= '' then
+  local first = redis.call('HGET', KEYS[8], request)
+  if first then
+    return {'repeated', first}
+  end
 end
 if redis.call('HGET', KEYS[1], 'version') ~= ARGV[2] then
   return {'stale'}
@@ -54,7 +68,10 @@ if settings.endsAtMs ~= current.endsAtMs and settings.endsAtMs <= now then
 end
 
 redis.call('HSET', KEYS[1], 'settings', settings_json, 'version', settings.version)
-for i = 6, #ARGV, 2 do
+if ARGV[6] ~= '' then
+  redis.call('HSET', KEYS[8], request, string.format('%d', settings.version) .. '|' .. ARGV[7])
+end
+for i = 8, #ARGV, 2 do
   redis.call('HINCRBY', KEYS[2], ARGV[i], tonumber(ARGV[i + 1]))
 end
 for i = 1, #KEYS do
@@ -63,7 +80,7 @@ end
 
 local fields = {
   'kind', 'lottery.settings', 'activity', ARGV[1], 'version', tostring(settings.version),
-  'settings', settings_json, 'by', ARGV[4], 'at', tostring(now_ms()),
+  'settings', settings_json, 'by', ARGV[4], 'at', tostring(now_ms()), 'request', ARGV[6], 'digest', ARGV[7],
 }
 local entryId = redis.call('XADD', KEYS[3], '*', unpack(fields))
 return {'applied', entryId, fields}

@@ -105,7 +105,7 @@ function validMutations(): Record<string, { caller: Caller; args: Record<string,
     topUpWallet: { caller: 'buyer', args: { amountCents: 100 } },
     updateGoods: { caller: 'admin', args: { goodsId, input: { title: 'Voucher 2' } } },
     updateGroupBuyActivity: { caller: 'admin', args: { activityId: 'chars-activity', input: { title: 'Tea 2', description: 'for three' } } },
-    updateLotteryActivity: { caller: 'admin', args: { activityId, input: { prizes: [{ prizeId, weight: 2 }] } } },
+    updateLotteryActivity: { caller: 'admin', args: { activityId, input: { prizes: [{ prizeId, weight: 2 }], requestId: 'update-1' } } },
   };
 }
 

@@ -168,7 +168,7 @@ describe('operators change a running activity', () => {
     const store = new LotteryStore(lot.stores.redis, new Scripts(lot.stores.redis));
     const current = (await store.readSettings(activity.id))!;
     const moved = { ...current, version: current.version + 1, endsAtMs: Date.now() + 86_400_000 };
-    expect((await store.updateSettings(activity.id, current.version, moved, OPERATOR, new Map(), 0)).kind).toBe('ended');
+    expect((await store.updateSettings(activity.id, current.version, moved, OPERATOR, null, new Map(), 0)).kind).toBe('ended');
 
     const lotteryActivity = await lottery.activity(OPERATOR, activity.id, { admin: true });
     expect(lotteryActivity).toMatchObject({ settingsVersion: 4, dailyDrawLimit: 4, prizes: [{ totalStock: 5, remainingStock: 0 }] });
@@ -206,6 +206,31 @@ describe('operators change a running activity', () => {
     await expectLotteryInvariants(lot.stores, activity.id);
   });
 
+  it('tells a change that was not applied from one that may be: 20 restocks racing, each retried with its requestId, add 20 units', async () => {
+    const activity = await create({ title: 'racing restocks', prizes: [{ title: 'cup', weight: 1, totalStock: 3 }] });
+    const [cup] = activity.prizes;
+    const told: string[] = [];
+    const restock = async (requestId: string) => {
+      const input = { requestId, prizes: [{ prizeId: cup!.id, addStock: 1 }] };
+      for (;;) {
+        const { body } = await lottery.raw(UpdateLotteryDocument, { activityId: activity.id, input }, OPERATOR, { admin: true });
+        if (!body.errors) return body.data!.updateLotteryActivity;
+        expect(body.errors.map((error) => error.extensions?.code)).toEqual(['SERVICE_UNAVAILABLE']);
+        told.push(body.errors[0]!.message);
+      }
+    };
+    // Each read the settings of one version, and only one change a version can be made over.
+    await Promise.all(Array.from({ length: 20 }, (_, i) => restock(`race-${i}`)));
+    expect(told.length, 'changes that lost every race').toBeGreaterThan(0);
+    // Nothing held PostgreSQL back: each was told it was not applied, and was, once, when sent again.
+    expect(new Set(told)).toEqual(new Set(['the lottery changed while the change was being applied, so it was not applied; try again']));
+    expect(await lottery.activity(OPERATOR, activity.id, { admin: true })).toMatchObject({ settingsVersion: 21, prizes: [{ totalStock: 23 }] });
+    // A retry now answers each change as it is, applied once.
+    expect(await restock('race-7')).toMatchObject({ settingsVersion: 21, prizes: [{ totalStock: 23 }] });
+    const { rows } = await lot.stores.sql.query<{ total_stock: number }>('SELECT total_stock FROM lottery_prize WHERE id = $1', [cup!.id]);
+    expect(rows).toEqual([{ total_stock: 23 }]);
+  });
+
   it('removes a daily stock with 0', async () => {
     const activity = await create({ title: 'daily', noPrizeWeight: 0, prizes: [{ title: 'cup', weight: 1, totalStock: 10, dailyStock: 1 }] });
     const [cup] = activity.prizes;
@@ -213,5 +238,52 @@ describe('operators change a running activity', () => {
     expect((await draw(activity.id, 'daily-1')).__typename).toBe('LotteryLose');
     expect((await update(activity.id, { prizes: [{ prizeId: cup!.id, dailyStock: 0 }] })).prizes[0]).toMatchObject({ dailyStock: null });
     expect((await draw(activity.id, 'daily-2')).__typename).toBe('LotteryWin');
+  });
+});
+
+describe('an operator retries a change with its requestId', () => {
+  // A statement waits half a second for a lock before its commit is given up for the sweeper.
+  const held = startedServer(testEnv('lot_hot_held', { DATABASE_LOCK_TIMEOUT_MS: '500' }));
+  const CHANGE_MAY_BE_APPLIED = 'the change could not be confirmed in the database and may still be applied; retry with the same requestId (a retry without one may apply it twice)';
+
+  it('adds stock once when PostgreSQL could not confirm the first call, however often it is retried, after a rebuild too', async () => {
+    const client = lotteryAt(held.server.url);
+    const activity = await client.create(OPERATOR, { ...runningWindow(), title: 'held restock', prizes: [{ title: 'cup', weight: 1, totalStock: 3 }] });
+    const [cup] = activity.prizes;
+    const restock = { requestId: 'restock-1', prizes: [{ prizeId: cup!.id, addStock: 2 }] };
+    const send = (input: UpdateLotteryInput = restock) => client.raw(UpdateLotteryDocument, { activityId: activity.id, input }, OPERATOR, { admin: true });
+
+    // Held by hand, as a migration or a stray session would.
+    const holder = await held.stores.sql.connect();
+    const whileHeld = [];
+    try {
+      await holder.query('BEGIN; LOCK TABLE lottery_prize IN ACCESS EXCLUSIVE MODE');
+      // The first call, and a retry while its change waits in the journal.
+      for (let i = 0; i < 2; i++) whileHeld.push((await send()).body.errors);
+    } finally {
+      await holder.query('COMMIT');
+      holder.release();
+    }
+    for (const errors of whileHeld) expect(errors).toMatchObject([{ message: CHANGE_MAY_BE_APPLIED, extensions: { code: 'SERVICE_UNAVAILABLE' } }]);
+
+    const changed = { __typename: 'LotteryActivity', settingsVersion: 2, prizes: [{ totalStock: 5 }] };
+    for (let i = 0; i < 2; i++) expect((await send()).body.data?.updateLotteryActivity).toMatchObject(changed);
+    // Redis forgets the activity: rebuilt from PostgreSQL, it still knows the change.
+    await held.stores.redis.del(`{lot:${activity.id}}:meta`);
+    expect((await send()).body.data?.updateLotteryActivity).toMatchObject(changed);
+
+    // The same requestId for another change is refused, and changes nothing.
+    const other = await send({ ...restock, prizes: [{ prizeId: cup!.id, addStock: 3 }] });
+    expect(other.body.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', issues: [{ path: ['input', 'requestId'], code: 'REQUEST_ID_OF_ANOTHER_CHANGE' }] });
+    // Another operator's requestId is their own.
+    expect(await client.update(`${OPERATOR}-2`, activity.id, restock)).toMatchObject({ settingsVersion: 3, prizes: [{ totalStock: 7 }] });
+
+    const { rows } = await held.stores.sql.query('SELECT version, changed_by, request_id FROM lottery_settings WHERE activity_id = $1 ORDER BY version', [activity.id]);
+    expect(rows).toEqual([
+      { version: 1, changed_by: OPERATOR, request_id: null },
+      { version: 2, changed_by: OPERATOR, request_id: 'restock-1' },
+      { version: 3, changed_by: `${OPERATOR}-2`, request_id: 'restock-1' },
+    ]);
+    expect((await held.stores.sql.query('SELECT total_stock FROM lottery_prize WHERE id = $1', [cup!.id])).rows).toEqual([{ total_stock: 7 }]);
   });
 });

@@ -247,6 +247,10 @@ describe('updateLotteryActivity refuses changes that do not fit, with BAD_USER_I
     ['soldOutOdds NO_PRIZE on a TIMED activity', timed.id, { soldOutOdds: 'NO_PRIZE' }],
     ['an hourlyQuota on the consolation prize', timed.id, { prizes: [{ prizeId: timed.prizeIds[1]!, hourlyQuota: quota }] }],
     ['an hourlyQuota of 25 numbers', timed.id, { prizes: [{ prizeId: timed.prizeIds[0]!, hourlyQuota: [...quota, 1] }] }],
+    // A requestId names a change, and is held to every other mutation's bound.
+    ['a requestId alone', weighted.id, { requestId: 'nothing-else' }],
+    ['an empty requestId', weighted.id, { paused: true, requestId: '' }],
+    ['a requestId of 129 characters', weighted.id, { paused: true, requestId: 'r'.repeat(129) }],
   ];
 
   it('for each bad change', async () => {

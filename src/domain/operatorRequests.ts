@@ -14,12 +14,18 @@ export interface OperatorRequest {
   digest: string;
 }
 
-/** The request of a create, or null when it was sent without a requestId. */
-export function operatorRequestOf(kind: CreatedKind, createdBy: string, input: { requestId?: string | null }): OperatorRequest | null {
+/** An operator's requestId and the digest of the input it came with; null when it came without one. */
+export function requestOf(input: { requestId?: string | null }): { requestId: string; digest: string } | null {
   const { requestId, ...terms } = input;
   if (!requestId) return null;
   // The parsed input: its keys come in the schema's order, so the same terms hash alike.
-  return { kind, createdBy, requestId, digest: createHash('sha256').update(JSON.stringify(terms)).digest('hex') };
+  return { requestId, digest: createHash('sha256').update(JSON.stringify(terms)).digest('hex') };
+}
+
+/** The request of a create, or null when it was sent without a requestId. */
+export function operatorRequestOf(kind: CreatedKind, createdBy: string, input: { requestId?: string | null }): OperatorRequest | null {
+  const request = requestOf(input);
+  return request && { kind, createdBy, ...request };
 }
 
 /** The create's row, to add to the transaction that creates `objectId`. */

@@ -260,6 +260,10 @@ export const ruleMessages = {
     en: (v: RuleValues) => `requestId ${v.requestId} was already used to open a team of another group-buy activity`,
     'zh-CN': (v: RuleValues) => `requestId ${v.requestId} 已用于在另一个拼团活动中开团`,
   },
+  REQUEST_ID_OF_ANOTHER_CHANGE: {
+    en: (v: RuleValues) => `requestId ${v.requestId} was already used for another change of this lottery activity`,
+    'zh-CN': (v: RuleValues) => `requestId ${v.requestId} 已用于该抽奖活动的另一次修改`,
+  },
   REQUEST_ID_OF_ANOTHER_CREDIT: {
     en: (v: RuleValues) => `requestId ${v.requestId} was already used for another credit`,
     'zh-CN': (v: RuleValues) => `requestId ${v.requestId} 已用于另一笔钱包入账`,

@@ -266,6 +266,10 @@ const UpdateLotteryInput = builder
       dailyDrawLimit: t.int(),
       dailyWinLimit: t.int(),
       prizes: t.field({ type: [PrizeUpdateInput] }),
+      requestId: t.string({
+        description:
+          "The operator's idempotency key (1 to 128 characters), its own per activity: send it again on every retry of one change. A retry with the same requestId and change, after SERVICE_UNAVAILABLE or at once, answers the activity as it is once the first change is committed, and never applies it twice (addStock adds once). A call that changed nothing leaves the requestId unused. The same requestId for another change of the activity: BAD_USER_INPUT (REQUEST_ID_OF_ANOTHER_CHANGE).",
+      }),
     }),
   })
   .validate(updateLotteryInput);
@@ -354,7 +358,8 @@ builder.mutationField('drawLottery', (t) =>
 builder.mutationField('updateLotteryActivity', (t) =>
   t.withAuth({ admin: true }).field({
     type: LotteryActivity,
-    description: 'Operators: changes weights, stock, limits, the end or pause; the next draw sees all of it at once.',
+    description:
+      'Operators: changes weights, stock, limits, the end or pause; the next draw sees all of it at once. SERVICE_UNAVAILABLE says whether the change was not applied (send it again) or may still be applied (retry with the same requestId, which applies it at most once).',
     errors: {
       types: [NotFound],
       directResult: true,

@@ -82,6 +82,7 @@ const prizeUpdate = z.object({
 /**
  * An operator's change. Each field's bounds are checked here; the rules that depend on
  * the activity (endsAt after startsAt, which fields its strategy has) once it is read.
+ * With a requestId the change is applied once (LotteryService.update).
  */
 export const updateLotteryInput = z
   .object({
@@ -92,10 +93,12 @@ export const updateLotteryInput = z
     dailyDrawLimit: dailyLimit.nullish(),
     dailyWinLimit: dailyLimit.nullish(),
     prizes: z.array(prizeUpdate).max(L.maxPrizes).nullish(),
+    requestId: requestId.nullish(),
   })
-  .superRefine((input, ctx) => {
-    requireAChange(input, ctx);
-    const ids = (input.prizes ?? []).map((prize) => prize.prizeId);
+  .superRefine(({ requestId: _, ...change }, ctx) => {
+    // A requestId names a change; on its own it is none.
+    requireAChange(change, ctx);
+    const ids = (change.prizes ?? []).map((prize) => prize.prizeId);
     if (new Set(ids).size !== ids.length) ctx.addIssue({ ...ruleIssue('DUPLICATE_PRIZE'), path: ['prizes'] });
   });
 

@@ -213,6 +213,12 @@ export const scheduleJournalKind = entryKind({
   },
 });
 
+/** Entries journaled before operators' requestIds existed carry none: null, as '' is. */
+const blankOrAbsent = z
+  .string()
+  .optional()
+  .transform((value) => value || null);
+
 /** What lua/updateLotterySettings.lua journals for one change: the whole settings JSON of the new version. */
 const settingsFields = z.object({
   activity: z.string(),
@@ -220,13 +226,16 @@ const settingsFields = z.object({
   settings: z.string(),
   by: z.string(),
   at: int,
+  request: blankOrAbsent,
+  digest: blankOrAbsent,
 });
 
 /**
  * Persists a settings change in one statement: the version's row in lottery_settings,
- * and the activity and prize rows brought to it unless a newer version is already
- * there. A replay inserts nothing; a different change that got the same version (after
- * a Redis data loss) is a conflict.
+ * with the operator's requestId, and the activity and prize rows brought to it unless a
+ * newer version is already there. A replay inserts nothing; a different change that got
+ * the same version, or a requestId that made another version already (after a Redis
+ * data loss), is a conflict.
  */
 export const settingsJournalKind = entryKind({
   kind: 'lottery.settings',
@@ -237,10 +246,11 @@ export const settingsJournalKind = entryKind({
       const [row] = await db.query<{ inserted: boolean; durable: boolean }>(Prisma.sql`
         WITH change AS (
           SELECT ${fields.activity}::text AS activity_id, ${fields.version}::int AS version, ${fields.settings}::jsonb AS settings,
-            ${fields.by}::text AS changed_by, to_timestamp(${fields.at}::bigint / 1000.0) AS changed_at
+            ${fields.by}::text AS changed_by, to_timestamp(${fields.at}::bigint / 1000.0) AS changed_at,
+            ${fields.request}::text AS request_id, ${fields.digest}::text AS request_digest
         ), history AS (
-          INSERT INTO lottery_settings (activity_id, version, settings, changed_by, changed_at)
-          SELECT activity_id, version, settings, changed_by, changed_at FROM change
+          INSERT INTO lottery_settings (activity_id, version, settings, changed_by, changed_at, request_id, request_digest)
+          SELECT activity_id, version, settings, changed_by, changed_at, request_id, request_digest FROM change
           ON CONFLICT DO NOTHING
           RETURNING version
         ), activity AS (

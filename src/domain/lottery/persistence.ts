@@ -65,14 +65,15 @@ async function loadSettings(prisma: PrismaClient, activityId: string): Promise<L
 /**
  * Everything Redis needs, rebuilt from durable rows: stock left = total − the highest
  * unit handed out (won, or scheduled for TIMED), today's counters from today's draws,
- * every requestId's first result, undrawn releases and scheduled hours. Counters are
- * rebuilt from the highest value handed out, so the next value never repeats one.
+ * every requestId's first result (a draw's, an operator's change's), undrawn releases
+ * and scheduled hours. Counters are rebuilt from the highest value handed out, so the
+ * next value never repeats one.
  */
 export async function loadSnapshot(prisma: PrismaClient, activityId: string, nowMs: number): Promise<LotterySnapshot | null> {
   const settings = await loadSettings(prisma, activityId);
   if (!settings) return null;
   const day = localDay(settings.utcOffsets, nowMs);
-  const [units, users, prizesToday, requests, releases, hours] = await Promise.all([
+  const [units, users, prizesToday, requests, changes, releases, hours] = await Promise.all([
     prisma.$queryRaw<{ prize_id: string; unit: number }[]>`
       SELECT prize_id, max(stock_unit)::int AS unit FROM (
         SELECT prize_id, stock_unit FROM lottery_draw WHERE activity_id = ${activityId} AND prize_id IS NOT NULL
@@ -87,6 +88,10 @@ export async function loadSnapshot(prisma: PrismaClient, activityId: string, now
     prisma.lotteryDraw.findMany({
       where: { activityId, requestId: { not: null } },
       select: { userId: true, requestId: true, id: true, prizeId: true, drawnAt: true, settingsVersion: true },
+    }),
+    prisma.lotterySettings.findMany({
+      where: { activityId, requestId: { not: null } },
+      select: { changedBy: true, requestId: true, requestDigest: true, version: true },
     }),
     prisma.$queryRaw<{ prize_id: string; stock_unit: number; release_at: Date }[]>`
       SELECT r.prize_id, r.stock_unit, r.release_at FROM lottery_release r
@@ -111,6 +116,7 @@ export async function loadSnapshot(prisma: PrismaClient, activityId: string, now
       drawnAtMs: row.drawnAt.getTime(),
       settingsVersion: row.settingsVersion,
     })),
+    changes: changes.map((row) => ({ changedBy: row.changedBy, requestId: row.requestId!, digest: row.requestDigest!, version: row.version })),
     releases: releases.map((row) => ({ prizeId: row.prize_id, stockUnit: row.stock_unit, releaseAtMs: row.release_at.getTime() })),
     scheduledHours: hours.map((row) => row.hourStart.getTime()),
   };
@@ -129,6 +135,11 @@ export async function prizeRemainingStock(prisma: PrismaClient, prizeId: string)
     SELECT (p.total_stock - (SELECT count(*) FROM lottery_draw d WHERE d.prize_id = p.id AND d.stock_unit IS NOT NULL))::int AS remaining
     FROM lottery_prize p WHERE p.id = ${prizeId}`;
   return rows[0]?.remaining ?? 0;
+}
+
+/** Whether PostgreSQL holds the version an operator's requestId made. */
+export async function changeIsDurable(prisma: PrismaClient, activityId: string, version: number, changedBy: string, requestId: string): Promise<boolean> {
+  return (await prisma.lotterySettings.count({ where: { activityId, version, changedBy, requestId } })) > 0;
 }
 
 /** Whether PostgreSQL holds the draw. */

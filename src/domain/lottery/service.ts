@@ -3,12 +3,13 @@ import { z } from 'zod';
 import { ruleInputIssue } from '../../i18n/issues.ts';
 import { Campaign } from '../../infra/campaign/campaign.ts';
 import type { KeysetPage } from '../../infra/db/pages.ts';
+import { JournalCommitError } from '../../infra/journal/groupCommit.ts';
 import type { JournalEntry } from '../../infra/journal/journal.ts';
 import type { ScriptClock } from '../../infra/redis/testClock.ts';
 import { campaignStatus } from '../campaignStatus.ts';
 import type { CampaignDeps } from '../deps.ts';
 import { BadInputError, ServiceUnavailableError } from '../errors.ts';
-import { type OperatorRequest, createOncePerRequest, operatorRequestOf } from '../operatorRequests.ts';
+import { type OperatorRequest, createOncePerRequest, operatorRequestOf, requestOf } from '../operatorRequests.ts';
 import type { DrawPayments } from '../points/drawPayments.ts';
 import { NotFound } from '../problems.ts';
 import { type RandomSource, cryptoRandom } from '../random.ts';
@@ -16,7 +17,7 @@ import { type DrawAudit, auditDraw } from './audit.ts';
 import { changeSettings, firstSettings } from './change.ts';
 import type { CreateLotteryInput, UpdateLotteryInput } from './input.ts';
 import { drawJournalKind, scheduleJournalKind, settingsJournalKind } from './journalKinds.ts';
-import { drawIsDurable, insertActivity, loadSnapshot, lotteryActivityIds, prizeRemainingStock, remainingStock, winsPage } from './persistence.ts';
+import { changeIsDurable, drawIsDurable, insertActivity, loadSnapshot, lotteryActivityIds, prizeRemainingStock, remainingStock, winsPage } from './persistence.ts';
 import { ActivityNotActive, DrawLimitReached, WinLimitReached } from './problems.ts';
 import { LotteryScheduler, scheduledHourEnd } from './scheduler.ts';
 import { DRAW_RANDOM_RANGE, type LotterySettings, type LotteryStatus } from './settings.ts';
@@ -26,6 +27,24 @@ import { type DrawOutcome, type LotteryActivityView, type LotteryWinView, type W
 import { LotteryWinners } from './winners.ts';
 
 export class DrawNotConfirmedError extends ServiceUnavailableError {}
+
+/**
+ * An operator's change that was not applied (the settings changed meanwhile, or PostgreSQL
+ * refused it for a newer one after a Redis data loss): the same request may be sent again.
+ */
+const notApplied = () => new ServiceUnavailableError('the lottery changed while the change was being applied, so it was not applied; try again');
+
+/**
+ * An operator's change whose commit PostgreSQL did not confirm in time: it stays in the
+ * journal for the sweeper, and is applied later. A retry without its requestId (a delta
+ * such as addStock) would apply it a second time.
+ */
+function mayStillBeApplied<T>(committing: Promise<T>): Promise<T> {
+  return committing.catch((error: unknown) => {
+    if (!(error instanceof JournalCommitError)) throw error;
+    throw new ServiceUnavailableError('the change could not be confirmed in the database and may still be applied; retry with the same requestId (a retry without one may apply it twice)');
+  });
+}
 
 export interface LotteryDeps extends CampaignDeps {
   clock: ScriptClock;
@@ -204,26 +223,45 @@ export class LotteryService {
     return this.deps.payments.sweep((activityId, drawId) => this.deps.journal.commitStream(lotteryKeys(activityId).journal, (entry) => entry.fields.draw === drawId));
   }
 
-  /** An operator's change, applied atomically for the next draw; resolves once it is committed in PostgreSQL. */
+  /**
+   * An operator's change, applied atomically for the next draw; resolves once it is
+   * committed in PostgreSQL. With a requestId it is applied once: a retry (after
+   * SERVICE_UNAVAILABLE, or racing the first call) answers the activity as it is once the
+   * first change is committed, and applies nothing, whatever the change would come to now.
+   */
   async update(changedBy: string, activityId: string, input: UpdateLotteryInput): Promise<LotteryActivityView> {
-    const changedMeanwhile = () => new ServiceUnavailableError('the lottery changed while the change was applied; try again');
-    const reply = await this.activities.journaled(activityId, {
-      call: () =>
-        this.store.overCurrentSettings(activityId, async (current) => {
-          const change = changeSettings(current, input, await this.deps.clock.nowMs());
-          if (change.kind === 'invalid') throw BadInputError.of(change.issues);
-          if (change.kind === 'unchanged') return UNCHANGED;
-          // The end may move: the sweeper watches the journal as long as the keys are kept.
-          await this.deps.journal.trackStream(lotteryKeys(activityId).journal, change.settings.retainUntilMs);
-          return this.store.updateSettings(activityId, current.version, change.settings, changedBy, change.topUps, await this.deps.clock.offsetMs());
-        }),
-      entryOf: (reply) => (reply.kind === 'applied' ? reply.entry : null),
-      unavailable: changedMeanwhile,
-    });
+    const request = requestOf(input);
+    const reply = await mayStillBeApplied(
+      this.activities.journaled(activityId, {
+        call: () =>
+          this.store.overCurrentSettings(activityId, async (current) => {
+            // Checked again by the script, for a first call that lands in between.
+            const first = request && (await this.store.changeOf(activityId, changedBy, request.requestId));
+            if (first) return first;
+            const change = changeSettings(current, input, await this.deps.clock.nowMs());
+            if (change.kind === 'invalid') throw BadInputError.of(change.issues);
+            if (change.kind === 'unchanged') return UNCHANGED;
+            // The end may move: the sweeper watches the journal as long as the keys are kept.
+            await this.deps.journal.trackStream(lotteryKeys(activityId).journal, change.settings.retainUntilMs);
+            return this.store.updateSettings(activityId, current.version, change.settings, changedBy, request, change.topUps, await this.deps.clock.offsetMs());
+          }),
+        entryOf: (reply) => (reply.kind === 'applied' ? reply.entry : null),
+        unavailable: notApplied,
+      }),
+    );
     if (!reply) throw new NotFound('lottery activity', activityId);
-    if (reply.kind === 'stale') throw changedMeanwhile();
+    if (reply.kind === 'stale') throw notApplied();
     if (reply.kind === 'ended') throw BadInputError.of([ruleInputIssue(['input', 'endsAt'], 'ENDED_STAYS_ENDED')]);
     if (reply.kind === 'applied') this.winnersTicker.settingsChanged(activityId);
+    if (reply.kind === 'repeated') {
+      const { requestId, digest } = request!;
+      if (reply.digest !== digest) throw BadInputError.of([ruleInputIssue(['input', 'requestId'], 'REQUEST_ID_OF_ANOTHER_CHANGE', { requestId })]);
+      // The first call may still be committing, or may have failed: answer only with a durable change.
+      await mayStillBeApplied(
+        this.deps.journal.commitStream(lotteryKeys(activityId).journal, (entry) => entry.fields.kind === settingsJournalKind.kind && entry.fields.version === String(reply.version)),
+      );
+      if (!(await changeIsDurable(this.deps.prisma, activityId, reply.version, changedBy, requestId))) throw notApplied();
+    }
     return (await this.get(activityId))!;
   }
 

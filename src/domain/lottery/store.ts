@@ -5,7 +5,35 @@ import { type ReplyOf, type ReplyValues, type Scripts, defineScript } from '../.
 import { DRAW_RANDOM_RANGE, type LotterySettings, type PrizeSettings, RELEASE_RANDOM_RANGE } from './settings.ts';
 
 export function lotteryKeys(activityId: string) {
-  return campaignKeys('lot', activityId, ['meta', 'stock', 'daily', 'requests', 'releases', 'hours', 'journal', 'rebuilding']);
+  return campaignKeys('lot', activityId, ['meta', 'stock', 'daily', 'requests', 'releases', 'hours', 'changes', 'journal', 'rebuilding']);
+}
+
+/** An operator's requestId for a change, and the digest of the change's input. */
+export interface ChangeRequest {
+  requestId: string;
+  digest: string;
+}
+
+/** A change an operator made under a requestId: the settings version it made. */
+export interface RecordedChange extends ChangeRequest {
+  changedBy: string;
+  version: number;
+}
+
+/** The `changes` hash's field for an operator's requestId (user ids hold no line feed). */
+const changeField = (changedBy: string, requestId: string) => `${changedBy}\n${requestId}`;
+
+/** A requestId that made a change already: the version it made, and the digest of that change's input. */
+export interface RepeatedChange {
+  kind: 'repeated';
+  version: number;
+  digest: string;
+}
+
+/** What the `changes` hash records for a requestId (lua/updateLotterySettings.lua): "<version>|<digest>". */
+function repeatedChange(recorded: string): RepeatedChange {
+  const bar = recorded.indexOf('|');
+  return { kind: 'repeated', version: Number(recorded.slice(0, bar)), digest: recorded.slice(bar + 1) };
 }
 
 /** The prize fields a draw snapshots (lua/drawLottery.lua `prize_json`). */
@@ -37,6 +65,8 @@ export interface LotterySnapshot {
   winsToday: Map<string, number>;
   prizeWinsToday: Map<string, number>;
   requests: { userId: string; requestId: string; drawId: string; prizeId: string | null; drawnAtMs: number; settingsVersion: number }[];
+  /** Operators' changes made under a requestId. */
+  changes: RecordedChange[];
   /** TIMED: released or scheduled units nobody has drawn yet. */
   releases: { prizeId: string; stockUnit: number; releaseAtMs: number }[];
   scheduledHours: number[];
@@ -57,6 +87,7 @@ export function emptySnapshot(activityId: string, settings: LotterySettings, day
     winsToday: new Map(),
     prizeWinsToday: new Map(),
     requests: [],
+    changes: [],
     releases: [],
     scheduledHours: [],
   };
@@ -91,9 +122,10 @@ const scheduleLotteryHour = defineScript('scheduleLotteryHour', ['meta', 'stock'
   stale: () => ({}),
 });
 
-const updateLotterySettings = defineScript('updateLotterySettings', ['meta', 'stock', 'journal', 'daily', 'requests', 'releases', 'hours'], {
+const updateLotterySettings = defineScript('updateLotterySettings', ['meta', 'stock', 'journal', 'daily', 'requests', 'releases', 'hours', 'changes'], {
   missing: () => ({}),
   applied: (values, keys) => ({ entry: values.entry(0, keys.journal)! }),
+  repeated: (values) => repeatedChange(values.str(0)),
   stale: () => ({}),
   ended: () => ({}),
 });
@@ -126,9 +158,36 @@ export class LotteryStore {
     return this.scripts.call(scheduleLotteryHour, lotteryKeys(activityId), [activityId, scheduleId, hourStartMs, localHour, settingsVersion, RELEASE_RANDOM_RANGE, ...randoms]);
   }
 
-  /** `clockOffsetMs`: the app clock's offset from Redis time (ScriptClock), against which the end is checked. */
-  updateSettings(activityId: string, replacing: number, settings: LotterySettings, changedBy: string, topUps: Map<string, number>, clockOffsetMs: number): Promise<UpdateReply> {
-    return this.scripts.call(updateLotterySettings, lotteryKeys(activityId), [activityId, replacing, JSON.stringify(settings), changedBy, clockOffsetMs, ...[...topUps].flat()]);
+  /**
+   * `clockOffsetMs`: the app clock's offset from Redis time (ScriptClock), against which
+   * the end is checked. With a `request`, the change is recorded under it, or answered
+   * `repeated` when the requestId made one already.
+   */
+  updateSettings(
+    activityId: string,
+    replacing: number,
+    settings: LotterySettings,
+    changedBy: string,
+    request: ChangeRequest | null,
+    topUps: Map<string, number>,
+    clockOffsetMs: number,
+  ): Promise<UpdateReply> {
+    return this.scripts.call(updateLotterySettings, lotteryKeys(activityId), [
+      activityId,
+      replacing,
+      JSON.stringify(settings),
+      changedBy,
+      clockOffsetMs,
+      request?.requestId ?? '',
+      request?.digest ?? '',
+      ...[...topUps].flat(),
+    ]);
+  }
+
+  /** The change the operator's requestId made, as updateSettings recorded it; null for none. */
+  async changeOf(activityId: string, changedBy: string, requestId: string): Promise<RepeatedChange | null> {
+    const recorded = await this.redis.hget(lotteryKeys(activityId).changes, changeField(changedBy, requestId));
+    return recorded === null ? null : repeatedChange(recorded);
   }
 
   /**
@@ -158,7 +217,7 @@ export class LotteryStore {
     const { settings } = snapshot;
     const keys = lotteryKeys(snapshot.activityId);
     const expireAt = keysExpireAt(settings.retainUntilMs);
-    const tx = this.redis.multi().del(keys.meta, keys.stock, keys.daily, keys.requests, keys.releases, keys.hours);
+    const tx = this.redis.multi().del(keys.meta, keys.stock, keys.daily, keys.requests, keys.releases, keys.hours, keys.changes);
     tx.hset(keys.stock, Object.fromEntries(snapshot.stockLeft)).pexpireat(keys.stock, expireAt);
 
     const daily: (string | number)[] = ['day', snapshot.day];
@@ -176,6 +235,11 @@ export class LotteryStore {
       );
     }
     if (snapshot.requests.length > 0) tx.pexpireat(keys.requests, expireAt);
+
+    if (snapshot.changes.length > 0) {
+      tx.hset(keys.changes, Object.fromEntries(snapshot.changes.map((change) => [changeField(change.changedBy, change.requestId), `${change.version}|${change.digest}`])));
+      tx.pexpireat(keys.changes, expireAt);
+    }
 
     for (let i = 0; i < snapshot.releases.length; i += WRITE_CHUNK) {
       const chunk = snapshot.releases.slice(i, i + WRITE_CHUNK);
