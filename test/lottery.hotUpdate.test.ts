@@ -231,13 +231,26 @@ describe('operators change a running activity', () => {
     expect(rows).toEqual([{ total_stock: 23 }]);
   });
 
-  it('removes a daily stock with 0', async () => {
+  it('refuses a daily stock of 0, as on creation, and removes the daily stock with clearDailyStock', async () => {
     const activity = await create({ title: 'daily', noPrizeWeight: 0, prizes: [{ title: 'cup', weight: 1, totalStock: 10, dailyStock: 1 }] });
     const [cup] = activity.prizes;
     expect((await draw(activity.id, 'daily-0')).__typename).toBe('LotteryWin');
     expect((await draw(activity.id, 'daily-1')).__typename).toBe('LotteryLose');
-    expect((await update(activity.id, { prizes: [{ prizeId: cup!.id, dailyStock: 0 }] })).prizes[0]).toMatchObject({ dailyStock: null });
-    expect((await draw(activity.id, 'daily-2')).__typename).toBe('LotteryWin');
+    // An operator typing 0 "to stop this prize for today" once lifted the cap instead.
+    const zero = await lottery.raw(UpdateLotteryDocument, { activityId: activity.id, input: { prizes: [{ prizeId: cup!.id, dailyStock: 0 }] } }, OPERATOR, { admin: true });
+    expect(zero.body.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', issues: [{ path: ['input', 'prizes', 0, 'dailyStock'], code: 'TOO_SMALL', minimum: 1 }] });
+    const both = await lottery.raw(UpdateLotteryDocument, { activityId: activity.id, input: { prizes: [{ prizeId: cup!.id, dailyStock: 2, clearDailyStock: true }] } }, OPERATOR, {
+      admin: true,
+    });
+    expect(both.body.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', issues: [{ path: ['input', 'prizes', 0, 'clearDailyStock'], code: 'SET_AND_CLEARED' }] });
+    expect(await lottery.activity(OPERATOR, activity.id, { admin: true })).toMatchObject({ settingsVersion: 1, prizes: [{ dailyStock: 1 }] });
+    expect((await draw(activity.id, 'daily-2')).__typename).toBe('LotteryLose');
+
+    expect((await update(activity.id, { prizes: [{ prizeId: cup!.id, clearDailyStock: true }] })).prizes[0]).toMatchObject({ dailyStock: null });
+    expect((await draw(activity.id, 'daily-3')).__typename).toBe('LotteryWin');
+    expect((await update(activity.id, { prizes: [{ prizeId: cup!.id, dailyStock: 2 }] })).prizes[0]).toMatchObject({ dailyStock: 2 });
+    expect((await draw(activity.id, 'daily-4')).__typename).toBe('LotteryLose');
+    await expectLotteryInvariants(lot.stores, activity.id);
   });
 });
 

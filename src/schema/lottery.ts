@@ -211,7 +211,7 @@ const PrizeInput = builder.inputType('PrizeInput', {
     points: t.int({ description: 'POINTS prizes only.' }),
     weight: t.int({ defaultValue: 0, description: 'WEIGHTED: relative weight against the other prizes and noPrizeWeight.' }),
     totalStock: t.int({ required: true }),
-    dailyStock: t.int({ description: 'WEIGHTED: wins per local day at most.' }),
+    dailyStock: t.int({ description: 'WEIGHTED: wins per local day at most (at least 1); omitted: no daily stock.' }),
     hourlyQuota: t.intList({ description: 'TIMED: 24 numbers, prizes released in each local hour of the day.' }),
   }),
 });
@@ -248,7 +248,10 @@ const PrizeUpdateInput = builder.inputType('PrizeUpdateInput', {
     prizeId: t.id({ required: true }),
     weight: t.int(),
     addStock: t.int({ description: 'Units added to totalStock (and to what is left).' }),
-    dailyStock: t.int({ description: 'WEIGHTED: wins per local day at most; 0 removes the daily stock.' }),
+    dailyStock: t.int({ description: 'WEIGHTED: wins per local day at most, at least 1 as on creation; clearDailyStock removes it.' }),
+    clearDailyStock: t.boolean({
+      description: 'WEIGHTED: true removes the daily stock, so the prize may be won any number of times a day, up to its stock. Not with dailyStock (BAD_USER_INPUT, SET_AND_CLEARED).',
+    }),
     hourlyQuota: t.intList({
       description: 'TIMED: applies to the hours not scheduled yet. An hour is scheduled shortly before it begins (twice LOTTERY_SCHEDULE_INTERVAL_MS, one minute by default).',
     }),

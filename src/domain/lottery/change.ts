@@ -66,9 +66,11 @@ export function changeSettings(current: LotterySettings, input: UpdateLotteryInp
     }
     onlyFor(weighted || change.weight == null, ['prizes', i, 'weight'], 'ONLY_WEIGHTED', { field: 'weight' });
     onlyFor(weighted || change.dailyStock == null, ['prizes', i, 'dailyStock'], 'ONLY_WEIGHTED', { field: 'dailyStock' });
+    onlyFor(weighted || !change.clearDailyStock, ['prizes', i, 'clearDailyStock'], 'ONLY_WEIGHTED', { field: 'clearDailyStock' });
     onlyFor(change.hourlyQuota == null || prize.hourlyQuota.length === 24, ['prizes', i, 'hourlyQuota'], 'HOURLY_QUOTA_ONLY_SCHEDULED');
     if (change.weight != null) prize.weight = change.weight;
     if (change.dailyStock != null) prize.dailyStock = change.dailyStock;
+    if (change.clearDailyStock) prize.dailyStock = 0;
     if (change.hourlyQuota != null) prize.hourlyQuota = change.hourlyQuota;
     if (change.addStock != null) {
       prize.totalStock += change.addStock;

@@ -70,14 +70,19 @@ export const createLotteryInput = z
 
 export type CreateLotteryInput = z.infer<typeof createLotteryInput>;
 
-const prizeUpdate = z.object({
-  prizeId: z.string().min(1).max(64),
-  weight: weight.nullish(),
-  addStock: z.number().int().min(1, 'addStock must be positive').max(L.maxStock).nullish(),
-  /** 0 removes the prize's daily stock. */
-  dailyStock: z.number().int().min(0).max(L.maxStock).nullish(),
-  hourlyQuota: hourlyQuota.nullish(),
-});
+const prizeUpdate = z
+  .object({
+    prizeId: z.string().min(1).max(64),
+    weight: weight.nullish(),
+    addStock: z.number().int().min(1, 'addStock must be positive').max(L.maxStock).nullish(),
+    // The create's bounds: 0 read as "none" let an operator who meant "no more today" lift the cap.
+    dailyStock: dailyStock.nullish(),
+    clearDailyStock: z.boolean().nullish(),
+    hourlyQuota: hourlyQuota.nullish(),
+  })
+  .superRefine((prize, ctx) => {
+    if (prize.clearDailyStock && prize.dailyStock != null) ctx.addIssue({ ...ruleIssue('SET_AND_CLEARED', { field: 'dailyStock' }), path: ['clearDailyStock'] });
+  });
 
 /**
  * An operator's change. Each field's bounds are checked here; the rules that depend on
