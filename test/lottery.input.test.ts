@@ -152,7 +152,7 @@ describe('createLotteryActivity with a requestId', () => {
     const other = await unchanged(() => lottery.raw(CreateLotteryDocument, { input: { ...input, noPrizeWeight: 11 } }, OPERATOR, { admin: true }));
     expectBadInput(other, 'another activity under the requestId');
     expect(other.body.errors?.[0]?.extensions?.issues).toMatchObject([{ path: ['input', 'requestId'], code: 'REQUEST_ID_OF_ANOTHER_CREATE' }]);
-    // The same bound as every other create's requestId, not the draws' 64 characters.
+    // The same bound as every other requestId.
     const longest = { ...input, title: 'longest requestId', requestId: 'r'.repeat(128) };
     expect((await lottery.create(OPERATOR, longest)).id).toBe((await lottery.create(OPERATOR, longest)).id);
     for (const requestId of ['', 'r'.repeat(129)])
@@ -188,7 +188,7 @@ describe('a timezone', () => {
 
 describe('drawLottery', () => {
   it('refuses a malformed requestId or activityId', async () => {
-    for (const variables of [{ activityId: weighted.id, requestId: '' }, { activityId: weighted.id, requestId: 'r'.repeat(65) }, {}, { activityId: null }, { activityId: [weighted.id] }]) {
+    for (const variables of [{ activityId: weighted.id, requestId: '' }, { activityId: weighted.id, requestId: 'r'.repeat(129) }, {}, { activityId: null }, { activityId: [weighted.id] }]) {
       const response = await unchanged(() => lottery.raw(DrawLotteryDocument, variables as { activityId: string }, PLAYER));
       expectBadInput(response, JSON.stringify(variables));
     }
@@ -209,6 +209,15 @@ describe('drawLottery', () => {
     expect(ended).toMatchObject({ __typename: 'LotteryActivity', status: 'ENDED' });
     const drawLottery = await unchanged(() => lottery.draw(PLAYER, created.id));
     expect(drawLottery).toMatchObject({ __typename: 'ActivityNotActive', reason: 'ENDED' });
+  });
+
+  it('takes a requestId of 128 characters, as every other mutation does, and answers its retry with the first draw', async () => {
+    const requestId = 'r'.repeat(128);
+    const first = await lottery.draw('long-request-player', weighted.id, requestId);
+    if (first.__typename !== 'LotteryWin' && first.__typename !== 'LotteryLose') throw new Error(JSON.stringify(first));
+    expect(await lottery.draw('long-request-player', weighted.id, requestId)).toMatchObject({ drawId: first.drawId });
+    const { rows } = await lot.stores.sql.query('SELECT request_id FROM lottery_draw WHERE id = $1', [first.drawId]);
+    expect(rows).toEqual([{ request_id: requestId }]);
   });
 
   it('refuses a draw before the start without counting it', async () => {

@@ -4,7 +4,7 @@ import { builder, countRefusal } from '../builder.ts';
 import { CAMPAIGN_STATUSES } from '../domain/campaignStatus.ts';
 import { recordId } from '../domain/ids.ts';
 import type { DrawAudit } from '../domain/lottery/audit.ts';
-import { createLotteryInput, requestIdInput, updateLotteryInput } from '../domain/lottery/input.ts';
+import { createLotteryInput, drawRequestId, updateLotteryInput } from '../domain/lottery/input.ts';
 import { ActivityNotActive, DrawLimitReached, WinLimitReached } from '../domain/lottery/problems.ts';
 import { LOTTERY_LIMITS, SOLD_OUT_ODDS } from '../domain/lottery/settings.ts';
 import type { LotteryActivityView, LotteryLoseView, LotteryWinView, PrizeView, WinRecordView } from '../domain/lottery/views.ts';
@@ -351,7 +351,7 @@ builder.mutationField('drawLottery', (t) =>
       'One draw; a result is already committed in PostgreSQL, with its cost in points and any POINTS prize. The same requestId returns the first result, counts once and pays once. InsufficientPoints: the balance does not cover drawCostPoints; nothing was spent.',
     args: {
       activityId: t.arg.id({ required: true, validate: recordId }),
-      requestId: t.arg.string({ validate: requestIdInput }),
+      requestId: t.arg.string({ validate: drawRequestId, description: 'The idempotency key (1 to 128 characters): a retry with it gets the first result.' }),
     },
     resolve: (_root, { activityId, requestId }, { app, viewer }) =>
       app.lottery.draw(viewer.userId, String(activityId), requestId ?? null).catch((error: unknown) => wrapOrThrow(error, drawProblems, countRefusal) as DrawProblem),

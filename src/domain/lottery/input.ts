@@ -109,4 +109,5 @@ export const updateLotteryInput = z
 
 export type UpdateLotteryInput = z.infer<typeof updateLotteryInput>;
 
-export const requestIdInput = z.string().min(1).max(L.maxRequestIdLength).nullish();
+/** A draw's requestId: the bound every other mutation's has (the columns and keys it goes in have none of their own). */
+export const drawRequestId = requestId.nullish();

@@ -18,7 +18,6 @@ export const LOTTERY_LIMITS = {
   maxDrawCostPoints: 1_000_000,
   maxTitleLength: 64,
   maxDurationMs: 400 * 24 * 3600 * 1000,
-  maxRequestIdLength: 64,
   maxRecentWins: 50,
 } as const;
 
