@@ -129,7 +129,7 @@ export async function createApp(config: Config, log: Logger): Promise<App> {
     maxInFlight: config.JOURNAL_MAX_INFLIGHT,
     sweepAfterMs: config.JOURNAL_SWEEP_AFTER_MS,
   });
-  const events = new LiveEvents(publisher, subscriber, config.REDIS_KEY_PREFIX);
+  const events = new LiveEvents(publisher, subscriber, config.REDIS_KEY_PREFIX, log);
   const rateLimits: RateLimits = {
     mutations: new RateLimiter(scripts, config.RATE_LIMIT_MUTATIONS, config.RATE_LIMIT_WINDOW_MS),
     anonymous: new RateLimiter(scripts, config.RATE_LIMIT_ANONYMOUS, config.RATE_LIMIT_WINDOW_MS),

@@ -1,8 +1,10 @@
 import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { Scripts, defineScript } from '../src/infra/redis/scripts.ts';
 import { GrabRedPacketDocument, MyTeamsDocument, RedPacketUpdatedDocument, TeamStatusDocument } from './gql/generated.ts';
 import { requestsAt, subscribeWs } from './support/client.ts';
+import { whileDown } from './support/connectionKills.ts';
 import { testEnv } from './support/env.ts';
 import { clusterOfTheFile, twoInstances } from './support/lifecycle.ts';
 import { lotteryAt, runningWindow } from './support/lottery.ts';
@@ -97,6 +99,24 @@ describe('on a Redis Cluster', () => {
     await expectTeamInvariants(instances.stores, activityId, [team.id]);
     const { rows } = await instances.stores.sql.query<{ user_id: string; kind: string }>('SELECT user_id, kind FROM team_seat_event WHERE team_id = $1 ORDER BY at', [team.id]);
     expect(rows.map((row) => `${row.user_id}:${row.kind}`)).toEqual(['cl-holder:LOCKED', 'cl-holder:EXPIRED']);
+  });
+
+  it('repairs a stream whose final event was published while its sharded subscriber connections were down', async () => {
+    const packets = redPacketsAt(instances.server.url);
+    const packet = await packets.create(`cl-sender-${randomUUID()}`, { totalAmount: 200, count: 2, mode: 'RANDOM' });
+    const subscription = instances.track(subscribeWs(instances.other.url, RedPacketUpdatedDocument, { packetId: packet.id }, await tokenOf('cl-resync-watcher')));
+    expect((await packets.grab('cl-resync-1', packet.id)).__typename).toBe('GrabbedShare');
+    await subscription.until((events) => events.at(-1)?.data?.redPacketUpdated.remainingCount === 1);
+    // One connection per primary, on both instances: the cluster is this file's own.
+    const nodes = env.vars.REDIS_CLUSTER_NODES!.split(',').map((node) => new Redis(Number(node.split(':')[1]), '127.0.0.1'));
+    try {
+      const last = await whileDown(nodes, 'ioredis-cluster(ssubscriber):campaign-backend:subscriber', () => packets.grab('cl-resync-2', packet.id));
+      expect(last.__typename).toBe('GrabbedShare');
+    } finally {
+      for (const node of nodes) node.disconnect();
+    }
+    await subscription.until(() => subscription.completed(), 5_000);
+    expect(subscription.events.at(-1)?.data?.redPacketUpdated).toMatchObject({ status: 'EMPTY', remainingCount: 0 });
   });
 
   it("lists a user's teams with seat locks in several activities (on several nodes)", async () => {

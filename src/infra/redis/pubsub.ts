@@ -1,12 +1,24 @@
 import { RedisPubSub } from 'graphql-redis-subscriptions';
 import { Repeater, SlidingBuffer } from 'graphql-yoga';
 import { Cluster } from 'ioredis';
+import { type Logger, logRepeating } from '../logger.ts';
 import { liveSubscribers } from '../metrics.ts';
 import type { RedisClient } from './connection.ts';
 import { ShardedPubSub } from './shardedPubSub.ts';
 
 /** The longest delay setTimeout takes; a later refresh or end is checked again then. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
+/**
+ * When a publish (its NUMSUB, load or PUBLISH) or a resync's load that failed is tried
+ * again: a final state (EMPTY, COMPLETE) has no later change to repair it, so a blip of a
+ * few seconds in PostgreSQL or Redis must not lose it. Longer outages are logged.
+ */
+const RETRY_DELAYS_MS = [250, 1_000, 4_000];
+/**
+ * How many watched states a resync loads at once: a Redis restart must not become thousands
+ * of queries in one burst, and requests keep connections of the pool (10 by default).
+ */
+const RESYNC_CONCURRENCY = 8;
 
 /** How a stream of absolute states behaves: see `LiveEvents.currentThenChanges`. */
 export interface StateStream<T> {
@@ -43,20 +55,41 @@ export interface EventStreamEnd<T> {
 export class LiveEvents {
   private readonly pubsub: RedisPubSub | ShardedPubSub;
   private readonly channelPrefix: string;
-  /** Topics whose state is to be published this turn, with how to load it. */
-  private readonly scheduled = new Map<string, () => Promise<unknown>>();
+  /** Topics whose state is to be published this turn, with how to load it and how many tries failed before. */
+  private readonly scheduled = new Map<string, { load: () => Promise<unknown>; attempt: number }>();
   private readonly queuedEvents = new Map<string, unknown[]>();
+  /**
+   * The state streams running here, by topic: a resync loads each topic once (its streams
+   * all load the same state) and offers the state to every one of them.
+   */
+  private readonly watched = new Map<string, { load: () => Promise<unknown>; offers: Set<(state: unknown) => void> }>();
+  /** The event streams' checks of their end, run again at a resync. */
+  private readonly endChecks = new Set<() => void>();
+  /** Topics a resync has still to load, with how many tries failed before. */
+  private readonly resyncDue = new Map<string, number>();
+  private resyncWorkers = 0;
   private unsubscribing = true;
+  private closed = false;
 
   constructor(
     private readonly publisher: RedisClient,
     subscriber: RedisClient,
     channelPrefix: string,
+    private readonly log: Logger,
   ) {
     // Cluster clients add their key prefix to sharded channels themselves.
     const sharded = publisher instanceof Cluster && subscriber instanceof Cluster;
     this.pubsub = sharded ? new ShardedPubSub(publisher, subscriber) : new RedisPubSub({ publisher, subscriber });
     this.channelPrefix = sharded ? '' : channelPrefix;
+    // The subscriber connected before this was built: from here on it is ready only again
+    // after a drop (a Redis restart, a failover, a killed connection), and every message
+    // published meanwhile is lost. ioredis subscribes to the channels again before it emits
+    // 'ready': the PING is answered after those subscriptions, so no change can fall between
+    // them and the resync's loads. On a cluster the shards' SSUBSCRIBEs are sent before
+    // 'subscribersReady' but not awaited, so a change in that round trip could still be missed.
+    const resync = () => this.resync();
+    if (sharded) subscriber.on('subscribersReady', resync);
+    else subscriber.on('ready', () => void subscriber.ping().then(resync, () => undefined));
   }
 
   publish<T>(topic: string, payload: T): Promise<void> {
@@ -71,29 +104,54 @@ export class LiveEvents {
    * itself, after this change.
    */
   publishLatest<T>(topic: string, load: () => Promise<T | null>): void {
+    this.schedule(topic, load, 0);
+  }
+
+  /** `attempt`: how many tries failed before; a topic already scheduled loads the newest state anyway. */
+  private schedule(topic: string, load: () => Promise<unknown>, attempt: number): void {
     if (this.scheduled.has(topic)) return;
-    this.scheduled.set(topic, load);
+    this.scheduled.set(topic, { load, attempt });
     if (this.scheduled.size === 1) setImmediate(() => this.publishScheduled());
   }
 
-  /** One turn's topics: who listens is asked once for all of them, and each state that someone listens for is loaded and published. */
+  /**
+   * One turn's topics: who listens is asked once for all of them, and each state that
+   * someone listens for is loaded and published. A topic whose publish failed is scheduled
+   * again (RETRY_DELAYS_MS), which loads the state anew.
+   */
   private publishScheduled(): void {
     const due = [...this.scheduled];
     this.scheduled.clear();
+    const failed = (topic: string, { load, attempt }: { load: () => Promise<unknown>; attempt: number }, error: unknown) =>
+      this.retryOrWarn(topic, attempt, error, (next) => this.schedule(topic, load, next), 'could not publish a live state; its subscribers wait for its next change');
     this.listeners(due.map(([topic]) => topic))
       .then((counts) => {
-        due.forEach(([topic, load], i) => {
+        due.forEach(([topic, publishing], i) => {
           if (counts[i]! === 0) return;
-          load()
+          publishing
+            .load()
             .then((state) => (state ? this.publish(topic, state) : undefined))
-            .catch(() => {
-              // A lost event is repaired by the next one; subscribers hold absolute state.
-            });
+            .catch((error: unknown) => failed(topic, publishing, error));
         });
       })
-      .catch(() => {
-        // As above: nothing was published this turn; the next change publishes again.
+      .catch((error: unknown) => {
+        for (const [topic, publishing] of due) failed(topic, publishing, error);
       });
+  }
+
+  /**
+   * Calls `retry` with the next attempt after its delay; once the retries are spent, logs the
+   * failure, held back (logRepeating): an outage fails every topic at once.
+   */
+  private retryOrWarn(topic: string, attempt: number, error: unknown, retry: (attempt: number) => void, message: string): void {
+    const delayMs = RETRY_DELAYS_MS[attempt];
+    if (delayMs === undefined) {
+      logRepeating(this.log, 'warn', { topic, err: error }, message);
+      return;
+    }
+    setTimeout(() => {
+      if (!this.closed) retry(attempt + 1);
+    }, delayMs).unref();
   }
 
   /**
@@ -142,6 +200,7 @@ export class LiveEvents {
       };
       // Listen before reading the current state, so no change falls in between.
       const { subscribed, stopListening } = this.listen<T>(topic, offer);
+      const unwatch = this.watch(topic, stream.load, offer);
       try {
         await subscribed;
         const current = await stream.load();
@@ -153,9 +212,75 @@ export class LiveEvents {
       } finally {
         stopped = true;
         clearTimeout(refresh);
+        unwatch();
         stopListening();
       }
     }, new SlidingBuffer(1));
+  }
+
+  /** Registers a state stream's `offer` for resyncs; the returned function removes it. */
+  private watch<T>(topic: string, load: () => Promise<T | null>, offer: (state: T) => void): () => void {
+    let watched = this.watched.get(topic);
+    if (!watched) {
+      watched = { load, offers: new Set() };
+      this.watched.set(topic, watched);
+    }
+    const offers = watched.offers as Set<(state: T) => void>;
+    offers.add(offer);
+    return () => {
+      offers.delete(offer);
+      if (offers.size === 0 && this.watched.get(topic) === watched) this.watched.delete(topic);
+    };
+  }
+
+  /**
+   * After the subscriber connection came back: what was published while it was away is
+   * lost, a final state too, and no later change would repair that. Each watched topic's
+   * state is loaded once (RESYNC_CONCURRENCY at a time) and offered to its streams as if it
+   * were an event: the version rules drop it when nothing changed, and a final state
+   * completes the streams. Event streams check their end again (a moved end is an event).
+   */
+  private resync(): void {
+    for (const topic of this.watched.keys()) this.resyncDue.set(topic, 0);
+    for (const checkEnd of this.endChecks) checkEnd();
+    this.startResyncWorkers();
+  }
+
+  private startResyncWorkers(): void {
+    while (this.resyncWorkers < Math.min(RESYNC_CONCURRENCY, this.resyncDue.size)) {
+      this.resyncWorkers++;
+      void this.resyncWorker();
+    }
+  }
+
+  private async resyncWorker(): Promise<void> {
+    try {
+      for (let first = this.resyncDue.entries().next(); !first.done; first = this.resyncDue.entries().next()) {
+        const [topic, attempt] = first.value;
+        this.resyncDue.delete(topic);
+        await this.reload(topic, attempt);
+      }
+    } finally {
+      // In the same turn as the empty queue was seen: a topic queued later starts a worker.
+      this.resyncWorkers--;
+    }
+  }
+
+  /** Offers the topic's state now to its streams; tried again (through the queue) when the load fails. */
+  private async reload(topic: string, attempt: number): Promise<void> {
+    const watched = this.watched.get(topic);
+    if (!watched) return;
+    try {
+      const state = await watched.load();
+      if (state) for (const offer of watched.offers) offer(state);
+    } catch (error) {
+      const again = (next: number) => {
+        // A later resync may have queued it meanwhile, with its tries from 0.
+        if (!this.resyncDue.has(topic)) this.resyncDue.set(topic, next);
+        this.startResyncWorkers();
+      };
+      this.retryOrWarn(topic, attempt, error, again, 'could not reload a live state after the subscriber connection came back; its subscribers wait for its next change');
+    }
   }
 
   /**
@@ -214,7 +339,9 @@ export class LiveEvents {
         (await end!.lastEvents()).forEach(offer);
         void stop();
       };
-      const moved = end?.movedTopic ? this.listen(end.movedTopic, () => void checkEnd().catch((error: unknown) => stop(error)), false) : undefined;
+      const recheckEnd = () => void checkEnd().catch((error: unknown) => stop(error));
+      const moved = end?.movedTopic ? this.listen(end.movedTopic, recheckEnd, false) : undefined;
+      if (end) this.endChecks.add(recheckEnd);
       try {
         await subscribed;
         const recent = await loadRecent();
@@ -227,6 +354,7 @@ export class LiveEvents {
       } finally {
         stopped = true;
         clearTimeout(endCheck);
+        this.endChecks.delete(recheckEnd);
         stopListening();
         moved?.stopListening();
       }
@@ -266,6 +394,7 @@ export class LiveEvents {
 
   async close(): Promise<void> {
     this.unsubscribing = false;
+    this.closed = true;
     await this.pubsub.close();
   }
 }
