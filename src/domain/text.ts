@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { ruleIssue } from '../i18n/issues.ts';
 
 /**
@@ -44,6 +45,14 @@ const SHOWS_NOTHING = /^[\s\p{Cf}]+$/u;
  * to the bound.
  */
 export const showsSomething = (field: string) => [(text: string) => !SHOWS_NOTHING.test(text), ruleIssue('INVISIBLE_TEXT', { field })] as const;
+
+/** Why an operator credited a wallet or awarded points: shown beside the entry in the user's ledger. */
+export const ledgerReason = z
+  .string()
+  .trim()
+  .min(1, 'reason must not be empty')
+  .max(200)
+  .refine(...showsSomething('reason'));
 
 /** A voucher code is handed to a user to type or paste: visible characters only, no space or format character. */
 const VISIBLE_ONLY = /^[^\p{C}\p{Z}]*$/u;

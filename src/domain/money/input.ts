@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { userId } from '../ids.ts';
-import { showsSomething } from '../text.ts';
+import { ledgerReason } from '../text.ts';
 
 /** One credit at most: a million yuan. */
 export const MAX_CREDIT_CENTS = 100_000_000;
@@ -10,12 +10,7 @@ export const MAX_BALANCE_CENTS = 2_147_483_647;
 export const creditWalletArgs = z.object({
   userId,
   amountCents: z.number().int().min(1, 'amountCents must be at least 1').max(MAX_CREDIT_CENTS, `amountCents must be at most ${MAX_CREDIT_CENTS}`),
-  reason: z
-    .string()
-    .trim()
-    .min(1, 'reason must not be empty')
-    .max(200)
-    .refine(...showsSomething('reason')),
+  reason: ledgerReason,
   requestId: z.string().min(1, 'requestId must not be empty').max(128),
 });
 

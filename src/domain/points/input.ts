@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { requireAChange, ruleIssue } from '../../i18n/issues.ts';
 import { recordId, requestId, userId } from '../ids.ts';
-import { onlyVisible, showsSomething } from '../text.ts';
+import { ledgerReason, onlyVisible, showsSomething } from '../text.ts';
 
 /** GraphQL Int is 32-bit: a balance and a cost must stay within it. */
 export const MAX_POINTS = 2_147_483_647;
@@ -19,12 +19,7 @@ export const awardPointsArgs = z.object({
     .min(-MAX_POINTS)
     .max(MAX_POINTS)
     .refine((amount) => amount !== 0, ruleIssue('ZERO_AMOUNT')),
-  reason: z
-    .string()
-    .trim()
-    .min(1, 'reason must not be empty')
-    .max(200)
-    .refine(...showsSomething('reason')),
+  reason: ledgerReason,
   requestId,
 });
 
