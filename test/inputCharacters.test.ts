@@ -150,10 +150,13 @@ function documents(operation: 'query' | 'mutation', field: GraphQLField<unknown,
   return { viaVariables, inline };
 }
 
-function expectRefused(response: GraphqlResponse<unknown>, what: string) {
+/** With `field`, the first error names it as the client wrote it (`input.prizes[0].title`), not the variable that carried it. */
+function expectRefused(response: GraphqlResponse<unknown>, what: string, field?: string) {
   const codes = errorCodes(response);
   expect(codes.length > 0 && codes.every((code) => code === 'BAD_USER_INPUT'), `${what}: ${JSON.stringify(response.body)}`).toBe(true);
   expect(response.body.data ?? null, what).toBeNull();
+  const named = `${field} must not contain `;
+  if (field) expect(response.body.errors?.[0]?.message.slice(0, named.length), what).toBe(named);
 }
 
 describe('a control character, a lone surrogate or an invisible character in any String or ID input', () => {
@@ -175,15 +178,34 @@ describe('a control character, a lone surrogate or an invisible character in any
     const before = await snapshotStores(stores, env);
     for (const [name, { caller, args }] of Object.entries(validMutations())) {
       for (const path of positionsOf(mutations[name]!)) {
+        // `.input.prizes[].title`, poisoned in every item: the first is named.
+        const field = path.slice(1).replaceAll('[]', '[0]');
         for (const [poisonName, poison] of Object.entries(POISONS)) {
           const bad = poisoned(args, '', path, poison) as Record<string, unknown>;
           const { viaVariables, inline } = documents('mutation', mutations[name]!, bad);
-          expectRefused(await gql(server().url, viaVariables, bad, await tokenOfCaller(caller)), `${name} ${path} ${poisonName} via variables`);
-          expectRefused(await gql(server().url, inline, {}, await tokenOfCaller(caller)), `${name} ${path} ${poisonName} inline`);
+          expectRefused(await gql(server().url, viaVariables, bad, await tokenOfCaller(caller)), `${name} ${path} ${poisonName} via variables`, field);
+          // A literal's lone surrogate is a syntax error, before any field is known.
+          expectRefused(await gql(server().url, inline, {}, await tokenOfCaller(caller)), `${name} ${path} ${poisonName} inline`, poison === POISONS.NUL ? field : undefined);
         }
       }
     }
     expect(await snapshotStores(stores, env)).toEqual(before);
+  });
+
+  it('names the field, however the variable that carried it is named or nested', async () => {
+    const { activityId, prizeId } = live;
+    const token = await tokenOfCaller('admin');
+    const named = [
+      ['mutation($i: UpdateLotteryInput!) { updateLotteryActivity(activityId: "x", input: $i) { __typename } }', { i: { prizes: [{ prizeId }, { prizeId: 'a\u0000' }] } }],
+      ['mutation($p: ID!) { updateLotteryActivity(activityId: "x", input: { prizes: [{ prizeId: "p" }, { prizeId: $p }] }) { __typename } }', { p: 'b\uDC00' }],
+      ['mutation { updateLotteryActivity(activityId: "x", input: { prizes: [{ prizeId: "p" }, { prizeId: "a\\u0000" }] }) { __typename } }', {}],
+    ] as const;
+    for (const server of [fastLane, yogaOnly]) {
+      for (const [query, variables] of named) expectRefused(await gql(server.url, query, variables, token), query, 'input.prizes[1].prizeId');
+      // A variable no argument takes has no field: it is named as sent.
+      const unused = await gql(server.url, 'mutation($id: ID!) { closeRedPacket(packetId: $id) { __typename } }', { id: activityId, extra: { note: 'c\u0007' } }, token);
+      expectRefused(unused, 'an unused variable', '$extra.note');
+    }
   });
 
   it('in a query id (POST on both lanes, and GET): never an internal error, only BAD_USER_INPUT', async () => {
