@@ -275,7 +275,9 @@ describe("an operator's seat and the provider's payment", () => {
     const locked = await teams.lock('op-slow-payer', team);
     if (locked.__typename !== 'SeatLocked') throw new Error(`got ${locked.__typename}`);
     await teams.confirm('op-slow-payer', team, locked.payment.paymentRef);
-    await waitFor('the team to fail', async () => (await teams.team('op-leader-2', team))?.status === 'FAILED', { timeoutMs: 15_000 });
+    // Failed by the sweeper, in PostgreSQL: a team past its deadline reads FAILED before then.
+    const failedInPostgres = async () => (await started.stores.sql.query('SELECT status FROM team WHERE id = $1', [team])).rows[0]?.status === 'FAILED';
+    await waitFor('the team to fail', failedInPostgres, { timeoutMs: 15_000 });
     // The team failed with the payment still pending: nothing was owed then.
     expect(await refundsOf(locked.payment.paymentRef)).toEqual([]);
     expect(await sendNotify(started.server.url, succeeded(locked.payment))).toEqual({ status: 200, body: { outcome: 'REFUND_OWED' } });

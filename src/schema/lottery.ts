@@ -348,10 +348,10 @@ builder.mutationField('drawLottery', (t) =>
   t.withAuth({ signedIn: true }).field({
     type: DrawLotteryResult,
     description:
-      'One draw; a result is already committed in PostgreSQL, with its cost in points and any POINTS prize. The same requestId returns the first result, counts once and pays once. InsufficientPoints: the balance does not cover drawCostPoints; nothing was spent.',
+      'One draw; a result is already committed in PostgreSQL, with its cost in points and any POINTS prize. The same requestId (1 to 128 characters) returns the first result, counts once and pays once. InsufficientPoints: the balance does not cover drawCostPoints; nothing was spent.',
     args: {
       activityId: t.arg.id({ required: true, validate: recordId }),
-      requestId: t.arg.string({ validate: drawRequestId, description: 'The idempotency key (1 to 128 characters): a retry with it gets the first result.' }),
+      requestId: t.arg.string({ validate: drawRequestId }),
     },
     resolve: (_root, { activityId, requestId }, { app, viewer }) =>
       app.lottery.draw(viewer.userId, String(activityId), requestId ?? null).catch((error: unknown) => wrapOrThrow(error, drawProblems, countRefusal) as DrawProblem),
